@@ -1,0 +1,1 @@
+"""Offline analysis of otel_verl traces: loading, figures, diagnosis, legacy formats."""
