@@ -1,0 +1,53 @@
+"""otel_verl: OpenTelemetry tracing for multi-turn RL training with verl.
+
+``instrument()`` (or ``VerlInstrumentor().instrument()``) wraps verl's seams in this process; the
+Ray hook :func:`otel_verl.activate.setup` does it in every actor. Nothing is imported from verl
+until verl imports it itself, so the package imports without verl.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+
+from otel_verl.package import _instruments
+from otel_verl.version import __version__
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["VerlInstrumentor", "__version__", "instrument", "uninstrument"]
+
+
+class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Contrib-style instrumentor: ``instrument()`` wraps, ``uninstrument()`` restores verl."""
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    def _instrument(self, **kwargs: Any) -> None:
+        from otel_verl.instrumentation import ALL_SEAMS
+        from otel_verl.instrumentation._wrap import wrap_seams
+
+        wrap_seams(ALL_SEAMS)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        from otel_verl.instrumentation._wrap import unwrap_all
+
+        unwrap_all()
+
+
+def instrument(**kwargs: Any) -> None:
+    """Instrument verl in this process (no-op with OTEL_SDK_DISABLED=true)."""
+    from otel_verl.config import sdk_disabled
+
+    if sdk_disabled():
+        return
+    # verl may not be installed where this runs: skip the dependency check, seams attach on import.
+    VerlInstrumentor().instrument(skip_dep_check=True, **kwargs)
+
+
+def uninstrument() -> None:
+    VerlInstrumentor().uninstrument()

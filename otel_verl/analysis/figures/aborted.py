@@ -1,0 +1,40 @@
+"""Aborted / over-sampled requests per step: count, tokens and seconds wasted (seed 002)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from otel_verl.analysis.figures import _style
+
+
+def compute_aborted(spans: pd.DataFrame) -> pd.DataFrame:
+    """Per step: requests, aborted, tokens_wasted, seconds_wasted, waste_fraction."""
+    from otel_verl.analysis.detectors import Tables, aborted_per_step
+
+    return aborted_per_step(Tables.build(spans))
+
+
+def plot_aborted(df: pd.DataFrame, path: str | Path) -> Path:
+    if df.empty:
+        return _style.empty(path, "aborted requests")
+    fig, axes = _style.plt.subplots(1, 3, figsize=(13, 4))
+    for ax, col, title in zip(axes, ("aborted", "tokens_wasted", "seconds_wasted"),
+                              ("aborted requests", "tokens wasted", "request-seconds wasted")):
+        ax.bar(df["step"], df[col], color="indianred")
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    return _style.save(fig, path)
+
+
+def plotly_aborted(df: pd.DataFrame):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=df["step"], y=df["aborted"], name="aborted requests",
+                         customdata=df[["tokens_wasted", "seconds_wasted"]].to_numpy(),
+                         hovertemplate="%{y} aborted<br>%{customdata[0]} tokens<br>%{customdata[1]:.1f} s"))
+    fig.update_layout(title="Aborted / over-sampled requests per step", xaxis_title="step")
+    return fig

@@ -1,0 +1,45 @@
+"""Engine time per turn index, per step (seed: turn_difference)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from otel_verl.analysis import model
+from otel_verl.analysis.figures import _style
+
+
+def compute_turn_engine(spans: pd.DataFrame) -> pd.DataFrame:
+    """Per (step, turn index): mean and max engine seconds of a turn, and how many turns."""
+    ev = model.events_table(spans)
+    eng = ev[(ev["kind"] == "engine") & ev["turn_index"].notna()]
+    if eng.empty:
+        return pd.DataFrame(columns=["step", "turn_index", "mean_engine_s", "max_engine_s", "turns"])
+    per_turn = eng.groupby(["step", "turn_index", "turn_span"], as_index=False)["duration"].sum()
+    g = per_turn.groupby(["step", "turn_index"])["duration"]
+    return pd.DataFrame({"mean_engine_s": g.mean(), "max_engine_s": g.max(), "turns": g.size()}).reset_index()
+
+
+def plot_turn_engine(df: pd.DataFrame, path: str | Path) -> Path:
+    if df.empty:
+        return _style.empty(path, "engine time per turn")
+    fig, ax = _style.new()
+    for ti, g in df.groupby("turn_index"):
+        ax.plot(g["step"], g["mean_engine_s"], marker="o", label=f"turn {int(ti) + 1}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean engine seconds per turn")
+    ax.set_title("Engine generation time per turn index")
+    ax.legend()
+    return _style.save(fig, path)
+
+
+def plotly_turn_engine(df: pd.DataFrame):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for ti, g in df.groupby("turn_index"):
+        fig.add_trace(go.Scatter(x=g["step"], y=g["mean_engine_s"], mode="lines+markers", name=f"turn {int(ti) + 1}",
+                                 customdata=g["max_engine_s"], hovertemplate="mean %{y:.2f} s, max %{customdata:.2f} s"))
+    fig.update_layout(title="Engine time per turn index", xaxis_title="step", yaxis_title="mean engine s")
+    return fig

@@ -1,0 +1,60 @@
+"""Request-completion CDF within each worker of a step (the seed's 150 s gap shows as a flat stretch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from otel_verl.analysis import model
+from otel_verl.analysis.figures import _style
+
+
+def compute_worker_cdf(spans: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
+    """Per request: completion seconds since its worker started and the fraction of that worker's requests done."""
+    r = model.requests_table(spans)
+    if step is not None:
+        r = r[r["step"] == step]
+    df = r[["step", "worker", "request_id", "worker_rel_end_s"]].rename(columns={"worker_rel_end_s": "t_rel_s"})
+    df = df.sort_values(["step", "worker", "t_rel_s"]).reset_index(drop=True)
+    g = df.groupby(["step", "worker"])
+    df["frac"] = (g.cumcount() + 1) / g["t_rel_s"].transform("size")
+    return df
+
+
+def pick_step(spans_or_df: pd.DataFrame) -> int | None:
+    """The step whose slowest worker finished last relative to its median worker (most telling for this view)."""
+    df = spans_or_df
+    if df.empty:
+        return None
+    last = df.groupby(["step", "worker"])["t_rel_s"].max().groupby("step")
+    spread = last.max() - last.median()
+    return int(spread.idxmax())
+
+
+def plot_worker_cdf(df: pd.DataFrame, path: str | Path, step: int | None = None) -> Path:
+    step = step if step is not None else pick_step(df)
+    g = df[df["step"] == step] if step is not None else df
+    if g.empty:
+        return _style.empty(path, "worker request CDF")
+    fig, ax = _style.new()
+    for w, wg in g.groupby("worker"):
+        ax.step(wg["t_rel_s"], wg["frac"], where="post", label=f"worker {w}")
+    ax.set_xlabel("seconds since the worker started")
+    ax.set_ylabel("fraction of the worker's requests completed")
+    ax.set_title(f"Request completion per worker, step {step}")
+    ax.legend(fontsize=7)
+    return _style.save(fig, path)
+
+
+def plotly_worker_cdf(df: pd.DataFrame, step: int | None = None):
+    import plotly.graph_objects as go
+
+    step = step if step is not None else pick_step(df)
+    fig = go.Figure()
+    for w, wg in df[df["step"] == step].groupby("worker"):
+        fig.add_trace(go.Scatter(x=wg["t_rel_s"], y=wg["frac"], mode="lines", line_shape="hv", name=f"worker {w}",
+                                 text=wg["request_id"]))
+    fig.update_layout(title=f"Request completion per worker, step {step}", xaxis_title="seconds since worker start",
+                      yaxis_title="fraction completed")
+    return fig

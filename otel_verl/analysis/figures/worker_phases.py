@@ -1,0 +1,56 @@
+"""Per-worker bars per step: rollout time and barrier wait (the seed's worker_0/worker_1 view)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis import model
+from otel_verl.analysis.figures import _style
+
+
+def compute_worker_phases(spans: pd.DataFrame) -> pd.DataFrame:
+    """Per (step, worker): seconds from rollout start to first request, rollout, barrier wait."""
+    w = model.workers_table(spans)
+    s = model.steps_table(spans).set_index("step")
+    df = pd.DataFrame({"step": w["step"], "worker": w["worker"], "num_requests": w["num_requests"]})
+    df["start_offset_s"] = (w["start_ns"] - w["step"].map(s["rollout_start_ns"]).astype(float)) / 1e9
+    df["rollout_s"] = w["duration"]
+    df["barrier_s"] = w["barrier_s"].fillna(
+        (w.groupby("step")["end_ns"].transform("max") - w["end_ns"]) / 1e9)
+    return df
+
+
+def plot_worker_phases(df: pd.DataFrame, path: str | Path) -> Path:
+    if df.empty:
+        return _style.empty(path, "worker phases")
+    steps = sorted(df["step"].unique())
+    workers = sorted(df["worker"].unique())
+    fig, ax = _style.new((max(9, 0.35 * len(steps) * len(workers) / 2), 5))
+    width = 0.8 / max(1, len(workers))
+    for j, w in enumerate(workers):
+        g = df[df["worker"] == w].set_index("step").reindex(steps)
+        x = np.arange(len(steps)) + j * width
+        ax.bar(x, g["rollout_s"], width, color=_style.plt.get_cmap("tab10")(j % 10), label=f"worker {w} rollout")
+        ax.bar(x, g["barrier_s"], width, bottom=g["rollout_s"], color="lightgrey", hatch="//",
+               label="barrier wait" if j == 0 else None)
+    ax.set_xticks(np.arange(len(steps)) + 0.4 - width / 2, [str(s) for s in steps])
+    ax.set_xlabel("step")
+    ax.set_ylabel("seconds")
+    ax.set_title("Per-worker rollout time (color) and barrier wait (grey) per step")
+    if len(workers) <= 16:
+        ax.legend(fontsize=7, ncol=2)
+    return _style.save(fig, path)
+
+
+def plotly_worker_phases(df: pd.DataFrame):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    x = [df["step"].astype(str), "w" + df["worker"].astype(str)]
+    fig.add_trace(go.Bar(x=x, y=df["rollout_s"], name="rollout"))
+    fig.add_trace(go.Bar(x=x, y=df["barrier_s"], name="barrier wait", marker_color="lightgrey"))
+    fig.update_layout(barmode="stack", title="Per-worker rollout and barrier wait per step", yaxis_title="seconds")
+    return fig

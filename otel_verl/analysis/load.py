@@ -1,0 +1,263 @@
+"""One entry point, :func:`load_spans`, for every trace source: spool, collector file export, Jaeger, Tempo.
+
+The result is a pandas DataFrame, one row per span (see :mod:`otel_verl.analysis.columns`), with
+the tree resolved: each span knows its step, worker, request and turn even when only the request
+span carried those attributes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from otel_verl import semconv as sc
+from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.otlp import SpanColumns
+
+SOURCE_TYPES = ("auto", "spool", "file", "jaeger", "tempo")
+TRACE_SUFFIXES = (".jsonl", ".json")
+
+
+@dataclass
+class LoadStats:
+    """What a load read and skipped; reported in the summary so silent data loss is visible."""
+
+    files: int = 0
+    lines: int = 0
+    spans: int = 0
+    bad_lines: int = 0
+    duplicates: int = 0
+    first_bad: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def detect_source_type(source: str) -> str:
+    """Pick the reader from the shape of SOURCE: a URL (Tempo when its port is 3200), a dir or a file."""
+    if source.startswith(("http://", "https://")):
+        return "tempo" if ":3200" in source or "tempo" in source.lower() else "jaeger"
+    path = Path(source)
+    if not path.exists():
+        raise AnalysisInputError(f"{source}: no such file or directory")
+    return "spool" if path.is_dir() else "file"
+
+
+def trace_files(root: Path) -> list[Path]:
+    """Every trace file under ``root`` in a stable order (spool: run/step_n/*.jsonl; collector: rotated files)."""
+    if root.is_file():
+        return [root]
+    files = sorted(
+        p for p in root.rglob("*") if p.is_file() and p.suffix in TRACE_SUFFIXES and not p.name.startswith(".")
+    )
+    if not files:
+        raise AnalysisInputError(f"{root}: no .jsonl/.json trace files found (empty or wrong directory)")
+    return files
+
+
+def _read_files(
+    files: list[Path], cols: SpanColumns, stats: LoadStats, skip_bad_lines: bool, advance: Callable[[int], None]
+) -> None:
+    loads = json.loads
+    for path in files:
+        stats.files += 1
+        try:
+            fh = open(path, "rb")  # noqa: SIM115 - closed below, read line by line for file:line errors
+        except OSError as exc:
+            raise AnalysisInputError(f"{path}: cannot open: {exc.strerror}") from None
+        with fh:
+            for lineno, raw in enumerate(fh, start=1):
+                advance(len(raw))
+                if not raw.strip():
+                    continue
+                stats.lines += 1
+                try:
+                    cols.add_document(loads(raw))
+                except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                    msg = f"{path}:{lineno}: {_why(raw, exc)}"
+                    if not skip_bad_lines:
+                        raise AnalysisInputError(msg + " (use --skip-bad-lines to skip it)") from None
+                    stats.bad_lines += 1
+                    if len(stats.first_bad) < 5:
+                        stats.first_bad.append(msg)
+
+
+def _why(raw: bytes, exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        if not raw.endswith(b"\n"):
+            return f"truncated last line ({exc.msg}); was the writer killed?"
+        return f"not JSON ({exc.msg} at column {exc.colno})"
+    return f"not an OTLP/JSON trace line ({exc})"
+
+
+def load_spans(
+    source: str | os.PathLike[str],
+    *,
+    source_type: str = "auto",
+    service: str | None = None,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+    skip_bad_lines: bool = False,
+    progress: bool = False,
+    stats: LoadStats | None = None,
+) -> pd.DataFrame:
+    """Load SOURCE into the span table; raise :class:`AnalysisInputError` on anything unusable."""
+    t0 = time.perf_counter()
+    stats = stats if stats is not None else LoadStats()
+    source = str(source)
+    if source_type not in SOURCE_TYPES:
+        raise AnalysisInputError(f"unknown source type {source_type!r}; valid: {', '.join(SOURCE_TYPES)}")
+    kind = detect_source_type(source) if source_type == "auto" else source_type
+    cols = SpanColumns()
+    if kind in ("spool", "file"):
+        path = Path(source)
+        if not path.exists():
+            raise AnalysisInputError(f"{source}: no such file or directory")
+        files = trace_files(path)
+        total = sum(f.stat().st_size for f in files)
+        with _progress(progress and total > 20_000_000, total, "loading spans") as advance:
+            _read_files(files, cols, stats, skip_bad_lines, advance)
+    else:
+        from otel_verl.analysis import remote
+
+        now = time.time_ns()
+        lo = since_ns if since_ns is not None else now - 24 * 3600 * 10**9
+        hi = until_ns if until_ns is not None else now
+        fetch = remote.jaeger_documents if kind == "jaeger" else remote.tempo_documents
+        for doc in fetch(source, service, lo, hi):
+            stats.lines += 1
+            try:
+                cols.add_document(doc)
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                raise AnalysisInputError(f"{source}: unexpected response ({exc})") from None
+    frame = cols.frame()
+    if service and kind in ("spool", "file"):
+        frame = frame[frame["service"] == service]
+    if since_ns is not None:
+        frame = frame[frame["start_ns"] >= since_ns]
+    if until_ns is not None:
+        frame = frame[frame["start_ns"] <= until_ns]
+    before = len(frame)
+    frame = frame.drop_duplicates(subset=["trace_id", "span_id"], keep="first")
+    stats.duplicates = before - len(frame)
+    if frame.empty:
+        where = f" for service {service!r}" if service else ""
+        raise AnalysisInputError(f"{source}: no spans found{where} in the selected time window")
+    frame = resolve_hierarchy(frame.reset_index(drop=True))
+    stats.spans = len(frame)
+    stats.seconds = time.perf_counter() - t0
+    return frame
+
+
+class _progress:
+    """Rich progress bar over bytes, only for long loads (a no-op otherwise)."""
+
+    def __init__(self, enabled: bool, total: int, label: str) -> None:
+        self.enabled, self.total, self.label = enabled, total, label
+        self._bar: Any = None
+        self._acc = 0
+
+    def __enter__(self) -> Callable[[int], None]:
+        if not self.enabled:
+            return lambda n: None
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+        self._bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                             TimeRemainingColumn(), transient=True)
+        self._bar.start()
+        task = self._bar.add_task(self.label, total=self.total)
+
+        def advance(n: int) -> None:
+            self._acc += n
+            if self._acc > 4_000_000:
+                self._bar.update(task, advance=self._acc)
+                self._acc = 0
+
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+# ------------------------------------------------------------------ tree resolution
+KIND_BY_NAME = {
+    sc.SPAN_STEP: "step",
+    sc.SPAN_WORKER: "worker",
+    sc.SPAN_REQUEST: "request",
+    sc.SPAN_TURN: "turn",
+    sc.SPAN_TOOL_PARSE: "tool_parse",
+    sc.SPAN_PREPROCESS: "preprocess",
+    sc.SPAN_REWARD: "reward",
+    sc.SPAN_BARRIER: "barrier",
+}
+
+
+def classify(names: pd.Series) -> np.ndarray:
+    """Span kind from its name: step/phase/worker/request/turn/engine/tool/... or ``other``."""
+    out = names.map(KIND_BY_NAME).to_numpy(dtype=object)
+    s = names.astype(str)
+    out[pd.isna(out) & s.str.startswith(sc.SPAN_PHASE_PREFIX + " ").to_numpy()] = "phase"
+    out[pd.isna(out) & s.str.startswith(sc.GEN_AI_OP_TEXT_COMPLETION).to_numpy()] = "engine"
+    out[pd.isna(out) & s.str.startswith(sc.GEN_AI_OP_EXECUTE_TOOL).to_numpy()] = "tool"
+    out[pd.isna(out)] = "other"
+    return out
+
+
+def _ancestor(parent_idx: np.ndarray, is_target: np.ndarray) -> np.ndarray:
+    """Row index of each span's nearest ancestor-or-self with ``is_target`` (-1 if none), by pointer jumping."""
+    n = len(parent_idx)
+    found = np.where(is_target, np.arange(n), -1)
+    cur = parent_idx.copy()
+    for _ in range(64):
+        todo = (found < 0) & (cur >= 0)
+        if not todo.any():
+            break
+        hit = todo & is_target[np.where(cur >= 0, cur, 0)]
+        found[hit] = cur[hit]
+        nxt = np.where(cur >= 0, parent_idx[np.where(cur >= 0, cur, 0)], -1)
+        cur = np.where(todo & ~hit, nxt, -1)
+    return found
+
+
+def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
+    """Add ``kind``, ``request_span``, ``worker_span``, ``turn_span`` and inherit step/worker/request ids.
+
+    Why: instrumentation only promises ids on the request/worker spans; events below them are
+    attributed through the parent chain. Missing parents (sampled spans) simply stay unresolved.
+    """
+    spans = spans.copy()
+    spans["kind"] = classify(spans["name"])
+    index = pd.Index(spans["span_id"])
+    if not index.is_unique:
+        index = pd.Index(spans["span_id"].astype(str) + spans["trace_id"].astype(str))
+        parent_key = spans["parent_id"].astype(str) + spans["trace_id"].astype(str)
+    else:
+        parent_key = spans["parent_id"]
+    parent_idx = index.get_indexer(parent_key)
+    kind = spans["kind"].to_numpy()
+    for target, col in (("request", "request_span"), ("worker", "worker_span"), ("turn", "turn_span"),
+                        ("step", "step_span")):
+        spans[col] = _ancestor(parent_idx, kind == target)
+    for col, via in (("step", "request_span"), ("worker", "request_span"), ("request_id", "request_span"),
+                     ("step", "worker_span"), ("worker", "worker_span"), ("turn_index", "turn_span"),
+                     ("step", "step_span")):
+        anc = spans[via].to_numpy()
+        missing = spans[col].isna().to_numpy() & (anc >= 0)
+        if missing.any():
+            values = spans[col].to_numpy(dtype=object)
+            values[missing] = values[anc[missing]]
+            spans[col] = pd.array(values, dtype=spans[col].dtype) if col != "request_id" else values
+    return spans
+
+
+def load_many(sources: Iterable[str], **kwargs: Any) -> pd.DataFrame:
+    """Concatenate several sources (e.g. a spool and a collector export) into one span table."""
+    frames = [load_spans(s, **kwargs) for s in sources]
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,96 @@
+"""Detector thresholds: documented defaults, overridable from the CLI (``--set name=value``) or a JSON file.
+
+Every rule is "far above a robust baseline" = above ``median + k·MAD`` AND above ``ratio × median``
+AND at least ``min_s`` seconds above the median. The three together keep a clean run quiet:
+k·MAD alone fires on near-constant data, ratio alone on tiny durations, min_s alone on big steps.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+from otel_verl.analysis.errors import AnalysisInputError
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Defaults tuned on the seed's numbers (a 140-150 s stall in a ~30 s rollout) and on clean synthetic runs."""
+
+    slow_step_k: float = 5.0
+    """Step rollout time above median + k·MAD of the *other* steps..."""
+    slow_step_ratio: float = 1.5
+    """...and at least this multiple of their median."""
+    slow_step_min_steps: int = 3
+    """Need this many other steps for a baseline; fewer → no slow_step finding."""
+    straggler_min_s: float = 5.0
+    """A worker finishing this many seconds after the step's median worker..."""
+    straggler_rel: float = 0.25
+    """...and this fraction of the median worker's rollout time."""
+    idle_gap_min_s: float = 10.0
+    """A stretch with requests in flight and no span starting or ending, at least this long..."""
+    idle_gap_rel: float = 0.2
+    """...and this fraction of the step's median worker rollout time..."""
+    idle_gap_min_inflight: int = 2
+    """...with at least this many requests in flight (one long call alone is a tail, not a stall)."""
+    tail_quantile: float = 0.99
+    """tail_request: requests above this per-step quantile of duration..."""
+    tail_ratio: float = 2.0
+    """...and this multiple of the step's median request duration."""
+    tail_max_per_step: int = 3
+    """At most this many tail_request findings per step (the slowest)."""
+    event_k: float = 10.0
+    """slow_event: one event span above median + k·MAD of its event type (all steps)..."""
+    event_ratio: float = 5.0
+    """...and this multiple of the type's median..."""
+    event_min_s: float = 2.0
+    """...and at least this many seconds above it."""
+    turn_k: float = 10.0
+    """turn_anomaly: a turn's engine time above median + k·MAD of its turn index..."""
+    turn_ratio: float = 4.0
+    """...and this multiple of that median..."""
+    turn_min_s: float = 5.0
+    """...and at least this many seconds above it."""
+    aborted_warn_fraction: float = 0.5
+    """aborted_waste is a warning when aborted requests used this fraction of the step's request-seconds."""
+    critical_fraction: float = 0.5
+    """Any anomaly whose excess alone is this fraction of the median step rollout time is critical."""
+    max_findings_per_kind: int = 50
+    """Cap per kind so a pathological run still gives a readable report."""
+
+    def with_overrides(self, pairs: list[str] | None = None, config: Path | None = None) -> Thresholds:
+        """Apply a JSON config file, then ``name=value`` pairs (CLI wins)."""
+        values: dict[str, object] = {}
+        if config is not None:
+            try:
+                data = json.loads(Path(config).read_text())
+            except (OSError, json.JSONDecodeError) as exc:
+                raise AnalysisInputError(f"{config}: cannot read thresholds config: {exc}") from None
+            if not isinstance(data, dict):
+                raise AnalysisInputError(f"{config}: thresholds config must be a JSON object")
+            values.update(data.get("thresholds", data))
+        for pair in pairs or []:
+            if "=" not in pair:
+                raise AnalysisInputError(f"threshold override {pair!r} is not name=value")
+            k, v = pair.split("=", 1)
+            values[k.strip()] = v.strip()
+        known = {f.name: f for f in fields(self)}
+        parsed: dict[str, object] = {}
+        for k, v in values.items():
+            if k not in known:
+                raise AnalysisInputError(f"unknown threshold {k!r}; valid: {', '.join(sorted(known))}")
+            typ = int if known[k].type in (int, "int") else float
+            try:
+                parsed[k] = typ(v)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                raise AnalysisInputError(f"threshold {k}={v!r} is not a number") from None
+        return replace(self, **parsed)
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def far_above(value: float, median: float, mad: float, k: float, ratio: float, min_s: float) -> bool:
+    """The shared 'far above a robust baseline' test."""
+    return value > median + k * mad and value >= ratio * median and value - median >= min_s

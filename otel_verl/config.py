@@ -1,0 +1,92 @@
+"""Settings, read once per process: explicit argument > environment variable > default.
+
+Standard ``OTEL_*`` variables (endpoint, protocol, headers, service name, resource attributes,
+sampler, ``OTEL_SDK_DISABLED``) are left to the OTel SDK/exporters; only otel_verl's own knobs
+live here. A bad value is logged and the default used: configuration must never stop training.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field, replace
+
+logger = logging.getLogger(__name__)
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _env_bool(name: str, default: bool | None) -> bool | None:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "" or raw.strip().lower() == "auto":
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    logger.warning("otel_verl: %s=%r is not a boolean; using %r", name, raw, default)
+    return default
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        logger.warning("otel_verl: %s=%r is not an integer; using %d", name, raw, default)
+        return default
+
+
+def otlp_endpoint_configured() -> bool:
+    """True when the standard OTLP trace endpoint variables point somewhere."""
+    return bool(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+
+
+def sdk_disabled() -> bool:
+    """``OTEL_SDK_DISABLED=true`` turns all tracing off (instrumentation is not even installed)."""
+    return os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+
+
+@dataclass(frozen=True)
+class OtelVerlConfig:
+    """otel_verl's own settings. Each field names its environment variable."""
+
+    spool: bool | None = field(default_factory=lambda: _env_bool("OTEL_VERL_SPOOL", None))
+    """OTEL_VERL_SPOOL: write the JSONL spool. Default (auto): on when no OTLP endpoint is set."""
+
+    spool_dir: str = field(default_factory=lambda: os.environ.get("OTEL_VERL_SPOOL_DIR", "otel-verl-spool"))
+    """OTEL_VERL_SPOOL_DIR: root of the spool; files go to ``<dir>/<run>/step_<n>/<file>.jsonl``."""
+
+    run_id: str | None = field(default_factory=lambda: os.environ.get("OTEL_VERL_RUN_ID") or None)
+    """OTEL_VERL_RUN_ID: one name for all processes of a run. Default: derived from the Ray job id."""
+
+    capture_content: bool = field(default_factory=lambda: bool(_env_bool("OTEL_VERL_CAPTURE_CONTENT", False)))
+    """OTEL_VERL_CAPTURE_CONTENT: record prompt/response/tool-argument text (off by default)."""
+
+    content_max_chars: int = field(default_factory=lambda: _env_int("OTEL_VERL_CONTENT_MAX_CHARS", 2048))
+    """OTEL_VERL_CONTENT_MAX_CHARS: cap per recorded text attribute when capture is on."""
+
+    engine_link: bool = field(default_factory=lambda: bool(_env_bool("OTEL_VERL_ENGINE_LINK", True)))
+    """OTEL_VERL_ENGINE_LINK: hand the turn's W3C carrier to SGLang/vLLM so engine spans nest under it."""
+
+    max_queue_size: int = field(default_factory=lambda: _env_int("OTEL_VERL_MAX_QUEUE_SIZE", 262144))
+    """OTEL_VERL_MAX_QUEUE_SIZE: span queue per exporter (SDK default 2048 drops in rollout bursts)."""
+
+    model_name: str | None = field(default_factory=lambda: os.environ.get("OTEL_VERL_MODEL_NAME") or None)
+    """OTEL_VERL_MODEL_NAME: model name used in ``text_completion <model>``; default from verl's config."""
+
+    def spool_enabled(self) -> bool:
+        return self.spool if self.spool is not None else not otlp_endpoint_configured()
+
+    def with_overrides(self, **kwargs: object) -> OtelVerlConfig:
+        return replace(self, **{k: v for k, v in kwargs.items() if v is not None})
+
+
+def truncate_text(text: str, config: OtelVerlConfig) -> str:
+    """Cap opt-in text at ``content_max_chars``."""
+    cap = max(0, config.content_max_chars)
+    return text if len(text) <= cap else text[:cap] + "…"

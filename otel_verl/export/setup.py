@@ -1,0 +1,246 @@
+"""One TracerProvider per process, built lazily after fork/spawn, with OTLP and/or spool export.
+
+verl runs every role in its own Ray actor process, so ``setup_tracing`` is called from the Ray
+``worker_process_setup_hook`` (or ``instrument()``) in each process. A fork re-creates the provider
+(the pid is checked), so a forked child never writes through its parent's exporter threads.
+
+Flushes at chunk/step boundaries run on a background thread: they never block the event loop.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import OTEL_SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from otel_verl import semconv
+from otel_verl.config import OtelVerlConfig, otlp_endpoint_configured
+from otel_verl.export.spool import SpoolSpanExporter
+from otel_verl.version import __version__
+
+logger = logging.getLogger(__name__)
+
+SCOPE_NAME = "otel_verl"
+DEFAULT_SERVICE_NAME = "verl"
+
+
+@dataclass
+class TracingState:
+    """What ``setup_tracing`` built in this process."""
+
+    provider: TracerProvider
+    processors: list[SpanProcessor]
+    config: OtelVerlConfig
+    role: str
+    run_id: str
+    pid: int
+    owns_global: bool
+    spool: SpoolSpanExporter | None = None
+    exporters: list[SpanExporter] = field(default_factory=list)
+
+
+_state: TracingState | None = None
+_lock = threading.RLock()
+_flusher: ThreadPoolExecutor | None = None
+
+
+def default_run_id() -> str:
+    """A run id shared by every process of the job: env, else the Ray job id, else a fresh one."""
+    env = os.environ.get("OTEL_VERL_RUN_ID")
+    if env:
+        return env
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return f"ray-{ray.get_runtime_context().get_job_id()}"
+    except Exception:
+        pass
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    os.environ["OTEL_VERL_RUN_ID"] = run_id  # children spawned later agree with us
+    return run_id
+
+
+def _otlp_exporter() -> SpanExporter | None:
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
+    ).strip()
+    try:
+        if protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+            return OTLPSpanExporter()
+        if protocol in ("http/protobuf", "http/json", "http"):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HTTPExporter
+
+            return HTTPExporter()
+        logger.warning("otel_verl: unknown OTLP protocol %r; OTLP export disabled", protocol)
+    except Exception as exc:
+        logger.warning("otel_verl: OTLP exporter could not be built (%s); OTLP export disabled", exc)
+    return None
+
+
+def _batch(exporter: SpanExporter, config: OtelVerlConfig) -> BatchSpanProcessor:
+    queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", config.max_queue_size))
+    batch = int(os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 2048))
+    delay = int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", 2000))
+    return BatchSpanProcessor(exporter, max_queue_size=queue, max_export_batch_size=min(batch, queue), schedule_delay_millis=delay)
+
+
+def file_stem_for(role: str, worker_rank: int | None) -> str:
+    if role == semconv.ProcessRole.AGENT_LOOP_WORKER.value and worker_rank is not None:
+        return f"worker_{worker_rank}"
+    if role in (semconv.ProcessRole.TRAINER.value, semconv.ProcessRole.DEMO.value):
+        return "trainer"
+    return f"{role}_{os.getpid()}"
+
+
+def setup_tracing(
+    role: str = semconv.ProcessRole.DRIVER.value,
+    *,
+    config: OtelVerlConfig | None = None,
+    worker_rank: int | None = None,
+    extra_exporters: Sequence[SpanExporter] = (),
+    set_global: bool = True,
+) -> TracingState:
+    """Build (once per process) the provider with OTLP and/or spool exporters.
+
+    Calling it again in the same process returns the existing state; after a fork it builds anew.
+    """
+    global _state
+    with _lock:
+        if _state is not None and _state.pid == os.getpid():
+            return _state
+        config = config or OtelVerlConfig()
+        run_id = config.run_id or default_run_id()
+        attrs: dict[str, object] = {
+            semconv.VERL_PROCESS_ROLE: role,
+            semconv.VERL_RUN_ID: run_id,
+            "process.pid": os.getpid(),
+            "telemetry.distro.name": "otel_verl",
+            "telemetry.distro.version": __version__,
+        }
+        if worker_rank is not None:
+            attrs[semconv.VERL_WORKER_RANK] = worker_rank
+        resource = Resource.create(attrs)
+        if not os.environ.get(OTEL_SERVICE_NAME) and resource.attributes.get("service.name", "").startswith(
+            "unknown_service"
+        ):
+            resource = resource.merge(Resource({"service.name": DEFAULT_SERVICE_NAME}))
+        provider = TracerProvider(resource=resource)
+        processors: list[SpanProcessor] = []
+        exporters: list[SpanExporter] = []
+        spool = None
+        if otlp_endpoint_configured():
+            exporter = _otlp_exporter()
+            if exporter is not None:
+                exporters.append(exporter)
+        if config.spool_enabled():
+            spool = SpoolSpanExporter(config.spool_dir, run_id, file_stem_for(role, worker_rank))
+            exporters.append(spool)
+        exporters.extend(extra_exporters)
+        for exporter in exporters:
+            processor = _batch(exporter, config)
+            provider.add_span_processor(processor)
+            processors.append(processor)
+        owns_global = False
+        if set_global:
+            current = trace.get_tracer_provider()
+            if not isinstance(current, TracerProvider):
+                trace.set_tracer_provider(provider)
+                owns_global = trace.get_tracer_provider() is provider
+        _state = TracingState(
+            provider=provider,
+            processors=processors,
+            config=config,
+            role=role,
+            run_id=run_id,
+            pid=os.getpid(),
+            owns_global=owns_global,
+            spool=spool,
+            exporters=exporters,
+        )
+        atexit.register(shutdown_tracing)
+        return _state
+
+
+def get_state() -> TracingState | None:
+    """The current process's state, or None (not set up, or inherited across a fork)."""
+    state = _state
+    return state if state is not None and state.pid == os.getpid() else None
+
+
+def tracer() -> trace.Tracer:
+    state = get_state()
+    provider = state.provider if state is not None else trace.get_tracer_provider()
+    return provider.get_tracer(SCOPE_NAME, __version__)
+
+
+def emit(spans: Sequence[ReadableSpan]) -> None:
+    """Hand finished spans straight to our processors (the request recorder's fast path)."""
+    state = get_state()
+    if state is None:
+        return
+    for span in spans:
+        for processor in state.processors:
+            try:
+                processor.on_end(span)
+            except Exception:  # a processor must never break the caller
+                logger.debug("otel_verl: span processor failed", exc_info=True)
+
+
+def flush_async(timeout_millis: int = 30000) -> None:
+    """Ask every processor to flush, on a background thread (never blocks the caller)."""
+    global _flusher
+    state = get_state()
+    if state is None:
+        return
+    with _lock:
+        if _flusher is None:
+            _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otel-verl-flush")
+    try:
+        _flusher.submit(state.provider.force_flush, timeout_millis)
+    except RuntimeError:  # interpreter shutting down
+        pass
+
+
+def flush(timeout_millis: int = 30000) -> bool:
+    """Blocking flush, for the end of a run or a test."""
+    state = get_state()
+    return state.provider.force_flush(timeout_millis) if state is not None else True
+
+
+def shutdown_tracing() -> None:
+    """Flush and shut down this process's exporters (idempotent)."""
+    global _state
+    with _lock:
+        state = get_state()
+        if state is None:
+            return
+        try:
+            state.provider.shutdown()
+        except Exception:
+            logger.debug("otel_verl: provider shutdown failed", exc_info=True)
+        _state = None
+
+
+def reset_for_tests() -> None:
+    """Drop the process state without touching the global provider (tests only)."""
+    global _state
+    with _lock:
+        if _state is not None:
+            try:
+                _state.provider.shutdown()
+            except Exception:
+                pass
+        _state = None

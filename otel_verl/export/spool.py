@@ -1,0 +1,110 @@
+"""The spool: a ``SpanExporter`` writing OTLP/JSON lines to local disk, always available.
+
+Layout follows the seed profiler: ``<root>/<run>/step_<n>/<file>.jsonl`` where ``<file>`` is
+``worker_<rank>`` in an AgentLoopWorker, ``trainer`` in the trainer (or demo) process and
+``<role>_<pid>`` elsewhere; spans without a step go to ``<root>/<run>/no_step/``. One line is one
+``ExportTraceServiceRequest`` (what the collector's ``file`` exporter writes), so ``replay`` can
+send it unchanged and the analyzer reads spool and collector archives alike.
+
+Files are 0600 in 0700 directories. The exporter never raises: a full or unwritable disk is
+logged (once a minute) and reported as FAILURE to the span processor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from otel_verl import semconv
+from otel_verl.export._encode import encode_request
+
+logger = logging.getLogger(__name__)
+
+NO_STEP_DIR = "no_step"
+
+
+class SpoolSpanExporter(SpanExporter):
+    """Append spans to ``<root>/<run>/step_<n>/<file_stem>.jsonl``."""
+
+    def __init__(self, root: str | os.PathLike[str], run_id: str, file_stem: str) -> None:
+        self.run_dir = Path(root) / run_id
+        self.file_stem = file_stem
+        self._handles: dict[Path, int] = {}
+        self._lock = threading.Lock()
+        self._shutdown = False
+        self._last_warning = 0.0
+        self.lines_written = 0
+        self.spans_written = 0
+        self.spans_failed = 0
+
+    # -- routing
+    def path_for(self, span: ReadableSpan) -> Path:
+        step = (span.attributes or {}).get(semconv.VERL_STEP)
+        sub = f"step_{step}" if isinstance(step, int) and not isinstance(step, bool) else NO_STEP_DIR
+        return self.run_dir / sub / f"{self.file_stem}.jsonl"
+
+    def _fd(self, path: Path) -> int:
+        fd = self._handles.get(path)
+        if fd is None:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._handles[path] = fd
+        return fd
+
+    # -- SpanExporter contract
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._shutdown:
+            return SpanExportResult.FAILURE
+        groups: dict[Path, list[ReadableSpan]] = {}
+        for span in spans:
+            groups.setdefault(self.path_for(span), []).append(span)
+        result = SpanExportResult.SUCCESS
+        with self._lock:
+            for path, group in groups.items():
+                try:
+                    line = json.dumps(encode_request(group), separators=(",", ":")) + "\n"
+                    data = line.encode()
+                    fd = self._fd(path)
+                    written = 0
+                    while written < len(data):
+                        written += os.write(fd, data[written:])
+                    self.lines_written += 1
+                    self.spans_written += len(group)
+                except Exception as exc:  # disk full, permissions, bad value: never raise
+                    self.spans_failed += len(group)
+                    result = SpanExportResult.FAILURE
+                    self._warn(f"otel_verl: spool write to {path} failed ({exc}); {len(group)} spans not spooled")
+        return result
+
+    def _warn(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last_warning >= 60.0:
+            self._last_warning = now
+            logger.warning(message)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        with self._lock:
+            for fd in self._handles.values():
+                try:
+                    os.fsync(fd)
+                except OSError:
+                    pass
+        return True
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._shutdown = True
+            for fd in self._handles.values():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._handles.clear()

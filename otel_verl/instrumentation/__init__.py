@@ -1,0 +1,14 @@
+"""One module per verl seam; each exposes ``SEAMS`` = ((module, "Class.method", wrapper_factory), ...)."""
+
+from __future__ import annotations
+
+from otel_verl.instrumentation import agent_loop, llm_server, reward, tools, trainer
+
+ALL_SEAMS = (
+    *trainer.SEAMS,
+    *agent_loop.SEAMS,
+    *llm_server.SEAMS,
+    *llm_server.ENGINE_SEAMS,
+    *tools.SEAMS,
+    *reward.SEAMS,
+)

@@ -1,0 +1,115 @@
+"""Applying and undoing wrappers on verl's seams, lazily and defensively.
+
+A seam is ``(module, "Class.method")``. Wrappers are installed with a post-import hook, so nothing
+is imported (and nothing costs) until verl itself imports the module. A seam missing in the
+installed verl (version drift) logs one warning naming what is not traced; the rest still works.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import wrapt
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+
+logger = logging.getLogger(__name__)
+
+Seam = tuple[str, str]
+WrapperFactory = Callable[[], Callable[..., Any]]
+
+_applied: dict[Seam, bool] = {}
+_pending: dict[str, list[tuple[str, WrapperFactory]]] = {}
+_hooked_modules: set[str] = set()
+_lock = threading.RLock()
+_active = False
+
+
+def _resolve(module: Any, path: str) -> tuple[Any, str]:
+    parent = module
+    *owners, attr = path.split(".")
+    for owner in owners:
+        parent = getattr(parent, owner)
+    return parent, attr
+
+
+def _apply(module: Any, module_name: str, path: str, factory: WrapperFactory) -> None:
+    seam = (module_name, path)
+    if _applied.get(seam):
+        return
+    try:
+        owner, attr = _resolve(module, path)
+        original = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)
+        if original is None:
+            raise AttributeError(f"{path} is not defined on {owner!r} itself")
+        if isinstance(original, wrapt.ObjectProxy):
+            _applied[seam] = True
+            return
+        wrapt.wrap_function_wrapper(module, path, factory())
+        _applied[seam] = True
+    except Exception as exc:
+        logger.warning("otel_verl: cannot trace %s.%s (%s); everything else is still traced", module_name, path, exc)
+
+
+def _on_import(module: Any) -> None:
+    with _lock:
+        if not _active:
+            return
+        for path, factory in _pending.get(module.__name__, []):
+            _apply(module, module.__name__, path, factory)
+
+
+def wrap_seams(seams: Iterable[tuple[str, str, WrapperFactory]]) -> None:
+    """Install wrappers now for imported modules, on import for the others."""
+    global _active
+    with _lock:
+        _active = True
+        for module_name, path, factory in seams:
+            entries = _pending.setdefault(module_name, [])
+            if all(p != path for p, _ in entries):
+                entries.append((path, factory))
+            if module_name in sys.modules:
+                _apply(sys.modules[module_name], module_name, path, factory)
+            elif module_name not in _hooked_modules:
+                _hooked_modules.add(module_name)
+                wrapt.register_post_import_hook(_on_import, module_name)
+
+
+def unwrap_all() -> None:
+    """Undo every wrapper; post-import hooks stay registered but do nothing while inactive."""
+    global _active
+    with _lock:
+        _active = False
+        for (module_name, path), applied in list(_applied.items()):
+            if not applied:
+                continue
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            try:
+                owner, attr = _resolve(module, path)
+                unwrap(owner, attr)
+            except Exception:
+                logger.debug("otel_verl: unwrap of %s.%s failed", module_name, path, exc_info=True)
+            _applied[(module_name, path)] = False
+        _pending.clear()
+
+
+def applied_seams() -> list[Seam]:
+    return [seam for seam, ok in _applied.items() if ok]
+
+
+def import_optional(name: str) -> Any | None:
+    try:
+        return importlib.import_module(name)
+    except Exception:
+        return None
+
+
+def enabled() -> bool:
+    """False inside ``suppress_instrumentation`` (e.g. while an exporter runs)."""
+    return is_instrumentation_enabled()

@@ -1,0 +1,491 @@
+"""Worker, request, turn, preprocess, tool-parse and barrier spans around verl's agent loop.
+
+Manager side (trainer process): the carrier of the current span rides into each worker chunk
+(``DataProto.meta_info`` or the V1 TensorDict) and is removed again when the call returns; worker
+chunk end times come back in the chunk's ``meta_info`` and are popped in ``DataProto.concat``
+before verl merges them, so the manager can synthesize one ``verl.barrier`` per worker.
+
+Worker side: one ``verl.rollout.worker`` span per chunk, one :class:`RequestRecorder` per
+trajectory (``_run_agent_loop``), turns opened by ``ToolAgentLoop._handle_generating_state``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+import threading
+import time
+from typing import Any
+
+import wrapt
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanContext, Status, StatusCode
+
+from otel_verl import semconv
+from otel_verl.export import setup
+from otel_verl.instrumentation import propagation
+from otel_verl.instrumentation._wrap import enabled
+from otel_verl.recorder import RequestRecorder, current_request
+
+logger = logging.getLogger(__name__)
+
+AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
+TOOL_AGENT_MODULE = "verl.experimental.agent_loop.tool_agent_loop"
+SINGLE_TURN_MODULE = "verl.experimental.agent_loop.single_turn_agent_loop"
+TOOL_PARSER_MODULE = "verl.experimental.agent_loop.tool_parser"
+PROTOCOL_MODULE = "verl.protocol"
+TQ_MODULE = "verl.trainer.ppo.v1.agent_loop_tq"
+
+WORKER_INFO_KEY = semconv.CARRIER_KEY + ".worker"
+_ACTOR_RANK = re.compile(r"agent_loop_worker_(\d+)")
+
+# Worker-chunk results collected by the DataProto.concat wrapper, keyed by the manager span id.
+_worker_infos: dict[int, list[dict[str, Any]]] = {}
+_infos_lock = threading.Lock()
+
+
+# ------------------------------------------------------------------ helpers
+def worker_rank() -> int | None:
+    """This actor's index, from the name AgentLoopManager gives it (agent_loop_worker_<i>_<uid>)."""
+    try:
+        import ray
+
+        name = ray.get_runtime_context().get_actor_name() or ""
+    except Exception:
+        return None
+    match = _ACTOR_RANK.match(name)
+    return int(match.group(1)) if match else None
+
+
+def _ensure_worker_tracing() -> int | None:
+    rank = worker_rank()
+    if setup.get_state() is None:
+        setup.setup_tracing(semconv.ProcessRole.AGENT_LOOP_WORKER.value, worker_rank=rank)
+    return rank
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        if value is None or isinstance(value, bool):
+            return None
+        return int(value.item() if hasattr(value, "item") else value)
+    except Exception:
+        return None
+
+
+# ------------------------------------------------------------------ manager side
+def _manager_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Carry the caller's context into every chunk; synthesize barrier spans after a legacy call."""
+    if not enabled():
+        return wrapped(*args, **kwargs)
+    prompts = args[0] if args else kwargs.get("prompts")
+    injected = None
+    parent_id = None
+    try:
+        span_ctx = trace.get_current_span().get_span_context()
+        if span_ctx.is_valid:
+            carrier = propagation.current_carrier()
+            parent_id = span_ctx.span_id
+            if propagation.put_in_meta_info(prompts, carrier):
+                injected = "meta"
+            elif prompts is not None and propagation.put_in_tensordict(prompts, carrier):
+                injected = "td"
+            with _infos_lock:
+                _worker_infos[parent_id] = []
+    except Exception:
+        logger.debug("otel_verl: carrier injection failed", exc_info=True)
+    finalize = _manager_finalizer(prompts, injected, parent_id)
+    try:
+        result = wrapped(*args, **kwargs)
+    except BaseException:
+        finalize()
+        raise
+    if inspect.iscoroutine(result):  # auto_await hands the coroutine to an awaiting caller
+        return _finalize_after(result, finalize)
+    finalize()
+    return result
+
+
+async def _finalize_after(coro: Any, finalize: Any) -> Any:
+    try:
+        return await coro
+    finally:
+        finalize()
+
+
+def _manager_finalizer(prompts: Any, injected: str | None, parent_id: int | None) -> Any:
+    def finalize() -> None:
+        try:
+            if injected == "meta":
+                propagation.pop_from_meta_info(prompts)
+            elif injected == "td":
+                propagation.pop_from_tensordict(prompts)
+            if parent_id is not None:
+                with _infos_lock:
+                    infos = _worker_infos.pop(parent_id, [])
+                _emit_barriers(infos, time.time_ns())
+        except Exception:
+            logger.debug("otel_verl: manager post-processing failed", exc_info=True)
+
+    return finalize
+
+
+def _emit_barriers(infos: list[dict[str, Any]], manager_end_ns: int) -> None:
+    """One ``verl.barrier`` per worker: from its chunk end to the slowest chunk's end."""
+    if not infos:
+        return
+    slowest = max(infos, key=lambda info: info["end_ns"])
+    tracer = setup.tracer()
+    for info in infos:
+        parent = SpanContext(int(info["trace_id"], 16), int(info["span_id"], 16), is_remote=True,
+                             trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+        ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+        attributes = {
+            semconv.VERL_WORKER_RANK: info.get("rank", -1),
+            semconv.VERL_BARRIER_SLOWEST_RANK: slowest.get("rank", -1),
+        }
+        if info.get("step") is not None:
+            attributes[semconv.VERL_STEP] = info["step"]
+        span = tracer.start_span(semconv.SPAN_BARRIER, context=ctx, attributes=attributes,
+                                 start_time=info["end_ns"])
+        span.end(end_time=max(slowest["end_ns"], info["end_ns"]))
+
+
+def _concat_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Pop worker-chunk end times before verl merges meta_info (so verl never sees them)."""
+    data = args[0] if args else kwargs.get("data")
+    try:
+        for item in data or ():
+            meta = getattr(item, "meta_info", None)
+            info = meta.pop(WORKER_INFO_KEY, None) if isinstance(meta, dict) else None
+            if info:
+                with _infos_lock:
+                    bucket = _worker_infos.get(info.get("manager_span_id", -1))
+                    if bucket is not None:
+                        bucket.append(info)
+    except Exception:
+        logger.debug("otel_verl: reading worker info failed", exc_info=True)
+    return wrapped(*args, **kwargs)
+
+
+# ------------------------------------------------------------------ worker side
+class WorkerChunk:
+    """The open ``verl.rollout.worker`` span; ends when dispatch returned and no request is left."""
+
+    def __init__(self, span: trace.Span, step: int | None, rank: int | None, manager_span_id: int | None) -> None:
+        self.span = span
+        self.step = step
+        self.rank = rank
+        self.manager_span_id = manager_span_id
+        self.outstanding = 0
+        self.dispatched = False
+        self.requests = 0
+        self.status_counts: dict[str, int] = {}
+        self.end_ns: int | None = None
+
+    def request_started(self) -> None:
+        self.outstanding += 1
+        self.requests += 1
+
+    def request_finished(self, status: str) -> None:
+        self.outstanding -= 1
+        self.status_counts[status] = self.status_counts.get(status, 0) + 1
+        self.maybe_end()
+
+    def maybe_end(self) -> None:
+        if self.dispatched and self.outstanding <= 0 and self.end_ns is None:
+            self.end_ns = time.time_ns()
+            span = self.span
+            if span.is_recording():
+                span.set_attribute(semconv.VERL_WORKER_NUM_REQUESTS, self.requests)
+                span.set_attribute(semconv.VERL_WORKER_NUM_COMPLETED,
+                                   self.status_counts.get(semconv.RequestStatus.COMPLETED.value, 0))
+                span.set_attribute(semconv.VERL_WORKER_NUM_ABORTED,
+                                   self.status_counts.get(semconv.RequestStatus.ABORTED.value, 0))
+            span.end(end_time=self.end_ns)
+            setup.flush_async()
+
+    def info(self) -> dict[str, Any]:
+        ctx = self.span.get_span_context()
+        return {
+            "end_ns": self.end_ns or time.time_ns(),
+            "trace_id": format(ctx.trace_id, "032x"),
+            "span_id": format(ctx.span_id, "016x"),
+            "rank": self.rank if self.rank is not None else -1,
+            "step": self.step,
+            "manager_span_id": self.manager_span_id,
+        }
+
+
+_chunk_var: Any = None  # ContextVar set below (kept module-level for the tasks verl spawns)
+
+
+def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any]:
+    rank = _ensure_worker_tracing()
+    carrier = propagation.pop_from_meta_info(batch)
+    if carrier is None:
+        carrier = propagation.pop_from_tensordict(batch)
+    parent_ctx = propagation.context_from_carrier(carrier) if carrier is not None else None
+    step = None
+    meta = getattr(batch, "meta_info", None)
+    if isinstance(meta, dict):
+        step = _as_int(meta.get("global_steps"))
+    else:
+        try:
+            step = _as_int(getattr(batch.get("global_steps"), "data", batch.get("global_steps")))
+        except Exception:
+            step = None
+    attributes: dict[str, Any] = {}
+    if rank is not None:
+        attributes[semconv.VERL_WORKER_RANK] = rank
+    if step is not None and step >= 0:
+        attributes[semconv.VERL_STEP] = step
+    validate = meta.get("validate") if isinstance(meta, dict) else None
+    if validate is not None:
+        attributes[semconv.VERL_VALIDATE] = bool(validate)
+    span = setup.tracer().start_span(semconv.SPAN_WORKER, context=parent_ctx, attributes=attributes)
+    manager_span_id = trace.get_current_span(parent_ctx).get_span_context().span_id if parent_ctx else None
+    chunk = WorkerChunk(span, step if step is not None and step >= 0 else None, rank, manager_span_id)
+    token = otel_context.attach(trace.set_span_in_context(span))
+    chunk_token = _CHUNK.set(chunk)
+    return chunk, (token, chunk_token)
+
+
+async def _worker_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    if not enabled():
+        return await wrapped(*args, **kwargs)
+    batch = args[0] if args else kwargs.get("batch")
+    chunk = tokens = None
+    try:
+        chunk, tokens = _start_chunk(batch)
+    except Exception:
+        logger.debug("otel_verl: worker span could not start", exc_info=True)
+    error: BaseException | None = None
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        if chunk is not None:
+            try:
+                if error is not None and chunk.span.is_recording():
+                    chunk.span.record_exception(error)
+                    chunk.span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))
+                chunk.dispatched = True
+                chunk.maybe_end()
+                _CHUNK.reset(tokens[1])
+                otel_context.detach(tokens[0])
+            except Exception:
+                logger.debug("otel_verl: worker span could not end", exc_info=True)
+    try:
+        if chunk is not None and chunk.end_ns is not None:
+            meta = getattr(result, "meta_info", None)
+            if isinstance(meta, dict) and chunk.manager_span_id is not None:
+                meta[WORKER_INFO_KEY] = chunk.info()
+    except Exception:
+        logger.debug("otel_verl: worker info not attached", exc_info=True)
+    return result
+
+
+def _request_status(recorder: RequestRecorder, output: Any, response_length: int | None) -> str:
+    stop = (recorder.last_stop_reason or "").lower()
+    if stop in ("aborted", "abort"):
+        return semconv.RequestStatus.ABORTED.value
+    tokens = recorder.root.attributes.get(semconv.VERL_REQUEST_RESPONSE_TOKENS)
+    if stop == "length" or (response_length and isinstance(tokens, int) and tokens >= response_length):
+        return semconv.RequestStatus.TRUNCATED.value
+    return semconv.RequestStatus.COMPLETED.value
+
+
+async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    if not enabled() or current_request.get() is not None:
+        return await wrapped(*args, **kwargs)
+    recorder = token = None
+    chunk: WorkerChunk | None = _CHUNK.get()
+    try:
+        trajectory = args[1] if len(args) > 1 else kwargs.get("trajectory", {})
+        if setup.get_state() is None:
+            _ensure_worker_tracing()
+        attributes: dict[str, Any] = {}
+        step = _as_int(trajectory.get("step"))
+        if step is not None and step >= 0:
+            attributes[semconv.VERL_STEP] = step
+        elif chunk is not None and chunk.step is not None:
+            attributes[semconv.VERL_STEP] = chunk.step
+        for key, attr in (("sample_index", semconv.VERL_SAMPLE_INDEX), ("rollout_n", semconv.VERL_ROLLOUT_N)):
+            value = _as_int(trajectory.get(key))
+            if value is not None:
+                attributes[attr] = value
+        session = _as_int(kwargs.get("session_id"))
+        if session is not None:
+            attributes[semconv.VERL_ROLLOUT_N] = session
+        attributes[semconv.VERL_VALIDATE] = bool(trajectory.get("validate", False))
+        agent = kwargs.get("agent_name")
+        if isinstance(agent, str):
+            attributes[semconv.VERL_REQUEST_AGENT] = agent
+        rank = chunk.rank if chunk is not None else worker_rank()
+        if rank is not None:
+            attributes[semconv.VERL_WORKER_RANK] = rank
+        parent = trace.get_current_span().get_span_context()
+        recorder = RequestRecorder(parent, attributes)
+        token = current_request.set(recorder)
+        if chunk is not None:
+            chunk.request_started()
+    except Exception:
+        logger.debug("otel_verl: request recorder could not start", exc_info=True)
+        recorder = None
+    error: BaseException | None = None
+    result = None
+    try:
+        result = await wrapped(*args, **kwargs)
+        return result
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        if recorder is not None:
+            status = semconv.RequestStatus.FAILED.value
+            try:
+                extra: dict[str, Any] = {}
+                if error is None:
+                    score = getattr(result, "reward_score", None)
+                    if isinstance(score, (int, float)) and not isinstance(score, bool):
+                        extra[semconv.VERL_REWARD_SCORE] = float(score)
+                    response_length = getattr(getattr(instance, "rollout_config", None), "response_length", None)
+                    recorder.root.attributes.update(extra)
+                    status = _request_status(recorder, result, response_length)
+                recorder.finish(status, extra, error)
+            except Exception:
+                logger.debug("otel_verl: request spans could not be built", exc_info=True)
+            finally:
+                try:
+                    current_request.reset(token)
+                except Exception:
+                    pass
+                if chunk is not None:
+                    chunk.request_finished(status)
+
+
+async def _agent_run_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Around ``<AgentLoop>.run``: close the last turn when the loop ends; note token counts."""
+    recorder = current_request.get()
+    try:
+        output = await wrapped(*args, **kwargs)
+    except BaseException:
+        if recorder is not None:
+            recorder.close_turn()
+        raise
+    if recorder is not None:
+        try:
+            recorder.close_turn()
+            attrs = recorder.root.attributes
+            response_ids = getattr(output, "response_ids", None)
+            prompt_ids = getattr(output, "prompt_ids", None)
+            if response_ids is not None:
+                attrs[semconv.VERL_REQUEST_RESPONSE_TOKENS] = len(response_ids)
+            if prompt_ids is not None:
+                attrs[semconv.VERL_REQUEST_PROMPT_TOKENS] = len(prompt_ids)
+        except Exception:
+            logger.debug("otel_verl: agent loop output not read", exc_info=True)
+    return output
+
+
+async def _generating_state_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Each entry into the GENERATING state starts a new turn."""
+    recorder = current_request.get()
+    if recorder is not None:
+        try:
+            recorder.open_turn()
+        except Exception:
+            logger.debug("otel_verl: turn could not open", exc_info=True)
+    return await wrapped(*args, **kwargs)
+
+
+def _event_wrapper(name: str, attributes: dict[str, Any] | None = None):
+    """A wrapper recording one event (preprocess, tool parse) inside the current request."""
+
+    async def wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+        recorder = current_request.get()
+        if recorder is None or not enabled():
+            return await wrapped(*args, **kwargs)
+        try:
+            node = recorder.start(name, attributes=dict(attributes) if attributes else None)
+        except Exception:
+            return await wrapped(*args, **kwargs)
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as exc:
+            recorder.end(node, error=exc)
+            raise
+        recorder.end(node)
+        return result
+
+    return wrapper
+
+
+async def _tool_parse_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    recorder = current_request.get()
+    if recorder is None or not enabled():
+        return await wrapped(*args, **kwargs)
+    node = recorder.start(semconv.SPAN_TOOL_PARSE, attributes={semconv.VERL_TOOL_PARSER: type(instance).__name__})
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        recorder.end(node, error=exc)
+        raise
+    try:
+        calls = result[1] if isinstance(result, tuple) and len(result) > 1 else None
+        recorder.end(node, {semconv.VERL_TOOL_CALL_COUNT: len(calls) if calls is not None else 0})
+    except Exception:
+        recorder.end(node)
+    return result
+
+
+from contextvars import ContextVar  # noqa: E402  (kept next to its single use above)
+
+
+def _worker_init_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Inside the actor process, wrap a subclass's own ``generate_sequences`` (V1's AgentLoopWorkerTQ).
+
+    Classes decorated with ``@ray.remote`` at definition are pickled by value when an actor is
+    created, so they must not be wrapped in the creating process; here, in the actor, it is safe.
+    """
+    result = wrapped(*args, **kwargs)
+    try:
+        cls = type(instance)
+        own = cls.__dict__.get("generate_sequences")
+        if own is not None and not isinstance(own, wrapt.ObjectProxy) and enabled():
+            wrapt.wrap_function_wrapper(cls, "generate_sequences", _worker_generate_wrapper)
+    except Exception:
+        logger.warning("otel_verl: cannot trace %s.generate_sequences", type(instance).__name__)
+    return result
+
+
+_CHUNK: ContextVar[WorkerChunk | None] = ContextVar("otel_verl_worker_chunk", default=None)
+
+_PARSERS = (
+    "HermesToolParser", "GptOssToolParser", "Qwen3XMLToolParser", "GLMToolParser", "SeedToolParser",
+    "MiniMaxToolParser", "KimiToolParser", "DeepSeekV4ToolParser", "Gemma4ToolParser",
+)
+
+SEAMS = (
+    (AGENT_LOOP_MODULE, "AgentLoopManager.generate_sequences", lambda: _manager_generate_wrapper),
+    (TQ_MODULE, "AgentLoopManagerTQ.generate_sequences", lambda: _manager_generate_wrapper),
+    (PROTOCOL_MODULE, "DataProto.concat", lambda: _concat_wrapper),
+    (AGENT_LOOP_MODULE, "AgentLoopWorker.__init__", lambda: _worker_init_wrapper),
+    (AGENT_LOOP_MODULE, "AgentLoopWorker.generate_sequences", lambda: _worker_generate_wrapper),
+    (AGENT_LOOP_MODULE, "AgentLoopWorker._run_agent_loop", lambda: _run_agent_loop_wrapper),
+    (TOOL_AGENT_MODULE, "ToolAgentLoop.run", lambda: _agent_run_wrapper),
+    (SINGLE_TURN_MODULE, "SingleTurnAgentLoop.run", lambda: _agent_run_wrapper),
+    (TOOL_AGENT_MODULE, "ToolAgentLoop._handle_generating_state", lambda: _generating_state_wrapper),
+    (AGENT_LOOP_MODULE, "AgentLoopBase.ct_build_initial_tokens",
+     lambda: _event_wrapper(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "initial_prompt"})),
+    (AGENT_LOOP_MODULE, "AgentLoopBase.ct_merge_assistant_token",
+     lambda: _event_wrapper(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "merge_assistant"})),
+    (AGENT_LOOP_MODULE, "AgentLoopBase.ct_merge_context_msg",
+     lambda: _event_wrapper(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "merge_context"})),
+    *((TOOL_PARSER_MODULE, f"{name}.extract_tool_calls", lambda: _tool_parse_wrapper) for name in _PARSERS),
+)

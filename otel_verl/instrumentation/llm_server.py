@@ -1,0 +1,210 @@
+"""Engine round trips (``text_completion <model>``) and the link into SGLang/vLLM's own traces.
+
+Client side (AgentLoopWorker): ``LLMServerClient.generate`` is one GenAI span under the current
+turn; ``FullyAsyncLLMServerClient`` resumes after aborts appear as child attempts. When the rollout
+server is SGLang or vLLM, a copy of ``sampling_params`` carries the span's W3C carrier to the
+server actor, whose wrapper removes it before verl's code runs and hands it to the engine:
+``external_trace_header`` on SGLang's ``GenerateReqInput``, ``trace_headers=`` on vLLM's
+``AsyncLLM.generate``. Engine flags: SGLang ``--enable-trace --otlp-traces-endpoint``; vLLM
+``--otlp-traces-endpoint`` with ``disable_log_stats=False`` (verl's default True makes vLLM's
+tracing assert).
+"""
+
+from __future__ import annotations
+
+import logging
+from contextvars import ContextVar
+from typing import Any
+
+from opentelemetry.trace import SpanKind
+
+from otel_verl import semconv
+from otel_verl.config import OtelVerlConfig, truncate_text
+from otel_verl.export import setup
+from otel_verl.instrumentation._wrap import enabled
+from otel_verl.recorder import Node, current_request
+
+logger = logging.getLogger(__name__)
+
+LLM_SERVER_MODULE = "verl.workers.rollout.llm_server"
+SGLANG_SERVER_MODULE = "verl.workers.rollout.sglang_rollout.async_sglang_server"
+VLLM_SERVER_MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
+SGLANG_TOKENIZER_MANAGER_MODULE = "sglang.srt.managers.tokenizer_manager"
+VLLM_ASYNC_LLM_MODULE = "vllm.v1.engine.async_llm"
+
+LINKED_ENGINES = frozenset({"sglang", "vllm"})
+
+_generate_node: ContextVar[Node | None] = ContextVar("otel_verl_generate", default=None)
+engine_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_engine_carrier", default=None)
+"""Server-side: the W3C carrier of the turn's generate span while the engine call runs."""
+
+_config: OtelVerlConfig | None = None
+
+
+def _cfg() -> OtelVerlConfig:
+    global _config
+    if _config is None:
+        state = setup.get_state()
+        _config = state.config if state is not None else OtelVerlConfig()
+    return _config
+
+
+def _rollout_config(client: Any) -> Any:
+    try:
+        return client.config.actor_rollout_ref.rollout
+    except Exception:
+        return None
+
+
+def _model_name(client: Any) -> str | None:
+    if _cfg().model_name:
+        return _cfg().model_name
+    try:
+        path = str(client.config.actor_rollout_ref.model.path)
+        return path.rstrip("/").rsplit("/", 1)[-1] or None
+    except Exception:
+        return None
+
+
+def _engine_name(client: Any) -> str | None:
+    rollout = _rollout_config(client)
+    try:
+        return str(rollout.name) if rollout is not None else None
+    except Exception:
+        return None
+
+
+def _start_generate(recorder: Any, instance: Any, kwargs: dict) -> Node:
+    outer = _generate_node.get()
+    prompt_ids = kwargs.get("prompt_ids")
+    attributes: dict[str, Any] = {semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_TEXT_COMPLETION}
+    model = _model_name(instance)
+    if model:
+        attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+    engine = _engine_name(instance)
+    if engine:
+        attributes[semconv.GEN_AI_SYSTEM] = engine
+    if prompt_ids is not None:
+        try:
+            attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = len(prompt_ids)
+        except TypeError:
+            pass
+    request_id = kwargs.get("request_id")
+    if isinstance(request_id, str):
+        recorder.root.attributes.setdefault(semconv.VERL_REQUEST_ID, request_id)
+    if outer is not None:  # a resume attempt inside FullyAsyncLLMServerClient.generate
+        recorder.resumes += 0 if outer.attributes.get("_attempts", 0) == 0 else 1
+        outer.attributes["_attempts"] = outer.attributes.get("_attempts", 0) + 1
+        return recorder.start(semconv.generate_span_name(model), parent=outer, attributes=attributes,
+                              kind=SpanKind.CLIENT)
+    recorder.ensure_turn()
+    return recorder.start(semconv.generate_span_name(model), attributes=attributes, kind=SpanKind.CLIENT)
+
+
+def _finish_generate(recorder: Any, node: Node, output: Any) -> None:
+    attrs: dict[str, Any] = {}
+    token_ids = getattr(output, "token_ids", None)
+    if token_ids is not None:
+        attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = len(token_ids)
+    stop = getattr(output, "stop_reason", None)
+    if stop is not None:
+        attrs[semconv.VERL_ENGINE_STOP_REASON] = str(stop)
+        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [str(stop)]
+        recorder.last_stop_reason = str(stop)
+    preempted = getattr(output, "num_preempted", None)
+    if isinstance(preempted, int):
+        attrs[semconv.VERL_ENGINE_NUM_PREEMPTED] = preempted
+    attempts = node.attributes.pop("_attempts", 0)
+    if attempts > 1:
+        attrs[semconv.VERL_REQUEST_NUM_RESUMES] = attempts - 1
+    cfg = _cfg()
+    if cfg.capture_content and token_ids is not None:
+        attrs[semconv.GEN_AI_COMPLETION] = truncate_text(" ".join(map(str, token_ids)), cfg)
+    recorder.end(node, attrs)
+
+
+async def client_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    recorder = current_request.get()
+    if recorder is None or not enabled():
+        return await wrapped(*args, **kwargs)
+    node = token = None
+    call_kwargs = kwargs
+    try:
+        node = _start_generate(recorder, instance, kwargs)
+        token = _generate_node.set(node)
+        if _cfg().engine_link and _engine_name(instance) in LINKED_ENGINES:
+            params = kwargs.get("sampling_params")
+            if isinstance(params, dict):
+                call_kwargs = {**kwargs, "sampling_params": {**params, semconv.CARRIER_KEY: recorder.carrier(node)}}
+    except Exception:
+        logger.debug("otel_verl: generate span could not start", exc_info=True)
+    try:
+        output = await wrapped(*args, **call_kwargs)
+    except BaseException as exc:
+        if node is not None:
+            recorder.end(node, error=exc)
+        raise
+    finally:
+        if token is not None:
+            _generate_node.reset(token)
+    if node is not None:
+        try:
+            _finish_generate(recorder, node, output)
+        except Exception:
+            logger.debug("otel_verl: generate span could not end", exc_info=True)
+    return output
+
+
+# ------------------------------------------------------------------ server side
+async def server_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Pop our carrier from sampling_params (verl/engine never see it); expose it to the engine."""
+    params = kwargs.get("sampling_params")
+    carrier = None
+    if isinstance(params, dict) and semconv.CARRIER_KEY in params:
+        params = dict(params)
+        carrier = params.pop(semconv.CARRIER_KEY, None)
+        kwargs = {**kwargs, "sampling_params": params}
+    elif len(args) > 1 and isinstance(args[1], dict) and semconv.CARRIER_KEY in args[1]:
+        params = dict(args[1])
+        carrier = params.pop(semconv.CARRIER_KEY, None)
+        args = (args[0], params, *args[2:])
+    if not carrier:
+        return await wrapped(*args, **kwargs)
+    token = engine_carrier.set(carrier)
+    try:
+        return await wrapped(*args, **kwargs)
+    finally:
+        engine_carrier.reset(token)
+
+
+def sglang_generate_request_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """SGLang: put the carrier on ``GenerateReqInput.external_trace_header`` if none is set."""
+    carrier = engine_carrier.get()
+    obj = args[0] if args else kwargs.get("obj")
+    if carrier and obj is not None and getattr(obj, "external_trace_header", None) is None:
+        try:
+            obj.external_trace_header = dict(carrier)
+        except Exception:
+            logger.debug("otel_verl: SGLang request does not take external_trace_header", exc_info=True)
+    return wrapped(*args, **kwargs)
+
+
+def vllm_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """vLLM: pass ``trace_headers=`` to ``AsyncLLM.generate`` unless the caller did."""
+    carrier = engine_carrier.get()
+    if carrier and kwargs.get("trace_headers") is None:
+        kwargs = {**kwargs, "trace_headers": dict(carrier)}
+    return wrapped(*args, **kwargs)
+
+
+SEAMS = (
+    (LLM_SERVER_MODULE, "LLMServerClient.generate", lambda: client_generate_wrapper),
+    (LLM_SERVER_MODULE, "FullyAsyncLLMServerClient.generate", lambda: client_generate_wrapper),
+    (SGLANG_SERVER_MODULE, "SGLangHttpServer.generate", lambda: server_generate_wrapper),
+    (VLLM_SERVER_MODULE, "vLLMHttpServer.generate", lambda: server_generate_wrapper),
+)
+
+ENGINE_SEAMS = (
+    (SGLANG_TOKENIZER_MANAGER_MODULE, "TokenizerManager.generate_request", lambda: sglang_generate_request_wrapper),
+    (VLLM_ASYNC_LLM_MODULE, "AsyncLLM.generate", lambda: vllm_generate_wrapper),
+)

@@ -1,0 +1,77 @@
+"""Carrying the trace context across Ray process boundaries without changing what verl sees.
+
+The sender puts a W3C carrier under :data:`semconv.CARRIER_KEY` into the object it hands to a Ray
+call (``DataProto.meta_info``, a TensorDict, a sampling-params copy); the receiver's wrapper pops it
+before verl's own code runs, so verl never sees the key on either side.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.propagate import extract, inject
+
+from otel_verl import semconv
+
+logger = logging.getLogger(__name__)
+
+TENSORDICT_KEY = semconv.CARRIER_KEY.replace(".", "_")
+
+
+def current_carrier(ctx: otel_context.Context | None = None) -> dict[str, str]:
+    carrier: dict[str, str] = {}
+    inject(carrier, context=ctx)
+    return carrier
+
+
+def context_from_carrier(carrier: Any) -> otel_context.Context | None:
+    if isinstance(carrier, str):
+        try:
+            carrier = json.loads(carrier)
+        except ValueError:
+            return None
+    if not isinstance(carrier, dict) or "traceparent" not in carrier:
+        return None
+    ctx = extract(carrier)
+    return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
+
+
+def put_in_meta_info(data: Any, carrier: dict[str, str]) -> bool:
+    meta = getattr(data, "meta_info", None)
+    if isinstance(meta, dict) and carrier:
+        meta[semconv.CARRIER_KEY] = carrier
+        return True
+    return False
+
+
+def pop_from_meta_info(data: Any) -> Any:
+    meta = getattr(data, "meta_info", None)
+    if isinstance(meta, dict):
+        return meta.pop(semconv.CARRIER_KEY, None)
+    return None
+
+
+def put_in_tensordict(batch: Any, carrier: dict[str, str]) -> bool:
+    """TensorDict batches (V1 trainer) carry the carrier as a NonTensorData JSON string."""
+    try:
+        from tensordict import NonTensorData
+
+        batch[TENSORDICT_KEY] = NonTensorData(json.dumps(carrier))
+        return True
+    except Exception:
+        logger.debug("otel_verl: could not attach carrier to TensorDict", exc_info=True)
+        return False
+
+
+def pop_from_tensordict(batch: Any) -> Any:
+    try:
+        if TENSORDICT_KEY in batch.keys():
+            value = batch.pop(TENSORDICT_KEY)
+            return getattr(value, "data", value)
+    except Exception:
+        logger.debug("otel_verl: could not read carrier from TensorDict", exc_info=True)
+    return None

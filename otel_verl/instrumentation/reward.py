@@ -1,0 +1,108 @@
+"""``verl.reward`` per request, also when computed remotely by a RewardLoopWorker.
+
+Client side: ``AgentLoopWorker._compute_score`` is the reward event. When verl sends the score
+to a RewardLoopWorker actor, the ``DataProto`` it builds for that call gets the event's carrier in
+``meta_info`` (only DataProtos created while ``_compute_score`` runs, in that asyncio task); the
+actor's wrapper removes it and parents ``verl.reward.compute`` on it.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextvars import ContextVar
+from typing import Any
+
+from opentelemetry.trace import Status, StatusCode
+
+from otel_verl import semconv
+from otel_verl.export import setup
+from otel_verl.instrumentation import propagation
+from otel_verl.instrumentation._wrap import enabled
+from otel_verl.recorder import current_request
+
+logger = logging.getLogger(__name__)
+
+AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
+REWARD_LOOP_MODULE = "verl.experimental.reward_loop.reward_loop"
+PROTOCOL_MODULE = "verl.protocol"
+SPAN_REWARD_COMPUTE = "verl.reward.compute"
+
+_pending_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_reward_carrier", default=None)
+
+
+async def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    recorder = current_request.get()
+    if recorder is None or not enabled():
+        return await wrapped(*args, **kwargs)
+    remote = getattr(instance, "reward_loop_worker_handles", None) is not None
+    outputs = args[0] if args else kwargs.get("outputs")
+    try:
+        already_scored = outputs[-1].reward_score is not None
+    except Exception:
+        already_scored = False
+    if already_scored or not remote:  # scored by the agent loop itself, or later by the trainer's reward phase
+        return await wrapped(*args, **kwargs)
+    node = recorder.start(semconv.SPAN_REWARD, parent=recorder.root, attributes={semconv.VERL_REWARD_REMOTE: remote})
+    token = _pending_carrier.set(recorder.carrier(node))
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        recorder.end(node, error=exc)
+        raise
+    finally:
+        _pending_carrier.reset(token)
+    try:
+        score = outputs[-1].reward_score
+        if isinstance(score, (int, float)) and not isinstance(score, bool):
+            node.attributes[semconv.VERL_REWARD_SCORE] = float(score)
+    except Exception:
+        pass
+    recorder.end(node)
+    return result
+
+
+def dataproto_post_init_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    result = wrapped(*args, **kwargs)
+    carrier = _pending_carrier.get()
+    if carrier:
+        propagation.put_in_meta_info(instance, carrier)
+    return result
+
+
+async def reward_worker_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    data = args[0] if args else kwargs.get("data")
+    carrier = propagation.pop_from_meta_info(data)
+    if carrier is None or not enabled():
+        return await wrapped(*args, **kwargs)
+    span = None
+    try:
+        if setup.get_state() is None:
+            setup.setup_tracing(semconv.ProcessRole.REWARD.value)
+        parent = propagation.context_from_carrier(carrier)
+        span = setup.tracer().start_span(SPAN_REWARD_COMPUTE, context=parent, attributes={semconv.VERL_REWARD_REMOTE: True})
+    except Exception:
+        logger.debug("otel_verl: remote reward span could not start", exc_info=True)
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        if span is not None:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+            span.end()
+        raise
+    if span is not None:
+        try:
+            score = result.get("reward_score") if isinstance(result, dict) else None
+            if isinstance(score, (int, float)) and not isinstance(score, bool):
+                span.set_attribute(semconv.VERL_REWARD_SCORE, float(score))
+        finally:
+            span.end()
+            setup.flush_async()
+    return result
+
+
+SEAMS = (
+    (AGENT_LOOP_MODULE, "AgentLoopWorker._compute_score", lambda: compute_score_wrapper),
+    (PROTOCOL_MODULE, "DataProto.__post_init__", lambda: dataproto_post_init_wrapper),
+    (REWARD_LOOP_MODULE, "RewardLoopWorker.compute_score", lambda: reward_worker_wrapper),
+)

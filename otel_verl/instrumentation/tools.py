@@ -1,0 +1,72 @@
+"""``execute_tool <name>`` per tool call, wrapping ``ToolAgentLoop._call_tool``.
+
+``BaseTool.execute`` is overridden by tool subclasses without ``super()``, so the one call site in
+the agent loop is the seam. Tool arguments are recorded only with OTEL_VERL_CAPTURE_CONTENT, capped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from otel_verl import semconv
+from otel_verl.config import OtelVerlConfig, truncate_text
+from otel_verl.export import setup
+from otel_verl.instrumentation._wrap import enabled
+from otel_verl.recorder import current_request
+
+logger = logging.getLogger(__name__)
+
+TOOL_AGENT_MODULE = "verl.experimental.agent_loop.tool_agent_loop"
+
+
+def _attributes(tool_call: Any) -> dict[str, Any]:
+    name = getattr(tool_call, "name", None)
+    attributes: dict[str, Any] = {semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_EXECUTE_TOOL}
+    if isinstance(name, str):
+        attributes[semconv.GEN_AI_TOOL_NAME] = name
+    call_id = getattr(tool_call, "tool_call_id", None)
+    if isinstance(call_id, str):
+        attributes[semconv.GEN_AI_TOOL_CALL_ID] = call_id
+    state = setup.get_state()
+    config = state.config if state is not None else OtelVerlConfig()
+    arguments = getattr(tool_call, "arguments", None)
+    if config.capture_content and isinstance(arguments, str):
+        attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = truncate_text(arguments, config)
+    return attributes
+
+
+async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    recorder = current_request.get()
+    if recorder is None or not enabled():
+        return await wrapped(*args, **kwargs)
+    node = None
+    try:
+        tool_call = args[0] if args else kwargs.get("tool_call")
+        attributes = _attributes(tool_call)
+        node = recorder.start(semconv.tool_span_name(attributes.get(semconv.GEN_AI_TOOL_NAME)), attributes=attributes)
+    except Exception:
+        logger.debug("otel_verl: tool span could not start", exc_info=True)
+    try:
+        result = await wrapped(*args, **kwargs)
+    except BaseException as exc:
+        if node is not None:
+            recorder.end(node, error=exc)
+        raise
+    if node is not None:
+        try:
+            response = result[0] if isinstance(result, tuple) and result else None
+            text = getattr(response, "text", None) or ""
+            # verl turns tool exceptions into an error message; keep that visible as error.type.
+            if text.startswith("Error executing tool") or text.startswith("Unknown function") or text.startswith(
+                "Invalid JSON"
+            ):
+                node.attributes[semconv.ERROR_TYPE] = "tool_error"
+                node.error = "tool_error"
+            recorder.end(node)
+        except Exception:
+            recorder.end(node)
+    return result
+
+
+SEAMS = ((TOOL_AGENT_MODULE, "ToolAgentLoop._call_tool", lambda: call_tool_wrapper),)

@@ -1,0 +1,143 @@
+"""Step and phase spans from verl's timers, in the trainer (TaskRunner) process.
+
+Every ``marked_timer``/``simple_timer`` goes through ``verl.utils.profiler.performance._timer`` at
+call time, so one wrapper sees all phases of both trainers (V1 ``PPOTrainer`` and legacy
+``RayPPOTrainer``). The timer named ``step`` becomes ``verl.step`` carrying the trainer's
+``global_steps``; the others become ``verl.phase <name>`` children. Timers that verl runs inside a
+trajectory (``generate_sequences``, ``tool_calls``, ``compute_score`` metrics) are left to the
+rollout instrumentation, which records them as events.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from otel_verl import semconv
+from otel_verl.export import setup
+from otel_verl.instrumentation._wrap import enabled
+from otel_verl.recorder import current_request
+
+logger = logging.getLogger(__name__)
+
+TIMER_MODULE = "verl.utils.profiler.performance"
+LEGACY_TRAINER_MODULE = "verl.trainer.ppo.ray_trainer"
+V1_TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_base"
+
+STEP_TIMER = "step"
+ROLLOUT_METRIC_TIMERS = frozenset({"generate_sequences", "tool_calls", "compute_score"})
+
+_active_trainer: Any = None
+_current_step: int | None = None
+_step_counter = 0
+
+
+def track_trainer(trainer: Any) -> None:
+    """Read ``trainer.global_steps`` for step spans (done automatically for verl's trainers)."""
+    global _active_trainer
+    _active_trainer = trainer
+
+
+def current_step() -> int | None:
+    """The step whose span is open in this process, if any."""
+    return _current_step
+
+
+def _global_step() -> int:
+    global _step_counter
+    steps = getattr(_active_trainer, "global_steps", None)
+    if isinstance(steps, int):
+        return steps
+    _step_counter += 1
+    return _step_counter
+
+
+def _start(name: str) -> tuple[trace.Span, object, int | None]:
+    global _current_step
+    setup.setup_tracing(semconv.ProcessRole.TRAINER.value) if setup.get_state() is None else None
+    tracer = setup.tracer()
+    previous = _current_step
+    if name == STEP_TIMER:
+        step = _global_step()
+        _current_step = step
+        span = tracer.start_span(semconv.SPAN_STEP, attributes={semconv.VERL_STEP: step})
+    else:
+        attributes: dict[str, Any] = {semconv.VERL_PHASE_NAME: name}
+        if _current_step is not None:
+            attributes[semconv.VERL_STEP] = _current_step
+        span = tracer.start_span(semconv.phase_span_name(name), attributes=attributes)
+    token = otel_context.attach(trace.set_span_in_context(span))
+    return span, token, previous
+
+
+def _end(name: str, span: trace.Span, token: object, previous: int | None, error: BaseException | None) -> None:
+    global _current_step
+    try:
+        if error is not None and span.is_recording():
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))
+            span.set_attribute(semconv.ERROR_TYPE, type(error).__qualname__)
+        span.end()
+    finally:
+        try:
+            otel_context.detach(token)  # type: ignore[arg-type]
+        except Exception:
+            logger.debug("otel_verl: context detach failed for timer %s", name, exc_info=True)
+        if name == STEP_TIMER:
+            _current_step = previous
+            setup.flush_async()
+
+
+def _traced_timer(wrapped: Any, args: tuple, kwargs: dict, name: str) -> Generator[Any, Any, Any]:
+    try:
+        started = _start(name)
+    except Exception:
+        logger.debug("otel_verl: could not start span for timer %s", name, exc_info=True)
+        started = None
+    error: BaseException | None = None
+    try:
+        return (yield from wrapped(*args, **kwargs))
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        if started is not None:
+            try:
+                _end(name, *started, error)
+            except Exception:
+                logger.debug("otel_verl: could not end span for timer %s", name, exc_info=True)
+
+
+def timer_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    name = args[0] if args else kwargs.get("name")
+    if not enabled() or not isinstance(name, str) or current_request.get() is not None:
+        return wrapped(*args, **kwargs)
+    if name in ROLLOUT_METRIC_TIMERS and _current_step is None and _active_trainer is None:
+        return wrapped(*args, **kwargs)
+    return _traced_timer(wrapped, args, kwargs, name)
+
+
+def fit_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Remember the trainer (for ``global_steps``); flush once training ends."""
+    try:
+        track_trainer(instance)
+        if setup.get_state() is None:
+            setup.setup_tracing(semconv.ProcessRole.TRAINER.value)
+    except Exception:
+        logger.debug("otel_verl: trainer tracking failed", exc_info=True)
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        setup.flush_async()
+
+
+SEAMS = (
+    (TIMER_MODULE, "_timer", lambda: timer_wrapper),
+    (LEGACY_TRAINER_MODULE, "RayPPOTrainer.fit", lambda: fit_wrapper),
+    (V1_TRAINER_MODULE, "PPOTrainer.fit", lambda: fit_wrapper),
+)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install everything tests/backends needs, idempotently (a warm run takes seconds):
+#   - Debian's prometheus + promtool (scrape only) and docker-compose (offline `config -q` validation
+#     of docker-compose.yml), via apt-get, only when missing (needs root or sudo);
+#   - otelcol-verl (scripts/build_collector.sh) and jaeger (scripts/build_jaeger.sh), built with Go and
+#     cached in ${OTEL_VERL_CACHE:-$HOME/.cache/otel_verl}/bin.
+# Usage: scripts/install_backends.sh        (CI: run before `pytest tests/backends`)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${OTEL_VERL_CACHE:-$HOME/.cache/otel_verl}"
+start=$SECONDS
+
+SUDO=""
+if [[ "$(id -u)" != "0" ]]; then
+    if command -v sudo >/dev/null; then SUDO="sudo"; fi
+fi
+
+missing=()
+command -v prometheus >/dev/null || missing+=(prometheus)
+command -v promtool >/dev/null || missing+=(prometheus)
+command -v docker-compose >/dev/null || missing+=(docker-compose)
+if ((${#missing[@]})); then
+    pkgs="$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')"
+    echo "install_backends: apt-get install $pkgs"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086
+    $SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+    # Debian's package starts a prometheus service where an init system runs; we only want the binary.
+    if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/dev/null; then
+        $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+    fi
+fi
+
+bash "$ROOT/scripts/build_collector.sh"
+bash "$ROOT/scripts/build_jaeger.sh"
+
+echo "install_backends: done in $((SECONDS - start)) s"
+echo "  otelcol-verl   $(readlink -f "$CACHE/bin/otelcol-verl")"
+echo "  jaeger         $(readlink -f "$CACHE/bin/jaeger")"
+echo "  prometheus     $(command -v prometheus) ($(prometheus --version 2>&1 | head -1))"
+echo "  promtool       $(command -v promtool)"
+echo "  docker-compose $(command -v docker-compose) ($(docker-compose version --short 2>/dev/null || docker-compose --version 2>&1 | head -1))"

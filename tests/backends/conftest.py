@@ -1,0 +1,230 @@
+"""Real backends for tests/backends: otelcol-verl + Jaeger v2 + Prometheus on free localhost ports.
+
+The binaries come from ``${OTEL_VERL_CACHE:-$HOME/.cache/otel_verl}/bin`` (built by
+scripts/install_backends.sh) and Prometheus from PATH (Debian's package). The repo's own config files
+are used unchanged; ports are moved with env vars only (collector/config.yaml, jaeger/config.yaml).
+Prometheus gets a copy of prometheus/prometheus.yml with only targets and intervals changed.
+No Tempo runs here: the collector's Tempo exporter points at a closed port, which is the documented
+"Tempo absent" case (bounded queue + retry, the other exporters keep working).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("OTEL_VERL_CACHE") or Path.home() / ".cache" / "otel_verl")
+BIN = CACHE / "bin"
+INSTALL_HINT = "run scripts/install_backends.sh (builds otelcol-verl and jaeger, installs prometheus)"
+
+
+def binary(name: str) -> Path:
+    """A backend binary, or a test failure that says how to get it."""
+    if name in ("otelcol-verl", "jaeger"):
+        path = BIN / name
+        if not (path.exists() and os.access(path, os.X_OK)):
+            pytest.fail(f"{path} is missing: {INSTALL_HINT}", pytrace=False)
+        return path
+    found = shutil.which(name)
+    if not found:
+        pytest.fail(f"{name} not found on PATH: {INSTALL_HINT}", pytrace=False)
+    return Path(found)
+
+
+def free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.25, procs=()):
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.proc.poll() is not None:
+                raise AssertionError(f"{p.name} exited with {p.proc.returncode} while waiting for {what}:\n{p.tail()}")
+        try:
+            result = predicate()
+            if result:
+                return result
+        except Exception as exc:  # connection refused while starting, etc.
+            last_exc = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc})")
+
+
+@dataclass
+class Proc:
+    name: str
+    proc: subprocess.Popen
+    log: Path
+
+    def tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=timeout)
+
+
+def start(name: str, cmd: list[str], env: dict[str, str], logdir: Path) -> Proc:
+    log = logdir / f"{name}.log"
+    fh = log.open("wb")
+    proc = subprocess.Popen(
+        [str(c) for c in cmd],
+        env={**os.environ, **env},
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=logdir,
+        start_new_session=True,
+    )
+    fh.close()
+    return Proc(name, proc, log)
+
+
+def prometheus_test_config(targets: dict[str, str], interval: str = "2s") -> dict:
+    """The repo's prometheus.yml with only scrape targets and intervals changed."""
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())
+    cfg = copy.deepcopy(cfg)
+    cfg["global"]["scrape_interval"] = interval
+    cfg["global"]["evaluation_interval"] = interval
+    for job in cfg["scrape_configs"]:
+        if "scrape_interval" in job:
+            job["scrape_interval"] = interval
+        job["static_configs"] = [{"targets": [targets[job["job_name"]]]}]
+    return cfg
+
+
+@dataclass
+class Backends:
+    collector_otlp_grpc: str  # http://127.0.0.1:port, for OTEL_EXPORTER_OTLP_ENDPOINT
+    collector_otlp_http: str
+    jaeger_url: str  # query API base, e.g. http://127.0.0.1:16686
+    prometheus_url: str
+    archive_dir: Path
+    workdir: Path
+    procs: dict[str, Proc] = field(default_factory=dict)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {n} ---\n{p.tail()}" for n, p in self.procs.items())
+
+
+@pytest.fixture(scope="session")
+def backends(tmp_path_factory) -> Iterator[Backends]:
+    import yaml
+
+    otelcol, jaeger, prometheus = binary("otelcol-verl"), binary("jaeger"), binary("prometheus")
+    work = tmp_path_factory.mktemp("backends")
+    (
+        c_grpc, c_http, c_health, c_metrics, c_tele, tempo_closed,
+        j_grpc, j_http, j_query, j_qgrpc, j_health, j_metrics, prom,
+    ) = free_ports(13)
+    archive = work / "archive"
+    env_jaeger = {
+        "JAEGER_BIND": "127.0.0.1",
+        "JAEGER_OTLP_GRPC_PORT": str(j_grpc),
+        "JAEGER_OTLP_HTTP_PORT": str(j_http),
+        "JAEGER_QUERY_HTTP_PORT": str(j_query),
+        "JAEGER_QUERY_GRPC_PORT": str(j_qgrpc),
+        "JAEGER_HEALTH_PORT": str(j_health),
+        "JAEGER_METRICS_PORT": str(j_metrics),
+    }
+    env_collector = {
+        "OTEL_VERL_COLLECTOR_BIND": "127.0.0.1",
+        "OTEL_VERL_OTLP_GRPC_PORT": str(c_grpc),
+        "OTEL_VERL_OTLP_HTTP_PORT": str(c_http),
+        "OTEL_VERL_HEALTH_PORT": str(c_health),
+        "OTEL_VERL_METRICS_PORT": str(c_metrics),
+        "OTEL_VERL_TELEMETRY_PORT": str(c_tele),
+        "OTEL_VERL_JAEGER_OTLP_ENDPOINT": f"127.0.0.1:{j_grpc}",
+        "OTEL_VERL_TEMPO_OTLP_ENDPOINT": f"127.0.0.1:{tempo_closed}",
+        "OTEL_VERL_ARCHIVE_DIR": str(archive),
+        "OTEL_VERL_SPANMETRICS_FLUSH": "1s",
+    }
+    prom_cfg = prometheus_test_config(
+        {
+            "otel-verl-spanmetrics": f"127.0.0.1:{c_metrics}",
+            "otel-collector": f"127.0.0.1:{c_tele}",
+            "jaeger": f"127.0.0.1:{j_metrics}",
+            "tempo": f"127.0.0.1:{tempo_closed}",
+        }
+    )
+    prom_file = work / "prometheus.yml"
+    prom_file.write_text(yaml.safe_dump(prom_cfg))
+
+    procs: dict[str, Proc] = {}
+    b = Backends(
+        collector_otlp_grpc=f"http://127.0.0.1:{c_grpc}",
+        collector_otlp_http=f"http://127.0.0.1:{c_http}",
+        jaeger_url=f"http://127.0.0.1:{j_query}",
+        prometheus_url=f"http://127.0.0.1:{prom}",
+        archive_dir=archive,
+        workdir=work,
+        procs=procs,
+    )
+    try:
+        procs["jaeger"] = start("jaeger", [jaeger, "--config", REPO / "jaeger" / "config.yaml"], env_jaeger, work)
+        procs["collector"] = start(
+            "collector", [otelcol, "--config", REPO / "collector" / "config.yaml"], env_collector, work
+        )
+        procs["prometheus"] = start(
+            "prometheus",
+            [
+                prometheus,
+                f"--config.file={prom_file}",
+                f"--storage.tsdb.path={work / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prom}",
+                "--enable-feature=exemplar-storage",
+            ],
+            {},
+            work,
+        )
+        running = list(procs.values())
+        wait_until(lambda: http_get(f"http://127.0.0.1:{j_health}/status")[0] == 200, 60, "jaeger health", procs=running)
+        wait_until(lambda: http_get(f"{b.jaeger_url}/api/v3/services")[0] == 200, 60, "jaeger query", procs=running)
+        wait_until(lambda: http_get(f"http://127.0.0.1:{c_health}/")[0] == 200, 60, "collector health", procs=running)
+        wait_until(lambda: http_get(f"{b.prometheus_url}/-/ready")[0] == 200, 60, "prometheus ready", procs=running)
+        yield b
+    finally:
+        for p in reversed(list(procs.values())):
+            p.stop()
