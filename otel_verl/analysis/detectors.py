@@ -29,8 +29,13 @@ class Tables:
 
     @classmethod
     def build(cls, spans: pd.DataFrame) -> Tables:
-        return cls(spans, model.steps_table(spans), model.workers_table(spans), model.requests_table(spans),
-                   model.events_table(spans))
+        return cls(
+            spans,
+            model.steps_table(spans),
+            model.workers_table(spans),
+            model.requests_table(spans),
+            model.events_table(spans),
+        )
 
     @property
     def median_rollout_s(self) -> float:
@@ -68,14 +73,25 @@ def find_idle_gaps(t: Tables, th: Thresholds) -> list[Finding]:
             length = (b - a) / 1e9
             ev = evidence(wrow["trace_id"].iloc[0], wrow["span_id"].iloc[0]) if len(wrow) else []
             rel_a, rel_b = (a - wstart) / 1e9, (b - wstart) / 1e9
-            out.append(Finding(
-                kind="idle_gap", severity=_severity(length, t, th), step=int(step), worker=int(worker),
-                metric="gap_s", value=length, baseline=limit, impact_s=length, evidence=ev,
-                details={"gap_start_s": rel_a, "gap_end_s": rel_b, "in_flight": inflight},
-                message=(f"worker {worker} in step {step}: {inflight} requests in flight but nothing started or "
-                         f"finished for {fmt_s(length)} (from {fmt_s(rel_a)} to {fmt_s(rel_b)} after the worker "
-                         f"started); the engine made no visible progress"),
-            ))
+            out.append(
+                Finding(
+                    kind="idle_gap",
+                    severity=_severity(length, t, th),
+                    step=int(step),
+                    worker=int(worker),
+                    metric="gap_s",
+                    value=length,
+                    baseline=limit,
+                    impact_s=length,
+                    evidence=ev,
+                    details={"gap_start_s": rel_a, "gap_end_s": rel_b, "in_flight": inflight},
+                    message=(
+                        f"worker {worker} in step {step}: {inflight} requests in flight but nothing started or "
+                        f"finished for {fmt_s(length)} (from {fmt_s(rel_a)} to {fmt_s(rel_b)} after the worker "
+                        f"started); the engine made no visible progress"
+                    ),
+                )
+            )
     return out
 
 
@@ -87,8 +103,13 @@ def _dominant_event(t: Tables, request_row: int) -> tuple[str, float, Any, Any, 
         return ("", 0.0, None, None, None)
     top = ev.loc[ev["duration"].idxmax()]
     turn = top["turn_index"]
-    return (str(top["event"]), float(top["duration"]), None if pd.isna(turn) else int(turn),
-            top["trace_id"], top["span_id"])
+    return (
+        str(top["event"]),
+        float(top["duration"]),
+        None if pd.isna(turn) else int(turn),
+        top["trace_id"],
+        top["span_id"],
+    )
 
 
 def _event_phrase(label: str, turn: Any) -> str:
@@ -117,25 +138,43 @@ def find_stragglers(t: Tables, th: Thresholds, gaps: list[Finding]) -> list[Find
             if my_gaps:
                 g = max(my_gaps, key=lambda f: f.value)
                 share = min(1.0, g.value / excess)
-                cause = (f"; {share:.0%} of that is one idle gap from {fmt_s(g.details['gap_start_s'])} to "
-                         f"{fmt_s(g.details['gap_end_s'])}")
+                cause = (
+                    f"; {share:.0%} of that is one idle gap from {fmt_s(g.details['gap_start_s'])} to "
+                    f"{fmt_s(g.details['gap_end_s'])}"
+                )
             else:
                 reqs = t.requests[(t.requests["step"] == step) & (t.requests["worker"] == worker)]
                 if len(reqs):
                     last = reqs.loc[reqs["end_ns"].idxmax()]
                     label, dur, turn, _, _ = _dominant_event(t, int(last["request_row"]))
                     if label:
-                        cause = (f"; its last request {last['request_id']} spent {fmt_s(dur)} in "
-                                 f"{_event_phrase(label, turn)}")
-            waited = f"; the other {len(others)} workers waited {fmt_s(wait)} in total at the barrier" \
-                if np.isfinite(wait) else ""
-            out.append(Finding(
-                kind="straggler_worker", severity=_severity(excess, t, th), step=int(step), worker=worker,
-                metric="finish_after_median_s", value=excess, baseline=med_end, impact_s=excess,
-                evidence=evidence(row["trace_id"], row["span_id"]),
-                details={"others_barrier_wait_s": wait},
-                message=f"worker {worker} finished {fmt_s(excess)} after the median worker in step {step}{cause}{waited}",
-            ))
+                        cause = (
+                            f"; its last request {last['request_id']} spent {fmt_s(dur)} in "
+                            f"{_event_phrase(label, turn)}"
+                        )
+            waited = (
+                f"; the other {len(others)} workers waited {fmt_s(wait)} in total at the barrier"
+                if np.isfinite(wait)
+                else ""
+            )
+            out.append(
+                Finding(
+                    kind="straggler_worker",
+                    severity=_severity(excess, t, th),
+                    step=int(step),
+                    worker=worker,
+                    metric="finish_after_median_s",
+                    value=excess,
+                    baseline=med_end,
+                    impact_s=excess,
+                    evidence=evidence(row["trace_id"], row["span_id"]),
+                    details={"others_barrier_wait_s": wait},
+                    message=(
+                        f"worker {worker} finished {fmt_s(excess)} after the median worker in step {step}"
+                        f"{cause}{waited}"
+                    ),
+                )
+            )
     return out
 
 
@@ -156,13 +195,20 @@ def find_slow_steps(t: Tables, th: Thresholds, stragglers: list[Finding]) -> lis
         step = int(row["step"])
         culprit = [f for f in stragglers if f.step == step]
         why = f"; {culprit[0].message}" if culprit else ""
-        out.append(Finding(
-            kind="slow_step", severity="critical" if v >= 3 * med else "warning", step=step,
-            metric="rollout_s", value=v, baseline=med, impact_s=v - med,
-            evidence=evidence(row["trace_id"], row["span_id"]),
-            message=f"step {step} rollout took {fmt_s(v)}, {v / med:.1f}× the median of the other steps "
-                    f"({fmt_s(med)}){why}",
-        ))
+        out.append(
+            Finding(
+                kind="slow_step",
+                severity="critical" if v >= 3 * med else "warning",
+                step=step,
+                metric="rollout_s",
+                value=v,
+                baseline=med,
+                impact_s=v - med,
+                evidence=evidence(row["trace_id"], row["span_id"]),
+                message=f"step {step} rollout took {fmt_s(v)}, {v / med:.1f}× the median of the other steps "
+                f"({fmt_s(med)}){why}",
+            )
+        )
     return out
 
 
@@ -180,15 +226,24 @@ def find_tail_requests(t: Tables, th: Thresholds) -> list[Finding]:
             label, dur, turn, tid, sid = _dominant_event(t, int(row["request_row"]))
             d = float(row["duration"])
             dom = f"; {fmt_s(dur)} of it ({dur / d:.0%}) in {_event_phrase(label, turn)}" if label else ""
-            out.append(Finding(
-                kind="tail_request", severity="info", step=int(step), worker=_opt_int(row["worker"]),
-                request_id=str(row["request_id"]), event=label or None, metric="duration_s", value=d,
-                baseline=q, impact_s=d - med,
-                evidence=evidence(row["trace_id"], row["span_id"]) + evidence(tid, sid),
-                details={"p50_s": med, "turn_index": turn},
-                message=f"request {row['request_id']} (worker {row['worker']}, step {step}) took {fmt_s(d)}, "
-                        f"above the step's P{th.tail_quantile * 100:g} of {fmt_s(q)}{dom}",
-            ))
+            out.append(
+                Finding(
+                    kind="tail_request",
+                    severity="info",
+                    step=int(step),
+                    worker=_opt_int(row["worker"]),
+                    request_id=str(row["request_id"]),
+                    event=label or None,
+                    metric="duration_s",
+                    value=d,
+                    baseline=q,
+                    impact_s=d - med,
+                    evidence=evidence(row["trace_id"], row["span_id"]) + evidence(tid, sid),
+                    details={"p50_s": med, "turn_index": turn},
+                    message=f"request {row['request_id']} (worker {row['worker']}, step {step}) took {fmt_s(d)}, "
+                    f"above the step's P{th.tail_quantile * 100:g} of {fmt_s(q)}{dom}",
+                )
+            )
     return out
 
 
@@ -203,19 +258,31 @@ def find_slow_events(t: Tables, th: Thresholds) -> list[Finding]:
     ev = t.events[t.events["kind"] != "engine"]
     for label, grp in ev.groupby("event"):
         med, mad = model.robust_baseline(grp["duration"].to_numpy())
-        limit_mask = (grp["duration"] > med + th.event_k * mad) & (grp["duration"] >= th.event_ratio * med) & (
-            grp["duration"] - med >= th.event_min_s)
+        limit_mask = (
+            (grp["duration"] > med + th.event_k * mad)
+            & (grp["duration"] >= th.event_ratio * med)
+            & (grp["duration"] - med >= th.event_min_s)
+        )
         for _, row in grp[limit_mask].nlargest(th.max_findings_per_kind, "duration").iterrows():
             d = float(row["duration"])
             rid = t.spans.at[int(row["request_span"]), "request_id"] if row["request_span"] >= 0 else None
-            out.append(Finding(
-                kind="slow_event", severity=_severity(d - med, t, th), step=_opt_int(row["step"]),
-                worker=_opt_int(row["worker"]), request_id=None if pd.isna(rid) else str(rid), event=str(label),
-                metric="duration_s", value=d, baseline=med, impact_s=d - med,
-                evidence=evidence(row["trace_id"], row["span_id"]),
-                message=f"{label} took {fmt_s(d)} for request {rid} (worker {row['worker']}, step {row['step']}); "
-                        f"a {label} usually takes {fmt_s(med)} ({d / med if med else float('inf'):.0f}× slower)",
-            ))
+            out.append(
+                Finding(
+                    kind="slow_event",
+                    severity=_severity(d - med, t, th),
+                    step=_opt_int(row["step"]),
+                    worker=_opt_int(row["worker"]),
+                    request_id=None if pd.isna(rid) else str(rid),
+                    event=str(label),
+                    metric="duration_s",
+                    value=d,
+                    baseline=med,
+                    impact_s=d - med,
+                    evidence=evidence(row["trace_id"], row["span_id"]),
+                    message=f"{label} took {fmt_s(d)} for request {rid} (worker {row['worker']}, step {row['step']}); "
+                    f"a {label} usually takes {fmt_s(med)} ({d / med if med else float('inf'):.0f}× slower)",
+                )
+            )
     return out
 
 
@@ -224,12 +291,21 @@ def turn_engine_times(t: Tables) -> pd.DataFrame:
     """Engine seconds per turn span (sum of its engine calls), with step/worker/turn index."""
     eng = t.events[(t.events["kind"] == "engine") & (t.events["turn_span"] >= 0)]
     if eng.empty:
-        return pd.DataFrame(columns=["turn_span", "engine_s", "step", "worker", "turn_index", "request_span",
-                                     "trace_id", "span_id"])
+        return pd.DataFrame(
+            columns=["turn_span", "engine_s", "step", "worker", "turn_index", "request_span", "trace_id", "span_id"]
+        )
     g = eng.groupby("turn_span")
-    out = pd.DataFrame({"engine_s": g["duration"].sum(), "step": g["step"].first(), "worker": g["worker"].first(),
-                        "turn_index": g["turn_index"].first(), "request_span": g["request_span"].first(),
-                        "trace_id": g["trace_id"].first(), "span_id": g["span_id"].first()})
+    out = pd.DataFrame(
+        {
+            "engine_s": g["duration"].sum(),
+            "step": g["step"].first(),
+            "worker": g["worker"].first(),
+            "turn_index": g["turn_index"].first(),
+            "request_span": g["request_span"].first(),
+            "trace_id": g["trace_id"].first(),
+            "span_id": g["span_id"].first(),
+        }
+    )
     return out.reset_index()
 
 
@@ -239,19 +315,32 @@ def find_turn_anomalies(t: Tables, th: Thresholds) -> list[Finding]:
     turns = turn_engine_times(t)
     for ti, grp in turns.groupby("turn_index"):
         med, mad = model.robust_baseline(grp["engine_s"].to_numpy())
-        mask = (grp["engine_s"] > med + th.turn_k * mad) & (grp["engine_s"] >= th.turn_ratio * med) & (
-            grp["engine_s"] - med >= th.turn_min_s)
+        mask = (
+            (grp["engine_s"] > med + th.turn_k * mad)
+            & (grp["engine_s"] >= th.turn_ratio * med)
+            & (grp["engine_s"] - med >= th.turn_min_s)
+        )
         for _, row in grp[mask].nlargest(th.max_findings_per_kind, "engine_s").iterrows():
             v = float(row["engine_s"])
             rid = t.spans.at[int(row["request_span"]), "request_id"] if row["request_span"] >= 0 else None
-            out.append(Finding(
-                kind="turn_anomaly", severity=_severity(v - med, t, th), step=_opt_int(row["step"]),
-                worker=_opt_int(row["worker"]), request_id=None if pd.isna(rid) else str(rid), event="engine",
-                metric="engine_s", value=v, baseline=med, impact_s=v - med,
-                evidence=evidence(row["trace_id"], row["span_id"]), details={"turn_index": int(ti)},
-                message=f"turn {int(ti) + 1} of request {rid} (worker {row['worker']}, step {row['step']}) spent "
-                        f"{fmt_s(v)} in the engine; turn {int(ti) + 1} usually takes {fmt_s(med)}",
-            ))
+            out.append(
+                Finding(
+                    kind="turn_anomaly",
+                    severity=_severity(v - med, t, th),
+                    step=_opt_int(row["step"]),
+                    worker=_opt_int(row["worker"]),
+                    request_id=None if pd.isna(rid) else str(rid),
+                    event="engine",
+                    metric="engine_s",
+                    value=v,
+                    baseline=med,
+                    impact_s=v - med,
+                    evidence=evidence(row["trace_id"], row["span_id"]),
+                    details={"turn_index": int(ti)},
+                    message=f"turn {int(ti) + 1} of request {rid} (worker {row['worker']}, step {row['step']}) spent "
+                    f"{fmt_s(v)} in the engine; turn {int(ti) + 1} usually takes {fmt_s(med)}",
+                )
+            )
     return out
 
 
@@ -260,17 +349,33 @@ def aborted_per_step(t: Tables) -> pd.DataFrame:
     """Per step: aborted requests, their tokens and seconds, and the share of request-seconds they used."""
     r = t.requests
     if r.empty:
-        return pd.DataFrame(columns=["step", "requests", "aborted", "tokens_wasted", "seconds_wasted", "waste_fraction"])
+        return pd.DataFrame(
+            columns=["step", "requests", "aborted", "tokens_wasted", "seconds_wasted", "waste_fraction"]
+        )
     ab = r["request_status"] == "aborted"
     tokens = pd.to_numeric(r["response_tokens"], errors="coerce")
     eng = t.events[t.events["kind"] == "engine"]
     out_tok = pd.to_numeric(eng["output_tokens"], errors="coerce").groupby(eng["request_span"]).sum()
     tokens = tokens.fillna(r["request_row"].map(out_tok)).fillna(0)
-    df = pd.DataFrame({"step": r["step"], "ab": ab, "tok": tokens.where(ab, 0), "sec": r["duration"].where(ab, 0),
-                       "dur": r["duration"]})
+    df = pd.DataFrame(
+        {
+            "step": r["step"],
+            "ab": ab,
+            "tok": tokens.where(ab, 0),
+            "sec": r["duration"].where(ab, 0),
+            "dur": r["duration"],
+        }
+    )
     g = df.groupby("step")
-    out = pd.DataFrame({"requests": g.size(), "aborted": g["ab"].sum(), "tokens_wasted": g["tok"].sum(),
-                        "seconds_wasted": g["sec"].sum(), "request_seconds": g["dur"].sum()})
+    out = pd.DataFrame(
+        {
+            "requests": g.size(),
+            "aborted": g["ab"].sum(),
+            "tokens_wasted": g["tok"].sum(),
+            "seconds_wasted": g["sec"].sum(),
+            "request_seconds": g["dur"].sum(),
+        }
+    )
     out["waste_fraction"] = out["seconds_wasted"] / out["request_seconds"].where(out["request_seconds"] > 0)
     return out.reset_index()
 
@@ -285,16 +390,27 @@ def find_aborted_waste(t: Tables, th: Thresholds) -> list[Finding]:
         step = int(row["step"])
         ex = t.requests[(t.requests["step"] == step) & (t.requests["request_status"] == "aborted")].head(5)
         evs = [e for _, x in ex.iterrows() for e in evidence(x["trace_id"], x["span_id"])]
-        out.append(Finding(
-            kind="aborted_waste", severity="warning" if frac >= th.aborted_warn_fraction else "info", step=step,
-            metric="seconds_wasted", value=float(row["seconds_wasted"]), baseline=float(row["request_seconds"]),
-            impact_s=float(row["seconds_wasted"]), evidence=evs,
-            details={"aborted": int(row["aborted"]), "requests": int(row["requests"]),
-                     "tokens_wasted": int(row["tokens_wasted"]), "waste_fraction": frac},
-            message=f"step {step}: {int(row['aborted'])} of {int(row['requests'])} requests were aborted, "
-                    f"throwing away {int(row['tokens_wasted'])} tokens and {fmt_s(float(row['seconds_wasted']))} "
-                    f"of request time ({frac:.0%})",
-        ))
+        out.append(
+            Finding(
+                kind="aborted_waste",
+                severity="warning" if frac >= th.aborted_warn_fraction else "info",
+                step=step,
+                metric="seconds_wasted",
+                value=float(row["seconds_wasted"]),
+                baseline=float(row["request_seconds"]),
+                impact_s=float(row["seconds_wasted"]),
+                evidence=evs,
+                details={
+                    "aborted": int(row["aborted"]),
+                    "requests": int(row["requests"]),
+                    "tokens_wasted": int(row["tokens_wasted"]),
+                    "waste_fraction": frac,
+                },
+                message=f"step {step}: {int(row['aborted'])} of {int(row['requests'])} requests were aborted, "
+                f"throwing away {int(row['tokens_wasted'])} tokens and {fmt_s(float(row['seconds_wasted']))} "
+                f"of request time ({frac:.0%})",
+            )
+        )
     return out
 
 
@@ -308,14 +424,21 @@ def _explained_by_gaps(found: list[Finding], gaps: list[Finding], th: Thresholds
     keep: list[Finding] = []
     for f in found:
         if f.kind in ("turn_anomaly", "slow_event"):
-            g = next((g for g in gaps if g.step == f.step and g.worker == f.worker
-                      and f.impact_s <= g.value + max(th.turn_min_s, th.event_min_s)), None)
+            g = next(
+                (
+                    g
+                    for g in gaps
+                    if g.step == f.step
+                    and g.worker == f.worker
+                    and f.impact_s <= g.value + max(th.turn_min_s, th.event_min_s)
+                ),
+                None,
+            )
             if g is not None:
                 g.details["stretched_" + f.kind] = g.details.get("stretched_" + f.kind, 0) + 1
                 continue
         keep.append(f)
     return keep
-
 
 
 def diagnose(spans: pd.DataFrame, thresholds: Thresholds | None = None, tables: Tables | None = None) -> list[Finding]:
@@ -324,8 +447,15 @@ def diagnose(spans: pd.DataFrame, thresholds: Thresholds | None = None, tables: 
     t = tables or Tables.build(spans)
     gaps = find_idle_gaps(t, th)
     stragglers = find_stragglers(t, th, gaps)
-    found = (gaps + stragglers + find_slow_steps(t, th, stragglers) + find_tail_requests(t, th)
-             + find_slow_events(t, th) + find_turn_anomalies(t, th) + find_aborted_waste(t, th))
+    found = (
+        gaps
+        + stragglers
+        + find_slow_steps(t, th, stragglers)
+        + find_tail_requests(t, th)
+        + find_slow_events(t, th)
+        + find_turn_anomalies(t, th)
+        + find_aborted_waste(t, th)
+    )
     found = _explained_by_gaps(found, gaps, th)
     capped: list[Finding] = []
     per_kind: dict[str, int] = {}

@@ -168,8 +168,13 @@ class _progress:
             return lambda n: None
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-        self._bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                             TimeRemainingColumn(), transient=True)
+        self._bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TimeRemainingColumn(),
+            transient=True,
+        )
         self._bar.start()
         task = self._bar.add_task(self.label, total=self.total)
 
@@ -242,16 +247,26 @@ def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
         parent_key = spans["parent_id"]
     parent_idx = index.get_indexer(parent_key)
     kind = spans["kind"].to_numpy()
-    for target, col in (("request", "request_span"), ("worker", "worker_span"), ("turn", "turn_span"),
-                        ("step", "step_span")):
+    for target, col in (
+        ("request", "request_span"),
+        ("worker", "worker_span"),
+        ("turn", "turn_span"),
+        ("step", "step_span"),
+    ):
         spans[col] = _ancestor(parent_idx, kind == target)
-    for col, via in (("step", "request_span"), ("worker", "request_span"), ("request_id", "request_span"),
-                     ("step", "worker_span"), ("worker", "worker_span"), ("turn_index", "turn_span"),
-                     ("step", "step_span")):
+    for col, via in (
+        ("step", "request_span"),
+        ("worker", "request_span"),
+        ("request_id", "request_span"),
+        ("step", "worker_span"),
+        ("worker", "worker_span"),
+        ("turn_index", "turn_span"),
+        ("step", "step_span"),
+    ):
         anc = spans[via].to_numpy()
         missing = spans[col].isna().to_numpy() & (anc >= 0)
         if missing.any():
-            values = spans[col].to_numpy(dtype=object)
+            values = spans[col].to_numpy(dtype=object, copy=True)
             values[missing] = values[anc[missing]]
             spans[col] = pd.array(values, dtype=spans[col].dtype) if col != "request_id" else values
     return spans

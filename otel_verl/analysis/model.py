@@ -22,7 +22,9 @@ def event_label(ev: pd.DataFrame) -> pd.Series:
     label = ev["kind"].astype(object).copy()
     tool = ev["kind"] == "tool"
     if "tool_name" in ev:
-        names = ev["tool_name"].astype(object).where(ev["tool_name"].notna(), ev["name"].str.replace("execute_tool ", ""))
+        names = (
+            ev["tool_name"].astype(object).where(ev["tool_name"].notna(), ev["name"].str.replace("execute_tool ", ""))
+        )
         label[tool] = "tool " + names[tool].astype(str)
     other = ev["kind"] == "other"
     label[other] = ev.loc[other, "name"]
@@ -41,11 +43,26 @@ def steps_table(spans: pd.DataFrame) -> pd.DataFrame:
     """One row per step: step span bounds and the rollout window (gen phase, else worker span bounds)."""
     sp = training_spans(spans)
     if sp.empty:
-        return pd.DataFrame(columns=["step", "start_ns", "end_ns", "duration", "rollout_start_ns",
-                                     "rollout_end_ns", "rollout_s", "trace_id", "span_id"])
+        return pd.DataFrame(
+            columns=[
+                "step",
+                "start_ns",
+                "end_ns",
+                "duration",
+                "rollout_start_ns",
+                "rollout_end_ns",
+                "rollout_s",
+                "trace_id",
+                "span_id",
+            ]
+        )
     g = sp.groupby(_int(sp["step"]))
     out = pd.DataFrame({"start_ns": g["start_ns"].min(), "end_ns": g["end_ns"].max()})
-    st = sp[sp["kind"] == "step"].drop_duplicates("step").set_index(_int(sp.loc[sp["kind"] == "step", "step"].drop_duplicates()))
+    st = (
+        sp[sp["kind"] == "step"]
+        .drop_duplicates("step")
+        .set_index(_int(sp.loc[sp["kind"] == "step", "step"].drop_duplicates()))
+    )
     out.loc[st.index, "start_ns"] = st["start_ns"].to_numpy()
     out.loc[st.index, "end_ns"] = st["end_ns"].to_numpy()
     out["trace_id"] = st["trace_id"].reindex(out.index)
@@ -56,7 +73,9 @@ def steps_table(spans: pd.DataFrame) -> pd.DataFrame:
     out["rollout_end_ns"] = wg["end_ns"].max().reindex(out.index)
     bar = sp[sp["kind"] == "barrier"]
     if len(bar):
-        out["rollout_end_ns"] = np.fmax(out["rollout_end_ns"], bar.groupby(_int(bar["step"]))["end_ns"].max().reindex(out.index))
+        out["rollout_end_ns"] = np.fmax(
+            out["rollout_end_ns"], bar.groupby(_int(bar["step"]))["end_ns"].max().reindex(out.index)
+        )
     gen = sp[(sp["kind"] == "phase") & (sp["phase"] == "gen")]
     if len(gen):
         gg = gen.groupby(_int(gen["step"]))
@@ -75,8 +94,21 @@ def requests_table(spans: pd.DataFrame) -> pd.DataFrame:
     """One row per request span, with times relative to its step's rollout start and its worker's start."""
     sp = training_spans(spans)
     req = sp[sp["kind"] == "request"].copy()
-    cols = ["step", "worker", "request_id", "request_status", "num_turns", "response_tokens", "reward_score",
-            "start_ns", "end_ns", "duration", "trace_id", "span_id", "worker_span"]
+    cols = [
+        "step",
+        "worker",
+        "request_id",
+        "request_status",
+        "num_turns",
+        "response_tokens",
+        "reward_score",
+        "start_ns",
+        "end_ns",
+        "duration",
+        "trace_id",
+        "span_id",
+        "worker_span",
+    ]
     req = req[cols].copy()
     req["step"] = _int(req["step"])
     req["worker"] = _int(req["worker"])
@@ -101,8 +133,19 @@ def workers_table(spans: pd.DataFrame) -> pd.DataFrame:
     sp = sp[sp["worker"].notna()]
     work = sp[sp["kind"].isin(["worker", "request"])]
     if work.empty:
-        return pd.DataFrame(columns=["step", "worker", "start_ns", "end_ns", "duration", "num_requests",
-                                     "barrier_s", "trace_id", "span_id"])
+        return pd.DataFrame(
+            columns=[
+                "step",
+                "worker",
+                "start_ns",
+                "end_ns",
+                "duration",
+                "num_requests",
+                "barrier_s",
+                "trace_id",
+                "span_id",
+            ]
+        )
     key = [_int(work["step"]), _int(work["worker"])]
     g = work.groupby(key)
     out = pd.DataFrame({"start_ns": g["start_ns"].min(), "end_ns": g["end_ns"].max()})

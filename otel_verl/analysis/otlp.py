@@ -57,9 +57,7 @@ class SpanColumns:
 
     def __init__(self) -> None:
         self.base: dict[str, list[Any]] = {c: [] for c in BASE_COLUMNS if c != "duration"}
-        self.sparse: dict[str, tuple[list[int], list[Any]]] = {
-            col: ([], []) for col, _ in ATTR_COLUMNS.values()
-        }
+        self.sparse: dict[str, tuple[list[int], list[Any]]] = {col: ([], []) for col, _ in ATTR_COLUMNS.values()}
         self.n = 0
 
     def add_document(self, doc: Any) -> int:
@@ -143,9 +141,7 @@ class SpanColumns:
         for col in ("trace_id", "span_id", "parent_id"):
             nbytes = 16 if col == "trace_id" else 8
             vals = b[col]
-            if any(len(v) != 2 * nbytes and v for v in vals[:1000]) or any(
-                len(v) not in (0, 2 * nbytes) for v in vals
-            ):
+            if any(len(v) != 2 * nbytes and v for v in vals[:1000]) or any(len(v) not in (0, 2 * nbytes) for v in vals):
                 vals = [normalize_id(v, nbytes) for v in vals]
             else:
                 vals = [v.lower() for v in vals] if any(not v.islower() for v in vals[:100] if v) else vals

@@ -30,8 +30,12 @@ from otel_verl.analysis.thresholds import Thresholds
 FIGURES = (
     ("request_cdf", request_cdf.compute_request_cdf, request_cdf.plot_request_cdf, request_cdf.plotly_request_cdf),
     ("step_timing", step_timing.compute_step_timing, step_timing.plot_step_timing, step_timing.plotly_step_timing),
-    ("worker_phases", worker_phases.compute_worker_phases, worker_phases.plot_worker_phases,
-     worker_phases.plotly_worker_phases),
+    (
+        "worker_phases",
+        worker_phases.compute_worker_phases,
+        worker_phases.plot_worker_phases,
+        worker_phases.plotly_worker_phases,
+    ),
     ("worker_cdf", worker_cdf.compute_worker_cdf, worker_cdf.plot_worker_cdf, worker_cdf.plotly_worker_cdf),
     ("outliers", outliers.compute_outliers, outliers.plot_outliers, outliers.plotly_outliers),
     ("event_share", event_share.compute_event_share, event_share.plot_event_share, event_share.plotly_event_share),
@@ -51,8 +55,9 @@ class Analysis:
     files: list[Path]
 
 
-def summarize(spans: pd.DataFrame, t: Tables, findings: list[Finding], th: Thresholds,
-              stats: LoadStats | None) -> dict[str, Any]:
+def summarize(
+    spans: pd.DataFrame, t: Tables, findings: list[Finding], th: Thresholds, stats: LoadStats | None
+) -> dict[str, Any]:
     """Counts and headline numbers for findings.json's ``summary``."""
     r = t.requests
     summary: dict[str, Any] = {
@@ -67,20 +72,31 @@ def summarize(spans: pd.DataFrame, t: Tables, findings: list[Finding], th: Thres
         "thresholds": th.as_dict(),
     }
     if stats is not None:
-        summary["load"] = {"files": stats.files, "lines": stats.lines, "bad_lines_skipped": stats.bad_lines,
-                           "duplicate_spans": stats.duplicates, "seconds": round(stats.seconds, 3),
-                           "first_bad_lines": stats.first_bad}
+        summary["load"] = {
+            "files": stats.files,
+            "lines": stats.lines,
+            "bad_lines_skipped": stats.bad_lines,
+            "duplicate_spans": stats.duplicates,
+            "seconds": round(stats.seconds, 3),
+            "first_bad_lines": stats.first_bad,
+        }
     return summary
 
 
 def write_findings(path: Path, findings: list[Finding], summary: dict[str, Any]) -> Path:
-    path.write_text(json.dumps({"findings": [f.to_json() for f in findings], "summary": summary}, indent=2,
-                               default=str))
+    path.write_text(
+        json.dumps({"findings": [f.to_json() for f in findings], "summary": summary}, indent=2, default=str)
+    )
     return path
 
 
-def analyze(spans: pd.DataFrame, out: str | Path, thresholds: Thresholds | None = None,
-            stats: LoadStats | None = None, html_report: bool = True) -> Analysis:
+def analyze(
+    spans: pd.DataFrame,
+    out: str | Path,
+    thresholds: Thresholds | None = None,
+    stats: LoadStats | None = None,
+    html_report: bool = True,
+) -> Analysis:
     """Run every detector and figure on a span table and write the outputs under ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -107,22 +123,31 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;font-
 .critical{background:#fdd}.warning{background:#ffe9c6}.info{background:#eef}"""
 
 
-def write_html(path: Path, findings: list[Finding], summary: dict[str, Any], frames: dict[str, pd.DataFrame],
-               figs: list[tuple[str, Any]]) -> Path:
+def write_html(
+    path: Path,
+    findings: list[Finding],
+    summary: dict[str, Any],
+    frames: dict[str, pd.DataFrame],
+    figs: list[tuple[str, Any]],
+) -> Path:
     """One self-contained HTML file: plotly.js inlined once (no CDN: the training cluster may be offline)."""
     from plotly.offline import get_plotlyjs
 
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>otel_verl analysis</title>"
-             f"<style>{_CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>",
-             "<h1>otel_verl analysis</h1>",
-             f"<p>{summary['spans']} spans, {len(summary['steps'])} steps, {len(summary['workers'])} workers, "
-             f"{summary['requests']} requests. Findings: {html.escape(json.dumps(summary['findings_by_severity']))}</p>",
-             "<h2>Findings</h2><table><tr><th>severity</th><th>kind</th><th>step</th><th>worker</th><th>message</th>"
-             "<th>evidence</th></tr>"]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>otel_verl analysis</title>"
+        f"<style>{_CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>",
+        "<h1>otel_verl analysis</h1>",
+        f"<p>{summary['spans']} spans, {len(summary['steps'])} steps, {len(summary['workers'])} workers, "
+        f"{summary['requests']} requests. Findings: {html.escape(json.dumps(summary['findings_by_severity']))}</p>",
+        "<h2>Findings</h2><table><tr><th>severity</th><th>kind</th><th>step</th><th>worker</th><th>message</th>"
+        "<th>evidence</th></tr>",
+    ]
     for f in findings:
         ev = "<br>".join(f"{e['trace_id'][:12]}…/{e['span_id']}" for e in f.evidence)
-        parts.append(f"<tr class='{f.severity}'><td>{f.severity}</td><td>{f.kind}</td><td>{_s(f.step)}</td>"
-                     f"<td>{_s(f.worker)}</td><td>{html.escape(f.message)}</td><td><code>{ev}</code></td></tr>")
+        parts.append(
+            f"<tr class='{f.severity}'><td>{f.severity}</td><td>{f.kind}</td><td>{_s(f.step)}</td>"
+            f"<td>{_s(f.worker)}</td><td>{html.escape(f.message)}</td><td><code>{ev}</code></td></tr>"
+        )
     parts.append("</table>")
     if "event_share" in frames and not frames["event_share"].empty:
         tab = event_share.event_share_table(frames["event_share"])

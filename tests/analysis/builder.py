@@ -69,15 +69,32 @@ class TraceBuilder:
         self.spans: list[Span] = []
 
     def new_id(self, nbytes: int) -> str:
-        return "%0*x" % (2 * nbytes, self.rng.getrandbits(8 * nbytes))
+        return f"{self.rng.getrandbits(8 * nbytes):0{2 * nbytes}x}"
 
-    def span(self, name: str, start: float, end: float, parent: Span | None = None, *, trace_id: str | None = None,
-             file: str = "trainer.jsonl", step: int | None = None, status: int = 0, **attrs: Any) -> Span:
+    def span(
+        self,
+        name: str,
+        start: float,
+        end: float,
+        parent: Span | None = None,
+        *,
+        trace_id: str | None = None,
+        file: str = "trainer.jsonl",
+        step: int | None = None,
+        status: int = 0,
+        **attrs: Any,
+    ) -> Span:
         sp = Span(
             trace_id=trace_id or (parent.trace_id if parent else self.new_id(16)),
             span_id=self.new_id(8),
             parent_id=parent.span_id if parent else "",
-            name=name, start=start, end=end, attrs=attrs, file=file, step=step, status=status,
+            name=name,
+            start=start,
+            end=end,
+            attrs=attrs,
+            file=file,
+            step=step,
+            status=status,
         )
         self.spans.append(sp)
         return sp
@@ -93,10 +110,21 @@ class TraceBuilder:
             service = fname.split(".")[0].split("_")[0]
             with path.open("a") as fh:
                 for i in range(0, len(spans), per_line):
-                    doc = {"resourceSpans": [{
-                        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": f"verl-{service}"}}]},
-                        "scopeSpans": [{"scope": {"name": "otel_verl"}, "spans": [s.otlp() for s in spans[i:i + per_line]]}],
-                    }]}
+                    doc = {
+                        "resourceSpans": [
+                            {
+                                "resource": {
+                                    "attributes": [{"key": "service.name", "value": {"stringValue": f"verl-{service}"}}]
+                                },
+                                "scopeSpans": [
+                                    {
+                                        "scope": {"name": "otel_verl"},
+                                        "spans": [s.otlp() for s in spans[i : i + per_line]],
+                                    }
+                                ],
+                            }
+                        ]
+                    }
                     fh.write(json.dumps(doc) + "\n")
         return spool / run
 
@@ -125,8 +153,9 @@ def build_run(plan: Plan) -> TraceBuilder:
     t = 0.0
     for step in range(1, plan.steps + 1):
         step_sp = b.span("verl.step", t, t, step=step, **{"verl.step": step})
-        gen = b.span("verl.phase gen", t + 0.2, t + 0.2, step_sp, step=step,
-                     **{"verl.phase.name": "gen", "verl.step": step})
+        gen = b.span(
+            "verl.phase gen", t + 0.2, t + 0.2, step_sp, step=step, **{"verl.phase.name": "gen", "verl.step": step}
+        )
         ends: dict[int, float] = {}
         worker_spans: dict[int, Span] = {}
         for w in range(plan.workers):
@@ -139,8 +168,15 @@ def build_run(plan: Plan) -> TraceBuilder:
             def warp(x: float, g0: float = g0, glen: float = glen) -> float:
                 return x + glen if g0 >= 0 and x >= g0 else x
 
-            wsp = b.span("verl.rollout.worker", ws, ws, gen, step=step, file=fname,
-                         **{"verl.worker.rank": w, "verl.step": step, "verl.worker.num_requests": plan.requests})
+            wsp = b.span(
+                "verl.rollout.worker",
+                ws,
+                ws,
+                gen,
+                step=step,
+                file=fname,
+                **{"verl.worker.rank": w, "verl.step": step, "verl.worker.num_requests": plan.requests},
+            )
             worker_spans[w] = wsp
             n_abort = plan.aborted[1] if plan.aborted and plan.aborted[0] == step else 0
             req_ends = []
@@ -150,32 +186,65 @@ def build_run(plan: Plan) -> TraceBuilder:
                 turns = 2 if slow_turn else rng.choice((1, 1, 2, 2, 3))
                 req = b.span("verl.rollout.request", warp(rs), 0, wsp, step=step, file=fname)
                 cur = rs
-                pre = b.span("verl.preprocess", warp(cur), warp(cur + 0.03), req, step=step, file=fname,
-                             **{"verl.preprocess.kind": "initial_prompt"})
+                b.span(
+                    "verl.preprocess",
+                    warp(cur),
+                    warp(cur + 0.03),
+                    req,
+                    step=step,
+                    file=fname,
+                    **{"verl.preprocess.kind": "initial_prompt"},
+                )
                 cur += 0.03
                 out_tokens = 0
                 for ti in range(turns):
-                    turn = b.span("verl.rollout.turn", warp(cur), 0, req, step=step, file=fname,
-                                  **{"verl.turn.index": ti})
+                    turn = b.span(
+                        "verl.rollout.turn", warp(cur), 0, req, step=step, file=fname, **{"verl.turn.index": ti}
+                    )
                     dur = 1.2 * rng.lognormvariate(0, 0.3)
                     if slow_turn and ti == 1:
                         dur = plan.slow_turn[3]
                     toks = int(dur * 100)
                     out_tokens += toks
-                    b.span("text_completion qwen", warp(cur), warp(cur + dur), turn, step=step, file=fname,
-                           **{"gen_ai.operation.name": "text_completion", "gen_ai.usage.input_tokens": 200,
-                              "gen_ai.usage.output_tokens": toks, "gen_ai.response.finish_reasons": ["stop"],
-                              "verl.engine.stop_reason": "completed"})
+                    b.span(
+                        "text_completion qwen",
+                        warp(cur),
+                        warp(cur + dur),
+                        turn,
+                        step=step,
+                        file=fname,
+                        **{
+                            "gen_ai.operation.name": "text_completion",
+                            "gen_ai.usage.input_tokens": 200,
+                            "gen_ai.usage.output_tokens": toks,
+                            "gen_ai.response.finish_reasons": ["stop"],
+                            "verl.engine.stop_reason": "completed",
+                        },
+                    )
                     cur += dur
                     if ti < turns - 1:
                         b.span("verl.tool_parse", warp(cur), warp(cur + 0.005), turn, step=step, file=fname)
                         cur += 0.005
                         tdur = 0.2 * rng.lognormvariate(0, 0.2)
-                        b.span("execute_tool calc", warp(cur), warp(cur + tdur), turn, step=step, file=fname,
-                               **{"gen_ai.tool.name": "calc", "gen_ai.operation.name": "execute_tool"})
+                        b.span(
+                            "execute_tool calc",
+                            warp(cur),
+                            warp(cur + tdur),
+                            turn,
+                            step=step,
+                            file=fname,
+                            **{"gen_ai.tool.name": "calc", "gen_ai.operation.name": "execute_tool"},
+                        )
                         cur += tdur
-                        b.span("verl.preprocess", warp(cur), warp(cur + 0.02), turn, step=step, file=fname,
-                               **{"verl.preprocess.kind": "merge_context"})
+                        b.span(
+                            "verl.preprocess",
+                            warp(cur),
+                            warp(cur + 0.02),
+                            turn,
+                            step=step,
+                            file=fname,
+                            **{"verl.preprocess.kind": "merge_context"},
+                        )
                         cur += 0.02
                     turn.end = warp(cur)
                 status = "completed"
@@ -185,14 +254,30 @@ def build_run(plan: Plan) -> TraceBuilder:
                     rdur = 0.05
                     if plan.slow_reward and plan.slow_reward[:3] == (step, w, r):
                         rdur = plan.slow_reward[3]
-                    b.span("verl.reward", warp(cur), warp(cur + rdur), req, step=step, file=fname,
-                           **{"verl.reward.remote": False})
+                    b.span(
+                        "verl.reward",
+                        warp(cur),
+                        warp(cur + rdur),
+                        req,
+                        step=step,
+                        file=fname,
+                        **{"verl.reward.remote": False},
+                    )
                     cur += rdur
                 req.end = warp(cur)
-                req.attrs.update({"verl.step": step, "verl.worker.rank": w, "verl.request.id": f"s{step}w{w}r{r}",
-                                  "verl.sample.index": r // 4, "verl.rollout.n": r % 4, "verl.request.status": status,
-                                  "verl.request.num_turns": turns, "verl.reward.score": 1.0 if r % 3 else 0.0,
-                                  "verl.request.response_tokens": out_tokens})
+                req.attrs.update(
+                    {
+                        "verl.step": step,
+                        "verl.worker.rank": w,
+                        "verl.request.id": f"s{step}w{w}r{r}",
+                        "verl.sample.index": r // 4,
+                        "verl.rollout.n": r % 4,
+                        "verl.request.status": status,
+                        "verl.request.num_turns": turns,
+                        "verl.reward.score": 1.0 if r % 3 else 0.0,
+                        "verl.request.response_tokens": out_tokens,
+                    }
+                )
                 req_ends.append(req.end)
             if n_abort:
                 # over-sampling: the last requests are cut when the others are done
@@ -210,9 +295,15 @@ def build_run(plan: Plan) -> TraceBuilder:
             ends[w] = wsp.end
         last = max(ends.values())
         for w, wsp in worker_spans.items():
-            b.span("verl.barrier", wsp.end, last, gen, step=step, file=f"worker_{w}.jsonl",
-                   **{"verl.worker.rank": w, "verl.step": step,
-                      "verl.barrier.slowest_rank": max(ends, key=ends.get)})
+            b.span(
+                "verl.barrier",
+                wsp.end,
+                last,
+                gen,
+                step=step,
+                file=f"worker_{w}.jsonl",
+                **{"verl.worker.rank": w, "verl.step": step, "verl.barrier.slowest_rank": max(ends, key=ends.get)},
+            )
         gen.end = last + 0.05
         cur = gen.end
         for name, dur in PHASES_AFTER:

@@ -8,7 +8,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99, 0.999)
 

@@ -20,8 +20,12 @@ def plot_aborted(df: pd.DataFrame, path: str | Path) -> Path:
     if df.empty:
         return _style.empty(path, "aborted requests")
     fig, axes = _style.plt.subplots(1, 3, figsize=(13, 4))
-    for ax, col, title in zip(axes, ("aborted", "tokens_wasted", "seconds_wasted"),
-                              ("aborted requests", "tokens wasted", "request-seconds wasted")):
+    for ax, col, title in zip(
+        axes,
+        ("aborted", "tokens_wasted", "seconds_wasted"),
+        ("aborted requests", "tokens wasted", "request-seconds wasted"),
+        strict=True,
+    ):
         ax.bar(df["step"], df[col], color="indianred")
         ax.set_title(title)
         ax.set_xlabel("step")
@@ -33,8 +37,14 @@ def plotly_aborted(df: pd.DataFrame):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=df["step"], y=df["aborted"], name="aborted requests",
-                         customdata=df[["tokens_wasted", "seconds_wasted"]].to_numpy(),
-                         hovertemplate="%{y} aborted<br>%{customdata[0]} tokens<br>%{customdata[1]:.1f} s"))
+    fig.add_trace(
+        go.Bar(
+            x=df["step"],
+            y=df["aborted"],
+            name="aborted requests",
+            customdata=df[["tokens_wasted", "seconds_wasted"]].to_numpy(),
+            hovertemplate="%{y} aborted<br>%{customdata[0]} tokens<br>%{customdata[1]:.1f} s",
+        )
+    )
     fig.update_layout(title="Aborted / over-sampled requests per step", xaxis_title="step")
     return fig

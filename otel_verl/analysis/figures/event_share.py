@@ -81,8 +81,11 @@ def plot_event_share(df: pd.DataFrame, path: str | Path) -> Path:
     fig, (ax1, ax2) = _style.plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 2]})
     t = event_share_table(df)
     ax1.axis("off")
-    ax1.table(cellText=[[e, f"{p:.2f}%"] for e, p in zip(t["event"], t["avg_percent"])],
-              colLabels=["event", "avg % of step time"], loc="center")
+    ax1.table(
+        cellText=[[e, f"{p:.2f}%"] for e, p in zip(t["event"], t["avg_percent"], strict=True)],
+        colLabels=["event", "avg % of step time"],
+        loc="center",
+    )
     for e, g in df.groupby("event"):
         ax2.plot(g["step"], g["percent"], marker=".", label=e)
     ax2.set_xlabel("step")

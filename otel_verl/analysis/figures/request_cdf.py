@@ -24,8 +24,10 @@ def compute_request_cdf(spans: pd.DataFrame) -> pd.DataFrame:
 
 def cdf_quantiles(df: pd.DataFrame, quantiles: tuple[float, ...] = _style.QUANTILES) -> pd.DataFrame:
     """Per step: seconds by which P50/80/90/95/99/99.9 of requests had completed."""
-    rows = [{"step": s, **{f"p{q * 100:g}": float(np.quantile(g["t_rel_s"], q)) for q in quantiles}}
-            for s, g in df.groupby("step")]
+    rows = [
+        {"step": s, **{f"p{q * 100:g}": float(np.quantile(g["t_rel_s"], q)) for q in quantiles}}
+        for s, g in df.groupby("step")
+    ]
     return pd.DataFrame(rows)
 
 
@@ -54,12 +56,30 @@ def plotly_request_cdf(df: pd.DataFrame):  # -> plotly Figure
     fig = go.Figure()
     q = cdf_quantiles(df).set_index("step") if len(df) else None
     for s, g in df.groupby("step"):
-        fig.add_trace(go.Scattergl(x=g["t_rel_s"], y=g["frac"], mode="lines", name=f"step {s}",
-                                   text=g["request_id"], hovertemplate="%{text}<br>%{x:.2f} s<br>%{y:.3f}"))
-        fig.add_trace(go.Scatter(x=q.loc[s].to_numpy(), y=list(_style.QUANTILES), mode="markers",
-                                 name=f"step {s} quantiles", showlegend=False,
-                                 text=[f"P{x * 100:g}" for x in _style.QUANTILES],
-                                 hovertemplate="step " + str(s) + " %{text}: %{x:.2f} s"))
-    fig.update_layout(title="Request completion CDF per step", xaxis_title="seconds since rollout start",
-                      yaxis_title="fraction completed")
+        fig.add_trace(
+            go.Scattergl(
+                x=g["t_rel_s"],
+                y=g["frac"],
+                mode="lines",
+                name=f"step {s}",
+                text=g["request_id"],
+                hovertemplate="%{text}<br>%{x:.2f} s<br>%{y:.3f}",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=q.loc[s].to_numpy(),
+                y=list(_style.QUANTILES),
+                mode="markers",
+                name=f"step {s} quantiles",
+                showlegend=False,
+                text=[f"P{x * 100:g}" for x in _style.QUANTILES],
+                hovertemplate="step " + str(s) + " %{text}: %{x:.2f} s",
+            )
+        )
+    fig.update_layout(
+        title="Request completion CDF per step",
+        xaxis_title="seconds since rollout start",
+        yaxis_title="fraction completed",
+    )
     return fig

@@ -14,8 +14,14 @@ from otel_verl.analysis.figures import _style
 def compute_step_timing(spans: pd.DataFrame, k: float = 5.0) -> pd.DataFrame:
     """Per step: duration, rollout time, interval to the next step start and an ``outlier`` flag."""
     s = model.steps_table(spans)
-    df = pd.DataFrame({"step": s["step"], "start_s": (s["start_ns"] - s["start_ns"].min()) / 1e9,
-                       "duration_s": s["duration"], "rollout_s": s["rollout_s"]})
+    df = pd.DataFrame(
+        {
+            "step": s["step"],
+            "start_s": (s["start_ns"] - s["start_ns"].min()) / 1e9,
+            "duration_s": s["duration"],
+            "rollout_s": s["rollout_s"],
+        }
+    )
     df["interval_s"] = df["start_s"].shift(-1) - df["start_s"]
     med, mad = model.robust_baseline(df["rollout_s"].to_numpy(), floor=0.05 * float(np.nanmedian(df["rollout_s"])))
     df["robust_z"] = (df["rollout_s"] - med) / mad if mad > 0 else 0.0
@@ -43,11 +49,21 @@ def plotly_step_timing(df: pd.DataFrame):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for col, name in (("duration_s", "step duration"), ("interval_s", "interval to next start"),
-                      ("rollout_s", "rollout time")):
+    for col, name in (
+        ("duration_s", "step duration"),
+        ("interval_s", "interval to next start"),
+        ("rollout_s", "rollout time"),
+    ):
         fig.add_trace(go.Scatter(x=df["step"], y=df[col], mode="lines+markers", name=name))
     out = df[df["outlier"]]
-    fig.add_trace(go.Scatter(x=out["step"], y=out["rollout_s"], mode="markers", name="outlier",
-                             marker={"size": 16, "color": "rgba(0,0,0,0)", "line": {"color": "red", "width": 2}}))
+    fig.add_trace(
+        go.Scatter(
+            x=out["step"],
+            y=out["rollout_s"],
+            mode="markers",
+            name="outlier",
+            marker={"size": 16, "color": "rgba(0,0,0,0)", "line": {"color": "red", "width": 2}},
+        )
+    )
     fig.update_layout(title="Step duration vs interval between steps", xaxis_title="step", yaxis_title="seconds")
     return fig

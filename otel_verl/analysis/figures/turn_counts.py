@@ -45,7 +45,14 @@ def plotly_turn_counts(df: pd.DataFrame):
 
     fig = go.Figure()
     for nt, g in df.groupby("num_turns"):
-        fig.add_trace(go.Bar(x=g["step"], y=g["requests"], name=f"{nt} turns",
-                             customdata=g["mean_duration_s"], hovertemplate="%{y} requests, mean %{customdata:.2f} s"))
+        fig.add_trace(
+            go.Bar(
+                x=g["step"],
+                y=g["requests"],
+                name=f"{nt} turns",
+                customdata=g["mean_duration_s"],
+                hovertemplate="%{y} requests, mean %{customdata:.2f} s",
+            )
+        )
     fig.update_layout(barmode="stack", title="Requests by number of turns (hover: mean duration)", xaxis_title="step")
     return fig

@@ -39,7 +39,15 @@ def plotly_turn_engine(df: pd.DataFrame):
 
     fig = go.Figure()
     for ti, g in df.groupby("turn_index"):
-        fig.add_trace(go.Scatter(x=g["step"], y=g["mean_engine_s"], mode="lines+markers", name=f"turn {int(ti) + 1}",
-                                 customdata=g["max_engine_s"], hovertemplate="mean %{y:.2f} s, max %{customdata:.2f} s"))
+        fig.add_trace(
+            go.Scatter(
+                x=g["step"],
+                y=g["mean_engine_s"],
+                mode="lines+markers",
+                name=f"turn {int(ti) + 1}",
+                customdata=g["max_engine_s"],
+                hovertemplate="mean %{y:.2f} s, max %{customdata:.2f} s",
+            )
+        )
     fig.update_layout(title="Engine time per turn index", xaxis_title="step", yaxis_title="mean engine s")
     return fig

@@ -53,8 +53,14 @@ def plotly_worker_cdf(df: pd.DataFrame, step: int | None = None):
     step = step if step is not None else pick_step(df)
     fig = go.Figure()
     for w, wg in df[df["step"] == step].groupby("worker"):
-        fig.add_trace(go.Scatter(x=wg["t_rel_s"], y=wg["frac"], mode="lines", line_shape="hv", name=f"worker {w}",
-                                 text=wg["request_id"]))
-    fig.update_layout(title=f"Request completion per worker, step {step}", xaxis_title="seconds since worker start",
-                      yaxis_title="fraction completed")
+        fig.add_trace(
+            go.Scatter(
+                x=wg["t_rel_s"], y=wg["frac"], mode="lines", line_shape="hv", name=f"worker {w}", text=wg["request_id"]
+            )
+        )
+    fig.update_layout(
+        title=f"Request completion per worker, step {step}",
+        xaxis_title="seconds since worker start",
+        yaxis_title="fraction completed",
+    )
     return fig

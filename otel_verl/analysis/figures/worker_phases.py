@@ -18,8 +18,7 @@ def compute_worker_phases(spans: pd.DataFrame) -> pd.DataFrame:
     df = pd.DataFrame({"step": w["step"], "worker": w["worker"], "num_requests": w["num_requests"]})
     df["start_offset_s"] = (w["start_ns"] - w["step"].map(s["rollout_start_ns"]).astype(float)) / 1e9
     df["rollout_s"] = w["duration"]
-    df["barrier_s"] = w["barrier_s"].fillna(
-        (w.groupby("step")["end_ns"].transform("max") - w["end_ns"]) / 1e9)
+    df["barrier_s"] = w["barrier_s"].fillna((w.groupby("step")["end_ns"].transform("max") - w["end_ns"]) / 1e9)
     return df
 
 
@@ -34,8 +33,15 @@ def plot_worker_phases(df: pd.DataFrame, path: str | Path) -> Path:
         g = df[df["worker"] == w].set_index("step").reindex(steps)
         x = np.arange(len(steps)) + j * width
         ax.bar(x, g["rollout_s"], width, color=_style.plt.get_cmap("tab10")(j % 10), label=f"worker {w} rollout")
-        ax.bar(x, g["barrier_s"], width, bottom=g["rollout_s"], color="lightgrey", hatch="//",
-               label="barrier wait" if j == 0 else None)
+        ax.bar(
+            x,
+            g["barrier_s"],
+            width,
+            bottom=g["rollout_s"],
+            color="lightgrey",
+            hatch="//",
+            label="barrier wait" if j == 0 else None,
+        )
     ax.set_xticks(np.arange(len(steps)) + 0.4 - width / 2, [str(s) for s in steps])
     ax.set_xlabel("step")
     ax.set_ylabel("seconds")

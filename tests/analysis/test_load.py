@@ -1,0 +1,123 @@
+"""Loader: OTLP/JSON decoding, tree resolution, id formats, bad input with file:line."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from builder import PLANTED, TraceBuilder, build_run
+
+from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.load import LoadStats, load_spans
+
+
+def test_counts_and_columns_match_builder(planted_spool: Path, planted_spans) -> None:
+    built = build_run(PLANTED).spans
+    assert len(planted_spans) == len(built)
+    assert (planted_spans["kind"] == "request").sum() == sum(s.name == "verl.rollout.request" for s in built)
+    req = planted_spans[planted_spans["request_id"] == "s5w2r4"]
+    reward = req[req["kind"] == "reward"]
+    assert len(reward) == 1
+    assert reward["duration"].iloc[0] == pytest.approx(25.0, abs=1e-6)
+    assert int(reward["step"].iloc[0]) == 5 and int(reward["worker"].iloc[0]) == 2  # inherited from the request
+
+
+def test_turn_index_inherited_by_engine_spans(planted_spans) -> None:
+    eng = planted_spans[(planted_spans["kind"] == "engine") & (planted_spans["request_id"] == "s6w0r7")]
+    assert sorted(eng["turn_index"].astype(int)) == [0, 1]
+    slow = eng[eng["turn_index"] == 1]
+    assert slow["duration"].iloc[0] == pytest.approx(30.0, abs=1e-6)
+
+
+def test_typed_attributes_decoded(planted_spans) -> None:
+    eng = planted_spans[planted_spans["kind"] == "engine"]
+    assert (eng["finish_reasons"] == "stop").all()
+    assert eng["output_tokens"].notna().all() and eng["input_tokens"].eq(200).all()
+    req = planted_spans[planted_spans["kind"] == "request"]
+    assert set(req["request_status"]) == {"completed", "aborted"}
+    assert req["reward_score"].isin([0.0, 1.0]).all()
+
+
+def test_base64_ids_and_status_and_links(tmp_path: Path) -> None:
+    tid, sid, pid = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "00f067aa0ba902b7"
+    b64 = lambda h: base64.b64encode(bytes.fromhex(h)).decode()  # noqa: E731
+    doc = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": b64(tid),
+                                "spanId": b64(pid),
+                                "name": "verl.rollout.worker",
+                                "startTimeUnixNano": "1",
+                                "endTimeUnixNano": "2000000001",
+                                "attributes": [{"key": "verl.worker.rank", "value": {"intValue": "3"}}],
+                            },
+                            {
+                                "traceId": b64(tid),
+                                "spanId": b64(sid),
+                                "parentSpanId": b64(pid),
+                                "name": "verl.rollout.request",
+                                "startTimeUnixNano": "1",
+                                "endTimeUnixNano": "1000000001",
+                                "status": {"code": 2, "message": "x"},
+                                "links": [{"traceId": tid, "spanId": pid}],
+                            },
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+    f = tmp_path / "export.json"
+    f.write_text(json.dumps({"result": doc}) + "\n")
+    df = load_spans(f)
+    req = df[df["kind"] == "request"].iloc[0]
+    assert req["trace_id"] == tid and req["span_id"] == sid and req["parent_id"] == pid
+    assert req["status"] == 2 and int(req["worker"]) == 3 and req["links"] == f"{tid}:{pid}"
+    assert req["duration"] == pytest.approx(1.0)
+
+
+def test_truncated_last_line_names_file_and_line(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.span("verl.step", 0, 1, step=1, **{"verl.step": 1})
+    run = b.write(tmp_path)
+    f = run / "step_1" / "trainer.jsonl"
+    f.write_text(f.read_text() + '{"resourceSpans": [')
+    with pytest.raises(AnalysisInputError, match=r"trainer\.jsonl:2: truncated"):
+        load_spans(tmp_path)
+    stats = LoadStats()
+    df = load_spans(tmp_path, skip_bad_lines=True, stats=stats)
+    assert len(df) == 1 and stats.bad_lines == 1
+
+
+@pytest.mark.parametrize(
+    "content, pattern",
+    [
+        ("not json at all\n", r"x\.jsonl:1: not JSON"),
+        ('{"hello": 1}\n', r"x\.jsonl:1: not an OTLP/JSON"),
+        ("[1, 2]\n", r"x\.jsonl:1: not an OTLP/JSON"),
+    ],
+)
+def test_wrong_format(tmp_path: Path, content: str, pattern: str) -> None:
+    (tmp_path / "x.jsonl").write_text(content)
+    with pytest.raises(AnalysisInputError, match=pattern):
+        load_spans(tmp_path)
+
+
+def test_empty_and_missing(tmp_path: Path) -> None:
+    with pytest.raises(AnalysisInputError, match=r"no \.jsonl"):
+        load_spans(tmp_path)
+    with pytest.raises(AnalysisInputError, match="no such file"):
+        load_spans(tmp_path / "missing")
+
+
+def test_service_and_time_window(planted_spool: Path, planted_spans) -> None:
+    only = load_spans(planted_spool, service="verl-worker")
+    assert set(only["service"]) == {"verl-worker"}
+    cut = int(planted_spans["start_ns"].median())
+    assert (load_spans(planted_spool, since_ns=cut)["start_ns"] >= cut).all()
