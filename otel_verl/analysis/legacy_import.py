@@ -1,0 +1,261 @@
+"""``import-legacy``: the seed's SGLangLogManager logs → otel_verl spans in a spool.
+
+Seed lines are ``{"timestamp": <event END, ISO>, "event", "duration_sec", "extra", "workid", "step", ...}``
+in ``step_<n>/worker_<rank>.jsonl``. Each becomes a span of the contract (start = end - duration);
+step, gen phase and worker spans are synthesized around them. Unknown events are kept as generic
+spans named after the event, with ``verl.event.origin``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from otel_verl import semconv as sc
+from otel_verl.analysis import legacy_events as le
+from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.spool_write import SpanRecord, stable_id, write_spool
+
+_NUM = re.compile(r"(\d+)")
+
+
+def parse_ts(value: Any) -> int:
+    """ISO timestamp (naive = UTC, as the seed wrote ``datetime.now()``) or epoch seconds → ns."""
+    if isinstance(value, (int, float)):
+        return int(value * 1e9)
+    dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp()) * 10**9 + dt.microsecond * 1000
+
+
+def read_legacy(logdir: Path, skip_bad_lines: bool = False) -> list[dict[str, Any]]:
+    """Every log line as a dict with ``_end``, ``_start`` (ns), ``_step``, ``_worker``, ``_file``, ``_line``."""
+    files = sorted(p for p in Path(logdir).rglob("*.jsonl") if p.is_file())
+    if not Path(logdir).exists():
+        raise AnalysisInputError(f"{logdir}: no such directory")
+    if not files:
+        raise AnalysisInputError(f"{logdir}: no step_<n>/worker_<rank>.jsonl files found")
+    rows: list[dict[str, Any]] = []
+    for path in files:
+        dir_step = _num(path.parent.name)
+        file_worker = _num(path.stem)
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    d = json.loads(raw)
+                    if not isinstance(d, dict) or "event" not in d or "timestamp" not in d:
+                        raise ValueError("not a seed log line (needs 'timestamp' and 'event')")
+                    end = parse_ts(d["timestamp"])
+                    dur = float(d.get("duration_sec") or 0.0)
+                except (ValueError, TypeError) as exc:
+                    if skip_bad_lines:
+                        continue
+                    why = "truncated last line" if not raw.endswith(b"\n") else str(exc)
+                    raise AnalysisInputError(f"{path}:{lineno}: {why}") from None
+                d["_end"], d["_start"] = end, end - int(dur * 1e9)
+                step = d.get("step", dir_step)
+                worker = d.get("workid", file_worker)
+                d["_step"] = int(step) if step is not None else None
+                d["_worker"] = int(worker) if worker is not None else None
+                d["_file"], d["_line"] = path, lineno
+                rows.append(d)
+    if not rows:
+        raise AnalysisInputError(f"{logdir}: log files are empty")
+    return rows
+
+
+def _num(name: str) -> int | None:
+    m = _NUM.search(name)
+    return int(m.group(1)) if m else None
+
+
+def _extra(d: dict[str, Any]) -> dict[str, Any]:
+    e = d.get("extra")
+    return e if isinstance(e, dict) else {}
+
+
+def _request_id(d: dict[str, Any]) -> str | None:
+    rid = _extra(d).get("request_id", d.get("request_id"))
+    return None if rid is None else str(rid)
+
+
+def _turn_durations(timings: Any) -> list[float]:
+    """``turn_timings`` as a list of seconds; accepts numbers or dicts with a duration-like key."""
+    out: list[float] = []
+    for t in timings or []:
+        if isinstance(t, (int, float)):
+            out.append(float(t))
+        elif isinstance(t, dict):
+            for k in ("duration_sec", "duration", "total", "time"):
+                if k in t:
+                    out.append(float(t[k]))
+                    break
+    return out
+
+
+def legacy_to_records(rows: list[dict[str, Any]], run: str) -> list[SpanRecord]:
+    """Build the span tree for all steps/workers."""
+    recs: list[SpanRecord] = []
+    by_step: dict[int | None, list[dict[str, Any]]] = {}
+    for d in rows:
+        by_step.setdefault(d["_step"], []).append(d)
+    for step, srows in sorted(by_step.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        trace = stable_id(16, run, step)
+        lo, hi = min(d["_start"] for d in srows), max(d["_end"] for d in srows)
+        step_sp = SpanRecord(
+            trace, stable_id(8, run, step, "step"), "", sc.SPAN_STEP, lo, hi, {sc.VERL_STEP: step}, step=step
+        )
+        gen = SpanRecord(
+            trace,
+            stable_id(8, run, step, "gen"),
+            step_sp.span_id,
+            sc.phase_span_name("gen"),
+            lo,
+            hi,
+            {sc.VERL_PHASE_NAME: "gen", sc.VERL_STEP: step},
+            step=step,
+        )
+        recs += [step_sp, gen]
+        by_worker: dict[int | None, list[dict[str, Any]]] = {}
+        for d in srows:
+            by_worker.setdefault(d["_worker"], []).append(d)
+        for worker, wrows in by_worker.items():
+            recs += _worker_records(trace, run, step, worker, gen, wrows)
+    return recs
+
+
+def _worker_records(
+    trace: str, run: str, step: Any, worker: Any, gen: SpanRecord, wrows: list[dict[str, Any]]
+) -> list[SpanRecord]:
+    fname = f"worker_{worker}.jsonl" if worker is not None else "worker.jsonl"
+    common = {"step": step, "file": fname}
+    out: list[SpanRecord] = []
+    kinds = [le.kind_of(str(d["event"])) for d in wrows]
+    wroll = [d for d, k in zip(wrows, kinds, strict=True) if k == "worker"]
+    body = [d for d, k in zip(wrows, kinds, strict=True) if k != "barrier"]
+    w_lo = min(d["_start"] for d in (wroll or body or wrows))
+    w_hi = max(d["_end"] for d in (wroll or body or wrows))
+    wextra = _extra(wroll[0]) if wroll else {}
+    n_req = sum(k in ("request", "aborted") for k in kinds)
+    wsp = SpanRecord(
+        trace,
+        stable_id(8, run, step, worker, "worker"),
+        gen.span_id,
+        sc.SPAN_WORKER,
+        w_lo,
+        w_hi,
+        {
+            sc.VERL_WORKER_RANK: worker,
+            sc.VERL_STEP: step,
+            sc.VERL_WORKER_NUM_REQUESTS: wextra.get("total_requests", n_req),
+            sc.VERL_WORKER_NUM_COMPLETED: wextra.get("completed_count"),
+            sc.VERL_EVENT_ORIGIN: wroll[0]["event"] if wroll else None,
+        },
+        **common,
+    )
+    out.append(wsp)
+    requests: dict[str, SpanRecord] = {}
+    turns: dict[tuple[str, int], SpanRecord] = {}
+    for d, k in zip(wrows, kinds, strict=True):
+        if k not in ("request", "aborted"):
+            continue
+        e = _extra(d)
+        rid = _request_id(d) or stable_id(8, d["_file"], d["_line"])
+        timings = _turn_durations(e.get("turn_timings"))
+        status = e.get("status") or ("aborted" if k == "aborted" else "completed")
+        nt = e.get("turns", len(timings) if timings else None)
+        sid = stable_id(8, d["_file"], d["_line"], "request")
+        req = SpanRecord(
+            trace,
+            sid,
+            wsp.span_id,
+            sc.SPAN_REQUEST,
+            d["_start"],
+            d["_end"],
+            {
+                sc.VERL_STEP: step,
+                sc.VERL_WORKER_RANK: worker,
+                sc.VERL_REQUEST_ID: rid,
+                sc.VERL_REQUEST_STATUS: status,
+                sc.VERL_REQUEST_NUM_TURNS: nt,
+                sc.VERL_REWARD_SCORE: e.get("reward_score"),
+                sc.VERL_REQUEST_RESPONSE_TOKENS: e.get("response_tokens"),
+                sc.VERL_EVENT_ORIGIN: d["event"],
+            },
+            **common,
+        )
+        requests[rid] = req
+        out.append(req)
+        cur = d["_start"]
+        for i, td in enumerate(timings):
+            t_end = cur + int(td * 1e9)
+            turn = SpanRecord(
+                trace, stable_id(8, sid, "turn", i), sid, sc.SPAN_TURN, cur, t_end, {sc.VERL_TURN_INDEX: i}, **common
+            )
+            turns[(rid, i)] = turn
+            out.append(turn)
+            cur = t_end
+    for d, k in zip(wrows, kinds, strict=True):
+        if k in ("request", "aborted", "worker"):
+            continue
+        e = _extra(d)
+        sid = stable_id(8, d["_file"], d["_line"], k)
+        if k == "barrier":
+            out.append(
+                SpanRecord(
+                    trace,
+                    sid,
+                    gen.span_id,
+                    sc.SPAN_BARRIER,
+                    d["_start"],
+                    d["_end"],
+                    {sc.VERL_WORKER_RANK: worker, sc.VERL_STEP: step, sc.VERL_EVENT_ORIGIN: d["event"]},
+                    **common,
+                )
+            )
+            continue
+        rid = _request_id(d)
+        parent = requests.get(rid) if rid else None
+        turn_i = e.get("turn", e.get("turn_index"))
+        if parent is not None and turn_i is not None and (rid, int(turn_i)) in turns:
+            parent = turns[(rid, int(turn_i))]
+        parent_id = parent.span_id if parent is not None else wsp.span_id
+        attrs: dict[str, Any] = {sc.VERL_EVENT_ORIGIN: d["event"]}
+        if parent is None:
+            attrs.update({sc.VERL_STEP: step, sc.VERL_WORKER_RANK: worker})
+        if k == "engine":
+            name = sc.generate_span_name(e.get("model"))
+            attrs.update(
+                {
+                    sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_TEXT_COMPLETION,
+                    sc.GEN_AI_USAGE_OUTPUT_TOKENS: e.get("output_tokens"),
+                    sc.GEN_AI_USAGE_INPUT_TOKENS: e.get("input_tokens"),
+                }
+            )
+        elif k == "tool":
+            tool = e.get("tool_name") or e.get("tool")
+            name = sc.tool_span_name(tool)
+            attrs.update({sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_EXECUTE_TOOL, sc.GEN_AI_TOOL_NAME: tool})
+        elif k == "reward":
+            name = sc.SPAN_REWARD
+        elif k == "preprocess":
+            name = sc.SPAN_PREPROCESS
+            attrs[sc.VERL_PREPROCESS_KIND] = e.get("kind")
+        elif k == "tool_parse":
+            name = sc.SPAN_TOOL_PARSE
+        else:
+            name = str(d["event"])
+        out.append(SpanRecord(trace, sid, parent_id, name, d["_start"], d["_end"], attrs, **common))
+    return out
+
+
+def import_legacy(logdir: str | Path, spool: str | Path, run: str = "legacy", skip_bad_lines: bool = False) -> int:
+    """Convert LOGDIR into ``<spool>/<run>/…``; returns the number of spans written."""
+    rows = read_legacy(Path(logdir), skip_bad_lines)
+    return write_spool(legacy_to_records(rows, run), Path(spool), run)
