@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from otel_verl.analysis.perfetto import assign_lanes, write_perfetto
 
 
-@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 200)), min_size=1, max_size=60))
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(1, 200)), min_size=1, max_size=60))
 def test_lanes_never_overlap(ivs: list[tuple[int, int]]) -> None:
     starts = np.array([s for s, _ in ivs])
     ends = starts + np.array([d for _, d in ivs])
