@@ -156,8 +156,19 @@ def backends(tmp_path_factory) -> Iterator[Backends]:
     otelcol, jaeger, prometheus = binary("otelcol-verl"), binary("jaeger"), binary("prometheus")
     work = tmp_path_factory.mktemp("backends")
     (
-        c_grpc, c_http, c_health, c_metrics, c_tele, tempo_closed,
-        j_grpc, j_http, j_query, j_qgrpc, j_health, j_metrics, prom,
+        c_grpc,
+        c_http,
+        c_health,
+        c_metrics,
+        c_tele,
+        tempo_closed,
+        j_grpc,
+        j_http,
+        j_query,
+        j_qgrpc,
+        j_health,
+        j_metrics,
+        prom,
     ) = free_ports(13)
     archive = work / "archive"
     env_jaeger = {
@@ -179,7 +190,7 @@ def backends(tmp_path_factory) -> Iterator[Backends]:
         "OTEL_VERL_JAEGER_OTLP_ENDPOINT": f"127.0.0.1:{j_grpc}",
         "OTEL_VERL_TEMPO_OTLP_ENDPOINT": f"127.0.0.1:{tempo_closed}",
         "OTEL_VERL_ARCHIVE_DIR": str(archive),
-        "OTEL_VERL_SPANMETRICS_FLUSH": "1s",
+        "OTEL_VERL_SPANMETRICS_FLUSH": "4s",
     }
     prom_cfg = prometheus_test_config(
         {
@@ -220,7 +231,9 @@ def backends(tmp_path_factory) -> Iterator[Backends]:
             work,
         )
         running = list(procs.values())
-        wait_until(lambda: http_get(f"http://127.0.0.1:{j_health}/status")[0] == 200, 60, "jaeger health", procs=running)
+        wait_until(
+            lambda: http_get(f"http://127.0.0.1:{j_health}/status")[0] == 200, 60, "jaeger health", procs=running
+        )
         wait_until(lambda: http_get(f"{b.jaeger_url}/api/v3/services")[0] == 200, 60, "jaeger query", procs=running)
         wait_until(lambda: http_get(f"http://127.0.0.1:{c_health}/")[0] == 200, 60, "collector health", procs=running)
         wait_until(lambda: http_get(f"{b.prometheus_url}/-/ready")[0] == 200, 60, "prometheus ready", procs=running)

@@ -115,7 +115,9 @@ def emit(tracer, step: int, t0: int, rng: random.Random) -> int:
     gen = span(sc.phase_span_name("gen"), root, t0, gen_end, {sc.VERL_PHASE_NAME: "gen"})
     for rank in range(2):
         w_start = t0 + S // 10
-        worker = span(sc.SPAN_WORKER, gen, w_start, gen_end, {sc.VERL_WORKER_RANK: rank, sc.VERL_WORKER_NUM_REQUESTS: 3})
+        worker = span(
+            sc.SPAN_WORKER, gen, w_start, gen_end, {sc.VERL_WORKER_RANK: rank, sc.VERL_WORKER_NUM_REQUESTS: 3}
+        )
         w_last = w_start
         for i in range(3):
             status = [sc.RequestStatus.COMPLETED, sc.RequestStatus.COMPLETED, sc.RequestStatus.ABORTED][i].value
