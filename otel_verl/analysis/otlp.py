@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from otel_verl.analysis.columns import ATTR_COLUMNS, BASE_COLUMNS
 
@@ -140,12 +142,12 @@ class SpanColumns:
         b = self.base
         for col in ("trace_id", "span_id", "parent_id"):
             nbytes = 16 if col == "trace_id" else 8
-            vals = b[col]
-            if any(len(v) != 2 * nbytes and v for v in vals[:1000]) or any(len(v) not in (0, 2 * nbytes) for v in vals):
-                vals = [normalize_id(v, nbytes) for v in vals]
-            else:
-                vals = [v.lower() for v in vals] if any(not v.islower() for v in vals[:100] if v) else vals
-            data[col] = pd.array(vals, dtype=object)
+            arr = pa.array(b[col], type=pa.string())
+            lengths = pc.utf8_length(arr)
+            odd = pc.and_(pc.not_equal(lengths, 2 * nbytes), pc.not_equal(lengths, 0))
+            if pc.any(odd).as_py() or pc.any(pc.match_substring_regex(arr, "[A-F]")).as_py():
+                arr = pa.array([normalize_id(v, nbytes) for v in b[col]], type=pa.string())
+            data[col] = pd.array(arr, dtype=pd.ArrowDtype(pa.string())).astype("str")
         data["name"] = pd.array(b["name"], dtype=object)
         start = np.asarray(b["start_ns"], dtype=np.int64)
         end = np.asarray(b["end_ns"], dtype=np.int64)
@@ -163,12 +165,12 @@ class SpanColumns:
             if kind == "int":
                 arr = np.full(n, np.nan)
                 if len(idx):
-                    arr[idx] = np.asarray([_num(v) for v in vals], dtype=float)
+                    arr[idx] = _floats(vals)
                 data[col] = pd.array(arr, dtype="Int64") if np.all(np.isnan(arr) | (arr == np.round(arr))) else arr
             elif kind == "float":
                 arr = np.full(n, np.nan)
                 if len(idx):
-                    arr[idx] = np.asarray([_num(v) for v in vals], dtype=float)
+                    arr[idx] = _floats(vals)
                 data[col] = arr
             elif kind == "bool":
                 obj = np.full(n, None, dtype=object)
@@ -181,6 +183,14 @@ class SpanColumns:
                     obj[idx] = [None if v is None else str(v) for v in vals]
                 data[col] = pd.array(obj, dtype=object)
         return pd.DataFrame(data)
+
+
+def _floats(vals: list[Any]) -> np.ndarray:
+    """Fast path for clean numbers; per-value fallback only when some value is not numeric."""
+    try:
+        return np.asarray(vals, dtype=float)
+    except (TypeError, ValueError):
+        return np.asarray([_num(v) for v in vals], dtype=float)
 
 
 def _num(v: Any) -> float:
