@@ -63,6 +63,7 @@ def jaeger_documents(base: str, service: str | None, since_ns: int, until_ns: in
                 "query.start_time_min": _rfc3339(since_ns),
                 "query.start_time_max": _rfc3339(until_ns),
                 "query.search_depth": limit,
+                "query.num_traces": limit,
             }
         )
         url = f"{base}/api/v3/traces?{query}"
