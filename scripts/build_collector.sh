@@ -34,7 +34,8 @@ OCB="$BIN/ocb-$OCB_VERSION"
 if [[ ! -x "$OCB" ]]; then
     echo "build_collector: installing ocb $OCB_VERSION"
     tmp="$(mktemp -d)"
-    GOBIN="$tmp" go install "go.opentelemetry.io/collector/cmd/builder@$OCB_VERSION"
+    GOBIN="$tmp" go install "go.opentelemetry.io/collector/cmd/builder@$OCB_VERSION" 2>&1 \
+        | { grep -v '^go: downloading' || true; }
     mv "$tmp/builder" "$OCB"
     rmdir "$tmp"
 fi

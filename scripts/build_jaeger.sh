@@ -41,7 +41,8 @@ src="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "github.com/jaegertra
 [[ -d "$src" ]] || { echo "build_jaeger: go mod download failed" >&2; exit 1; }
 cp -r "$src" "$tmp/jaeger-src"
 chmod -R u+w "$tmp/jaeger-src"
-(cd "$tmp/jaeger-src" && go build -trimpath -ldflags="-s -w" -o "$tmp/jaeger" ./cmd/jaeger)
+(cd "$tmp/jaeger-src" && go build -trimpath -ldflags="-s -w" -o "$tmp/jaeger" ./cmd/jaeger) 2>&1 \
+    | { grep -v '^go: downloading' || true; }
 mv "$tmp/jaeger" "$TARGET"
 ln -sfn "$(basename "$TARGET")" "$BIN/jaeger"
 echo "jaeger: built $TARGET in $((SECONDS - start)) s"

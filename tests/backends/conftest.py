@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +30,20 @@ REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("OTEL_VERL_CACHE") or Path.home() / ".cache" / "otel_verl")
 BIN = CACHE / "bin"
 INSTALL_HINT = "run scripts/install_backends.sh (builds otelcol-verl and jaeger, installs prometheus)"
+
+
+def load_dashboards():
+    """dashboards/generate.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    name = "otel_verl_dashboards_generate"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "dashboards" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def binary(name: str) -> Path:

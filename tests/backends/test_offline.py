@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from .conftest import REPO, Proc, binary, free_ports, http_get, start, wait_until
+from .conftest import REPO, Proc, binary, free_ports, http_get, load_dashboards, start, wait_until
 
 pytestmark = pytest.mark.backends
 
@@ -129,11 +129,7 @@ def test_jaeger_config_loads(tmp_path):
 
 def test_dashboards_json_is_generated():
     """The committed dashboards/*.json equal what dashboards/generate.py produces."""
-    sys.path.insert(0, str(REPO / "dashboards"))
-    try:
-        import generate
-    finally:
-        sys.path.pop(0)
+    generate = load_dashboards()
     rendered = generate.render_all()
     on_disk = {p.name: p.read_text() for p in (REPO / "dashboards").glob("*.json")}
     assert set(on_disk) == set(rendered), "dashboards/*.json files differ from generate.DASHBOARDS"

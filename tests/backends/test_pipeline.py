@@ -22,7 +22,7 @@ import pytest
 
 from otel_verl import semconv as sc
 
-from .conftest import REPO, Backends, http_get, wait_until
+from .conftest import REPO, Backends, http_get, load_dashboards, wait_until
 
 pytestmark = pytest.mark.backends
 
@@ -222,11 +222,7 @@ def test_file_archive_has_same_spans(backends: Backends, emitted):
 
 def test_span_metrics_in_prometheus(backends: Backends, emitted):
     _kind, spool, _ = emitted
-    sys.path.insert(0, str(REPO / "dashboards"))
-    try:
-        import generate
-    finally:
-        sys.path.pop(0)
+    generate = load_dashboards()
 
     services = sorted({s["service"] for s in spool.values()})
     svc_re = "|".join(services)
