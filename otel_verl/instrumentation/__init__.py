@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from otel_verl.instrumentation import agent_loop, llm_server, reward, tools, trainer
+from otel_verl.instrumentation._wrap import RAY_SEAMS
 
 ALL_SEAMS = (
     *trainer.SEAMS,
@@ -11,4 +12,5 @@ ALL_SEAMS = (
     *llm_server.ENGINE_SEAMS,
     *tools.SEAMS,
     *reward.SEAMS,
+    *RAY_SEAMS,
 )

@@ -46,7 +46,7 @@ def _apply(module: Any, module_name: str, path: str, factory: WrapperFactory) ->
         original = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)
         if original is None:
             raise AttributeError(f"{path} is not defined on {owner!r} itself")
-        if isinstance(original, wrapt.ObjectProxy):
+        if _is_wrapped(original):
             _applied[seam] = True
             return
         wrapt.wrap_function_wrapper(module, path, factory())
@@ -97,6 +97,60 @@ def unwrap_all() -> None:
                 logger.debug("otel_verl: unwrap of %s.%s failed", module_name, path, exc_info=True)
             _applied[(module_name, path)] = False
         _pending.clear()
+
+
+# ------------------------------------------------------------------ Ray actor classes
+RAY_FUNCTION_MANAGER = "ray._private.function_manager"
+
+
+def _is_wrapped(obj: Any) -> bool:
+    return isinstance(obj, wrapt.ObjectProxy) or getattr(obj, "_self_wrapper", None) is not None
+
+
+def wrap_actor_class(actor_class: type) -> None:
+    """Apply our seams to an actor class Ray just loaded in this process.
+
+    Ray gives every actor class its own copy of each method (its tracing shim, bound to the
+    function as it was when the class was unpickled), which shadows wrappers on the base class.
+    So the seams of any base class are applied again on the actor class's own attributes.
+    """
+    with _lock:
+        if not _active:
+            return
+        for module_name, entries in _pending.items():
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            for path, factory in entries:
+                *owners, attr = path.split(".")
+                if not owners:
+                    continue
+                try:
+                    owner, _ = _resolve(module, path)
+                    if not isinstance(owner, type) or actor_class is owner or not issubclass(actor_class, owner):
+                        continue
+                    own = actor_class.__dict__.get(attr)
+                    if own is None or _is_wrapped(own):
+                        continue
+                    wrapt.wrap_function_wrapper(actor_class, attr, factory())
+                except Exception:
+                    logger.debug("otel_verl: cannot wrap %s.%s on actor class", actor_class, path, exc_info=True)
+
+
+def _inject_tracing_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """After Ray set its per-class method copies, and before it builds the method executors."""
+    result = wrapped(*args, **kwargs)
+    actor_class = args[0] if args else kwargs.get("_cls")
+    try:
+        if isinstance(actor_class, type):
+            wrap_actor_class(actor_class)
+    except Exception:
+        logger.debug("otel_verl: actor class not instrumented", exc_info=True)
+    return result
+
+
+# Only the actor-process side (function_manager's reference); the driver-side class is pickled.
+RAY_SEAMS = ((RAY_FUNCTION_MANAGER, "_inject_tracing_into_class", lambda: _inject_tracing_wrapper),)
 
 
 def applied_seams() -> list[Seam]:

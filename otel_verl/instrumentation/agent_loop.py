@@ -18,7 +18,6 @@ import threading
 import time
 from typing import Any
 
-import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext, Status, StatusCode
@@ -52,6 +51,8 @@ def worker_rank() -> int | None:
     try:
         import ray
 
+        if not ray.is_initialized():  # get_runtime_context() would start a local cluster
+            return None
         name = ray.get_runtime_context().get_actor_name() or ""
     except Exception:
         return None
@@ -447,23 +448,6 @@ async def _tool_parse_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: 
 from contextvars import ContextVar  # noqa: E402  (kept next to its single use above)
 
 
-def _worker_init_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """Inside the actor process, wrap a subclass's own ``generate_sequences`` (V1's AgentLoopWorkerTQ).
-
-    Classes decorated with ``@ray.remote`` at definition are pickled by value when an actor is
-    created, so they must not be wrapped in the creating process; here, in the actor, it is safe.
-    """
-    result = wrapped(*args, **kwargs)
-    try:
-        cls = type(instance)
-        own = cls.__dict__.get("generate_sequences")
-        if own is not None and not isinstance(own, wrapt.ObjectProxy) and enabled():
-            wrapt.wrap_function_wrapper(cls, "generate_sequences", _worker_generate_wrapper)
-    except Exception:
-        logger.warning("otel_verl: cannot trace %s.generate_sequences", type(instance).__name__)
-    return result
-
-
 _CHUNK: ContextVar[WorkerChunk | None] = ContextVar("otel_verl_worker_chunk", default=None)
 
 _PARSERS = (
@@ -475,7 +459,6 @@ SEAMS = (
     (AGENT_LOOP_MODULE, "AgentLoopManager.generate_sequences", lambda: _manager_generate_wrapper),
     (TQ_MODULE, "AgentLoopManagerTQ.generate_sequences", lambda: _manager_generate_wrapper),
     (PROTOCOL_MODULE, "DataProto.concat", lambda: _concat_wrapper),
-    (AGENT_LOOP_MODULE, "AgentLoopWorker.__init__", lambda: _worker_init_wrapper),
     (AGENT_LOOP_MODULE, "AgentLoopWorker.generate_sequences", lambda: _worker_generate_wrapper),
     (AGENT_LOOP_MODULE, "AgentLoopWorker._run_agent_loop", lambda: _run_agent_loop_wrapper),
     (TOOL_AGENT_MODULE, "ToolAgentLoop.run", lambda: _agent_run_wrapper),

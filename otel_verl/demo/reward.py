@@ -1,0 +1,41 @@
+"""The demo's reward actor: verl's real ``RewardLoopWorker.compute_score`` with GSM8K scoring.
+
+Only construction is simplified (no reward-model router): ``reward_manager.run_single`` decodes
+the response and calls verl's ``verl.utils.reward_score.gsm8k.compute_score``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+from verl.utils.reward_score import gsm8k
+
+
+class _Gsm8kRewardManager:
+    def __init__(self, slow: dict[int, float], seed: int) -> None:
+        from otel_verl.demo.model import build_tokenizer
+
+        self.tokenizer = build_tokenizer()
+        self.slow = slow
+        self.rng = random.Random(seed)
+
+    async def run_single(self, data: Any) -> dict[str, Any]:
+        item = data[0]
+        response = item.batch["responses"]
+        text = self.tokenizer.decode(response.tolist(), skip_special_tokens=True)
+        ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
+        index = int(item.non_tensor_batch.get("index", -1))
+        await asyncio.sleep(0.002 * self.rng.lognormvariate(0.0, 0.5) + self.slow.get(index, 0.0))
+        score = float(gsm8k.compute_score(text, ground_truth))
+        return {"reward_score": score, "reward_extra_info": {"acc": score}}
+
+
+class DemoRewardWorker(RewardLoopWorker):
+    """``ray.remote(DemoRewardWorker)``: verl's compute_score path with a GSM8K reward manager."""
+
+    def __init__(self, config: Any, slow: dict[int, float] | None = None, seed: int = 0) -> None:
+        self.config = config
+        self.reward_manager = _Gsm8kRewardManager(slow or {}, seed)

@@ -1,0 +1,287 @@
+"""The CPU demo: verl's real rollout stack, traced, against a simulated LLM server.
+
+AgentLoopManager → N AgentLoopWorker Ray actors → ToolAgentLoop (hermes tool calls parsed by verl,
+a real ``BaseTool``) → ``LLMServerClient.generate`` → simulated server actor; rewards through
+verl's ``RewardLoopWorker.compute_score`` in a reward actor with GSM8K scoring. Trainer phases
+around it (gen, reward, old_log_prob, adv, update_actor, update_weights) run inside verl's own
+``marked_timer``, with simulated compute time proportional to the tokens generated.
+
+Every process is activated the documented way: the Ray ``worker_process_setup_hook``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from otel_verl import semconv
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DemoOptions:
+    steps: int = 3
+    workers: int = 2
+    prompts: int = 16
+    """Prompts per step; each is rolled out ``n`` times."""
+    n: int = 4
+    max_turns: int = 3
+    response_length: int = 256
+    oversample: float = 0.0
+    """Fraction of requests aborted once the rest completed (0 disables over-sampling)."""
+    seconds_per_token: float = 0.0004
+    tool_latency: float = 0.02
+    seed: int = 0
+    stall: dict[int, float] = field(default_factory=dict)
+    """sample index → stall seconds of its first engine call (planted idle gap / straggler)."""
+    slow_turn: dict[int, tuple[int, float]] = field(default_factory=dict)
+    """sample index → (turn, extra seconds) on that turn's engine call."""
+    slow_reward: dict[int, float] = field(default_factory=dict)
+    """sample index → extra seconds in its reward computation."""
+    slow_step: int | None = None
+    """Planted slowness applies in this step only (None: every step)."""
+    trainer_compute: float = 0.15
+    """Seconds of simulated trainer work per phase (scaled by tokens)."""
+    spool: str | None = None
+    run_id: str | None = None
+
+
+@dataclass
+class DemoResult:
+    run_id: str
+    spool_dir: str | None
+    steps: int
+    requests_per_step: int
+    wall_seconds: float
+    step_seconds: list[float]
+    statuses: dict[str, int]
+    turns: int
+    tool_calls: int
+    outputs: list[dict[str, Any]]
+
+
+def _verl_config(opts: DemoOptions, model_path: Path, tool_config: Path) -> Any:
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    overrides = [
+        f"actor_rollout_ref.model.path={model_path}",
+        "actor_rollout_ref.rollout.name=sglang",
+        f"actor_rollout_ref.rollout.agent.num_workers={opts.workers}",
+        "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
+        f"actor_rollout_ref.rollout.prompt_length={1024}",
+        f"actor_rollout_ref.rollout.response_length={opts.response_length}",
+        f"actor_rollout_ref.rollout.n={opts.n}",
+        "actor_rollout_ref.rollout.multi_turn.enable=true",
+        f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={opts.max_turns}",
+        f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tool_config}",
+        "actor_rollout_ref.rollout.multi_turn.format=hermes",
+        "actor_rollout_ref.rollout.calculate_log_probs=false",
+        "reward.reward_model.enable=false",
+    ]
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose(config_name="ppo_trainer", overrides=overrides)
+
+
+def _write_tool_config(path: Path, opts: DemoOptions) -> Path:
+    import yaml
+
+    from otel_verl.demo.tools import TOOL_SCHEMA
+
+    config = {
+        "tools": [
+            {
+                "class_name": "otel_verl.demo.tools.CalculatorTool",
+                "config": {"type": "native", "median_latency": opts.tool_latency, "seed": opts.seed},
+                "tool_schema": TOOL_SCHEMA,
+            }
+        ]
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _batch(opts: DemoOptions, step: int) -> Any:
+    import numpy as np
+
+    from verl.protocol import DataProto
+
+    raw_prompts, ground_truths, indices = [], [], []
+    for i in range(opts.prompts):
+        a, b = 3 + (i * 7 + step) % 40, 5 + (i * 11 + step * 3) % 50
+        question = f"Question #{{index}}: Tom has {a} apples and buys {b} apples more. How many apples?"
+        for _ in range(opts.n):
+            index = i
+            raw_prompts.append([{"role": "user", "content": question.format(index=index)}])
+            ground_truths.append(str(a + b))
+            indices.append(index)
+    size = len(raw_prompts)
+    non_tensor = {
+        "raw_prompt": np.array(raw_prompts + [None], dtype=object)[:-1],
+        "agent_name": np.array(["tool_agent"] * size, dtype=object),
+        "index": np.array(indices, dtype=object),
+        "data_source": np.array(["openai/gsm8k"] * size, dtype=object),
+        "reward_model": np.array([{"ground_truth": g, "style": "rule"} for g in ground_truths], dtype=object),
+        "tools_kwargs": np.array([{}] * size, dtype=object),
+        "extra_info": np.array([{"index": i} for i in indices], dtype=object),
+        "uid": np.array([str(uuid.uuid4()) for _ in range(size)], dtype=object),
+    }
+    return DataProto(batch=None, non_tensor_batch=non_tensor, meta_info={"global_steps": step, "validate": False})
+
+
+class DemoTrainer:
+    """A stand-in for verl's trainer loop with ``global_steps`` and verl's own timers."""
+
+    def __init__(self, opts: DemoOptions, manager: Any, server: Any) -> None:
+        self.opts = opts
+        self.manager = manager
+        self.server = server
+        self.global_steps = 1
+
+    def fit(self) -> tuple[list[float], list[Any]]:
+        import ray
+
+        from otel_verl.instrumentation.trainer import track_trainer
+        from verl.utils.profiler import marked_timer
+
+        track_trainer(self)
+        step_seconds, outputs = [], []
+        for step in range(1, self.opts.steps + 1):
+            self.global_steps = step
+            timing: dict[str, float] = {}
+            total = self.opts.prompts * self.opts.n
+            target = total - int(total * self.opts.oversample) if self.opts.oversample > 0 else None
+            ray.get(self.server.begin_step.remote(target))
+            with marked_timer("step", timing):
+                with marked_timer("gen", timing, color="red"):
+                    output = self.manager.generate_sequences(_batch(self.opts, step))
+                tokens = int(output.batch["response_mask"].sum().item())
+                scale = self.opts.trainer_compute * (1 + tokens / 20000)
+                for phase in ("reward", "old_log_prob", "adv", "update_actor", "update_weights"):
+                    with marked_timer(phase, timing):
+                        time.sleep(scale * (2.0 if phase == "update_actor" else 0.3))
+            step_seconds.append(timing["step"])
+            outputs.append(output)
+            self.global_steps += 1
+        return step_seconds, outputs
+
+
+def _planted(opts: DemoOptions, step_field: dict) -> dict:
+    return dict(step_field)
+
+
+def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
+    """Start a local Ray cluster, run ``opts.steps`` traced steps, shut everything down."""
+    import ray
+
+    import otel_verl
+    from otel_verl.export import setup
+
+    run_id = opts.run_id or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    os.environ["OTEL_VERL_RUN_ID"] = run_id
+    if opts.spool:
+        os.environ["OTEL_VERL_SPOOL"] = "true"
+        os.environ["OTEL_VERL_SPOOL_DIR"] = str(Path(opts.spool).resolve())
+    spool_dir = os.environ.get("OTEL_VERL_SPOOL_DIR", "otel-verl-spool")
+    workdir = Path(tempfile.mkdtemp(prefix="otel-verl-demo-"))
+    from otel_verl.demo.model import write_model_dir
+
+    model_path = write_model_dir(workdir / "model")
+    tool_config = _write_tool_config(workdir / "tools.yaml", opts)
+    otel_verl.instrument()
+    state = setup.setup_tracing(semconv.ProcessRole.DEMO.value) if not _disabled() else None
+    env_vars = {k: v for k, v in os.environ.items() if k.startswith(("OTEL_", "VERL_LOGGING"))}
+    env_vars.setdefault("VERL_LOGGING_LEVEL", "ERROR")
+    started = time.time()
+    ray.init(
+        num_cpus=max(4, opts.workers + 3),
+        include_dashboard=False,
+        log_to_driver=bool(os.environ.get("OTEL_VERL_DEMO_RAY_LOGS")),
+        configure_logging=False,
+        runtime_env={"worker_process_setup_hook": "otel_verl.activate.setup", "env_vars": env_vars},
+    )
+    try:
+        result = _run(opts, model_path, tool_config, run_id)
+    finally:
+        ray.shutdown()
+        if state is not None:
+            setup.flush()
+    result.wall_seconds = time.time() - started
+    result.spool_dir = str(Path(spool_dir) / run_id) if state is not None and state.spool is not None else None
+    return result
+
+
+def _disabled() -> bool:
+    from otel_verl.config import sdk_disabled
+
+    return sdk_disabled()
+
+
+def _run(opts: DemoOptions, model_path: Path, tool_config: Path, run_id: str) -> DemoResult:
+    import ray
+
+    from otel_verl.demo.reward import DemoRewardWorker
+    from otel_verl.demo.sim_server import SimLLMServer, SimServerConfig
+    from otel_verl.demo.client import DemoLLMServerClient
+    from verl.experimental.agent_loop import AgentLoopManager
+
+    config = _verl_config(opts, model_path, tool_config)
+    server_config = SimServerConfig(
+        seconds_per_token=opts.seconds_per_token,
+        seed=opts.seed,
+        stall=dict(opts.stall),
+        slow_turn=dict(opts.slow_turn),
+    )
+    server = ray.remote(SimLLMServer).options(num_cpus=0).remote(server_config, str(model_path))
+    reward = ray.remote(DemoRewardWorker).options(num_cpus=0).remote(config, dict(opts.slow_reward), opts.seed)
+    client = DemoLLMServerClient(config, server)
+    manager = AgentLoopManager.create(config, client, None, [reward])
+    trainer = DemoTrainer(opts, manager, server)
+    step_seconds, outputs = trainer.fit()
+    # flush every actor before the cluster goes away (verl's own runs flush at chunk/step ends)
+    flushes = [w.__ray_call__.remote(_flush_actor) for w in manager.agent_loop_workers]
+    flushes += [server.__ray_call__.remote(_flush_actor), reward.__ray_call__.remote(_flush_actor)]
+    ray.get(flushes)
+    return _summarize(opts, run_id, step_seconds, outputs)
+
+
+def _flush_actor(_actor: Any) -> bool:
+    from otel_verl.export import setup
+
+    return setup.flush()
+
+
+def _summarize(opts: DemoOptions, run_id: str, step_seconds: list[float], outputs: list[Any]) -> DemoResult:
+    statuses: dict[str, int] = {}
+    turns = tool_calls = 0
+    summaries = []
+    for output in outputs:
+        num_turns = output.non_tensor_batch["__num_turns__"]
+        turns += int(sum(num_turns))
+        summaries.append(
+            {
+                "responses": output.batch["responses"].tolist(),
+                "num_turns": [int(t) for t in num_turns],
+                "scores": output.batch["rm_scores"].sum(dim=-1).tolist() if "rm_scores" in output.batch.keys() else [],
+            }
+        )
+    return DemoResult(
+        run_id=run_id,
+        spool_dir=None,
+        steps=opts.steps,
+        requests_per_step=opts.prompts * opts.n,
+        wall_seconds=0.0,
+        step_seconds=step_seconds,
+        statuses=statuses,
+        turns=turns,
+        tool_calls=tool_calls,
+        outputs=summaries,
+    )

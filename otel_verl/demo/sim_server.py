@@ -1,0 +1,179 @@
+"""A simulated LLM server actor that behaves like one, for the CPU demo and tests.
+
+It answers verl's ``server.generate.remote(request_id=, prompt_ids=, sampling_params=, ...)`` with a
+``TokenOutput``, and models what makes real rollouts long-tailed:
+
+- per-token decode time that grows with the number of requests decoding at once (shared capacity);
+- heavy-tailed (log-normal) response lengths, capped at ``max_tokens`` → ``stop_reason="length"``;
+- hermes-format ``<tool_call>`` JSON that verl's HermesToolParser really parses, fewer on later turns;
+- over-sampling: once ``target`` requests of a step completed, the rest are aborted
+  (``stop_reason="aborted"``) like SGLang's ``abort_request``;
+- planted slowness (a stalled sample index, a slow turn) for the analyzer's tests.
+
+As an "engine" it also plays SGLang's part in trace linkage: it pops the W3C carrier verl's client
+sent and parents its own ``sim_engine.generate`` span on it, as SGLang does with
+``external_trace_header``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_verl import semconv
+
+QUESTION_INDEX = re.compile(r"Question #(\d+)")
+
+
+@dataclass
+class SimServerConfig:
+    """Knobs of the simulated engine (all times in seconds)."""
+
+    seconds_per_token: float = 0.0004
+    capacity: int = 32
+    """Requests decoded at full speed together; beyond that each one slows down proportionally."""
+    median_tokens: int = 60
+    tail_sigma: float = 0.9
+    tool_call_probability: float = 0.75
+    tool_call_decay: float = 0.45
+    """Per-turn factor on the tool-call probability (turn t: p * decay**t)."""
+    prefill_seconds_per_token: float = 0.00001
+    seed: int = 0
+    stall: dict[int, float] = field(default_factory=dict)
+    """sample index → seconds its first engine call stalls (a planted idle gap)."""
+    slow_turn: dict[int, tuple[int, float]] = field(default_factory=dict)
+    """sample index → (turn index, extra seconds) for that turn's engine call."""
+
+
+class SimLLMServer:
+    """Ray actor (``ray.remote(SimLLMServer)``) standing in for SGLangHttpServer/vLLMHttpServer."""
+
+    def __init__(self, config: SimServerConfig, model_path: str, engine: str = "sglang") -> None:
+        from otel_verl.demo.model import build_tokenizer
+
+        self.config = config
+        self.engine = engine
+        self.tokenizer = build_tokenizer()
+        self.rng = random.Random(config.seed)
+        self.active = 0
+        self.turns_seen: dict[str, int] = {}
+        self.step_target: int | None = None
+        self.completed = 0
+        self.abort_event = asyncio.Event()
+        self.generated_tokens = 0
+
+    # -- over-sampling control (the demo trainer calls these around each step)
+    def begin_step(self, target: int | None) -> None:
+        self.step_target = target
+        self.completed = 0
+        self.abort_event = asyncio.Event()
+
+    def stats(self) -> dict[str, Any]:
+        return {"generated_tokens": self.generated_tokens, "completed": self.completed}
+
+    # -- the generate contract of verl's rollout servers
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
+                       image_data: Any = None, video_data: Any = None, **kwargs: Any) -> Any:
+        from verl.workers.rollout.replica import TokenOutput
+
+        params = dict(sampling_params)
+        carrier = params.pop(semconv.CARRIER_KEY, None)
+        span = self._engine_span(carrier, request_id, len(prompt_ids))
+        try:
+            output = await self._generate(prompt_ids, params)
+        except BaseException:
+            if span is not None:
+                span.end()
+            raise
+        if span is not None:
+            span.set_attribute("sim_engine.output_tokens", len(output["token_ids"]))
+            span.set_attribute("sim_engine.stop_reason", output["stop_reason"])
+            span.end()
+        return TokenOutput(token_ids=output["token_ids"], stop_reason=output["stop_reason"], num_preempted=0,
+                           extra_fields={})
+
+    def _engine_span(self, carrier: Any, request_id: str, prompt_tokens: int) -> Any:
+        if not carrier:
+            return None
+        try:
+            from otel_verl.export import setup
+            from otel_verl.instrumentation.propagation import context_from_carrier
+
+            if setup.get_state() is None:
+                setup.setup_tracing(semconv.ProcessRole.SERVER.value)
+            return setup.tracer().start_span(
+                "sim_engine.generate", context=context_from_carrier(carrier),
+                attributes={"sim_engine.request_id": request_id, "sim_engine.prompt_tokens": prompt_tokens,
+                            semconv.GEN_AI_SYSTEM: self.engine},
+            )
+        except Exception:
+            return None
+
+    async def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> dict[str, Any]:
+        cfg = self.config
+        text = self.tokenizer.decode(prompt_ids)
+        match = QUESTION_INDEX.search(text)
+        index = int(match.group(1)) if match else -1
+        turn = text.count("<|im_start|>assistant") - 1
+        max_tokens = int(params.get("max_tokens") or params.get("max_new_tokens") or 512)
+        answer = self._answer(text, turn)
+        # heavy tail: log-normal length around the median, capped at max_tokens
+        length = int(cfg.median_tokens * math.exp(self.rng.gauss(0.0, cfg.tail_sigma)))
+        length = max(len(answer) + 1, length)
+        stop_reason = "completed"
+        if length >= max_tokens:
+            length, stop_reason = max_tokens, "length"
+        await asyncio.sleep(cfg.prefill_seconds_per_token * len(prompt_ids))
+        if turn == 0 and index in cfg.stall:
+            await asyncio.sleep(cfg.stall[index])
+        if index in cfg.slow_turn and cfg.slow_turn[index][0] == turn:
+            await asyncio.sleep(cfg.slow_turn[index][1])
+        self.active += 1
+        produced = 0
+        try:
+            chunk = 16
+            while produced < length:
+                n = min(chunk, length - produced)
+                slowdown = max(1.0, self.active / cfg.capacity)
+                try:
+                    await asyncio.wait_for(self.abort_event.wait(), timeout=n * cfg.seconds_per_token * slowdown)
+                    stop_reason = "aborted"
+                    break
+                except asyncio.TimeoutError:
+                    produced += n
+        finally:
+            self.active -= 1
+        self.generated_tokens += produced
+        if stop_reason != "aborted":
+            self.completed += 1
+            if self.step_target is not None and self.completed >= self.step_target:
+                self.abort_event.set()
+        if stop_reason == "aborted":
+            token_ids = self.tokenizer.encode(("…" * produced)[: max(produced, 0)], add_special_tokens=False)[:produced]
+            return {"token_ids": token_ids, "stop_reason": "aborted"}
+        filler = ("Thinking step by step. " * (1 + length // 24))[: max(0, length - len(answer))]
+        body = filler + answer
+        token_ids = self.tokenizer.encode(body, add_special_tokens=False)
+        if stop_reason == "length":
+            token_ids = token_ids[:max_tokens]
+        else:
+            token_ids = [*token_ids, self.tokenizer.eos_token_id]
+        return {"token_ids": token_ids, "stop_reason": stop_reason}
+
+    def _answer(self, prompt_text: str, turn: int) -> str:
+        cfg = self.config
+        numbers = [int(x) for x in re.findall(r"(\d+) apples", prompt_text)][:2] or [2, 3]
+        if self.rng.random() < cfg.tool_call_probability * (cfg.tool_call_decay**turn):
+            expression = f"{numbers[0]}+{numbers[-1]}"
+            return ' <tool_call>{"name": "calculator", "arguments": {"expression": "' + expression + '"}}</tool_call>'
+        guess = sum(numbers) if self.rng.random() < 0.8 else sum(numbers) + 1
+        return f" The answer is #### {guess}"
+
+
+async def _sleep_until(deadline: float) -> None:
+    await asyncio.sleep(max(0.0, deadline - time.monotonic()))
