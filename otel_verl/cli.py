@@ -2,16 +2,133 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
+from rich.console import Console
 
 from otel_verl.analysis import commands as analysis_commands
 
 app = typer.Typer(
     name="otel-verl",
-    help="OpenTelemetry tracing for multi-turn RL training with verl.",
+    help=(
+        "OpenTelemetry tracing for multi-turn RL training with verl.\n\n"
+        "Trace a real run: add `+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook="
+        "otel_verl.activate.setup` to the verl command line and set OTEL_EXPORTER_OTLP_ENDPOINT "
+        "(or nothing: spans then go to ./otel-verl-spool). Try it without a GPU: `otel-verl demo`."
+    ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
+console = Console(stderr=True)
+
+
+def _pairs(values: list[str] | None, arity: int, option: str) -> list[tuple[float, ...]]:
+    out = []
+    for value in values or []:
+        parts = value.split(":")
+        try:
+            if len(parts) != arity:
+                raise ValueError
+            out.append(tuple(float(p) for p in parts))
+        except ValueError:
+            console.print(f"error: {option} {value!r}: expected {':'.join(['N'] * arity)}")
+            raise typer.Exit(code=2) from None
+    return out
+
+
+@app.command()
+def demo(
+    steps: Annotated[int, typer.Option(min=1, help="Training steps to run.")] = 3,
+    spool: Annotated[Optional[Path], typer.Option(help="Write the spool here (also when an OTLP endpoint is set).")] = None,
+    report: Annotated[Optional[Path], typer.Option(help="Analyzer output dir (default: ./otel-verl-report/<run>).")] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the analysis after the run.")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="AgentLoopWorker actors.")] = 2,
+    prompts: Annotated[int, typer.Option(min=1, help="Prompts per step.")] = 16,
+    n: Annotated[int, typer.Option(min=1, help="Rollouts per prompt (rollout.n).")] = 4,
+    max_turns: Annotated[int, typer.Option(min=1, help="Max assistant turns per trajectory.")] = 3,
+    response_length: Annotated[int, typer.Option(min=16, help="rollout.response_length (tokens).")] = 256,
+    oversample: Annotated[float, typer.Option(min=0.0, max=0.9, help="Over-sampling: fraction aborted once the rest completed (0 = off).")] = 0.0,
+    seconds_per_token: Annotated[float, typer.Option(min=0.0, help="Simulated decode time per token.")] = 0.0004,
+    stall: Annotated[Optional[list[str]], typer.Option(help="IDX:SEC — sample IDX's first engine call stalls SEC s (idle gap).")] = None,
+    slow_turn: Annotated[Optional[list[str]], typer.Option(help="IDX:TURN:SEC — extra SEC s on that turn's engine call.")] = None,
+    slow_reward: Annotated[Optional[list[str]], typer.Option(help="IDX:SEC — extra SEC s in that sample's reward.")] = None,
+    slow_step: Annotated[Optional[int], typer.Option(help="Apply the planted slowness in this step only.")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed of the simulated engine and tools.")] = 0,
+) -> None:
+    """Run a traced multi-turn rollout on the CPU: real verl code, simulated LLM server.
+
+    AgentLoopManager → AgentLoopWorker Ray actors → ToolAgentLoop (hermes tool calls, a calculator
+    `BaseTool`) → a simulated engine with per-token decode time, shared capacity, heavy-tailed
+    lengths and over-sampling aborts; rewards by verl's RewardLoopWorker with GSM8K scoring. Then the
+    analyzer writes findings.json, report.html and figures.
+
+    Plant a problem for the analyzer to find: `--stall 3:20` (sample 3 stalls 20 s: a straggler
+    worker with an idle gap), `--slow-turn 5:1:8`, `--slow-reward 7:5`, `--slow-step 2`.
+    """
+    from otel_verl.demo.runner import DemoOptions, run_demo
+
+    opts = DemoOptions(
+        steps=steps,
+        workers=workers,
+        prompts=prompts,
+        n=n,
+        max_turns=max_turns,
+        response_length=response_length,
+        oversample=oversample,
+        seconds_per_token=seconds_per_token,
+        seed=seed,
+        stall={int(i): s for i, s in _pairs(stall, 2, "--stall")},
+        slow_turn={int(i): (int(t), s) for i, t, s in _pairs(slow_turn, 3, "--slow-turn")},
+        slow_reward={int(i): s for i, s in _pairs(slow_reward, 2, "--slow-reward")},
+        slow_step=slow_step,
+        spool=str(spool) if spool else None,
+    )
+    with console.status(f"running {steps} traced steps on {workers} workers ({prompts}×{n} requests/step)…"):
+        result = run_demo(opts)
+    console.print(
+        f"[bold]{result.steps} steps[/] in {result.wall_seconds:.1f} s "
+        f"(step times: {', '.join(f'{s:.1f}s' for s in result.step_seconds)}), "
+        f"{result.requests_per_step} requests/step, {result.turns} turns"
+    )
+    if result.spool_dir is None:
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        console.print(f"traces sent to {endpoint or 'nowhere (OTEL_SDK_DISABLED)'}")
+        return
+    console.print(f"traces: [bold]{result.spool_dir}[/]")
+    if no_report:
+        return
+    out = report or Path("otel-verl-report") / result.run_id
+    analysis_commands.run_analysis(result.spool_dir, out)
+
+
+@app.command()
+def replay(
+    spool: Annotated[Path, typer.Argument(help="Spool directory (or one .jsonl file) to send.")],
+    endpoint: Annotated[Optional[str], typer.Option(help="OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
+    protocol: Annotated[Optional[str], typer.Option(help="grpc | http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc).")] = None,
+    skip_bad_lines: Annotated[bool, typer.Option(help="Count and skip unparsable lines instead of stopping.")] = False,
+) -> None:
+    """Send a spool to any OTLP endpoint (a collector, Jaeger, Tempo)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from otel_verl.export.replay import ReplayError, replay as do_replay
+
+    try:
+        with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("spans"),
+                      console=console, transient=True) as bar:
+            task = bar.add_task("replay", total=None)
+            stats = do_replay(spool, endpoint, protocol, skip_bad_lines, progress=lambda k: bar.advance(task, k))
+    except ReplayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(code=2) from None
+    skipped = f", {stats.skipped_lines} bad lines skipped" if stats.skipped_lines else ""
+    console.print(f"sent {stats.spans} spans ({stats.lines} requests from {stats.files} files){skipped}")
+
 
 analysis_commands.register(app)
 

@@ -181,3 +181,15 @@ def _print_summary(result: Any, stats: Any, out: Path) -> None:
             table.add_row(f"[{colors[f.severity]}]{f.severity}[/]", f.kind, f.message)
         console.print(table)
     console.print(f"findings: {s['findings_by_severity'] or 'none'} → {out / 'findings.json'}, {out / 'report.html'}")
+
+
+def run_analysis(source: str, out: Path) -> None:
+    """Analyze with default thresholds and print the summary (used by ``otel-verl demo``)."""
+    from otel_verl.analysis.load import LoadStats
+    from otel_verl.analysis.report import analyze
+    from otel_verl.analysis.thresholds import Thresholds
+
+    stats = LoadStats()
+    spans = _load(str(source), "auto", None, None, None, None, False, stats)
+    result = analyze(spans, out, Thresholds(), stats, html_report=True)
+    _print_summary(result, stats, out)

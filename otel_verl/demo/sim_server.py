@@ -21,7 +21,6 @@ import asyncio
 import math
 import random
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +54,9 @@ class SimLLMServer:
 
     def __init__(self, config: SimServerConfig, model_path: str, engine: str = "sglang") -> None:
         from otel_verl.demo.model import build_tokenizer
+        from verl.workers.rollout.replica import TokenOutput  # imported now, not on the first request
 
+        self._token_output = TokenOutput
         self.config = config
         self.engine = engine
         self.tokenizer = build_tokenizer()
@@ -79,8 +80,6 @@ class SimLLMServer:
     # -- the generate contract of verl's rollout servers
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
                        image_data: Any = None, video_data: Any = None, **kwargs: Any) -> Any:
-        from verl.workers.rollout.replica import TokenOutput
-
         params = dict(sampling_params)
         carrier = params.pop(semconv.CARRIER_KEY, None)
         span = self._engine_span(carrier, request_id, len(prompt_ids))
@@ -94,7 +93,7 @@ class SimLLMServer:
             span.set_attribute("sim_engine.output_tokens", len(output["token_ids"]))
             span.set_attribute("sim_engine.stop_reason", output["stop_reason"])
             span.end()
-        return TokenOutput(token_ids=output["token_ids"], stop_reason=output["stop_reason"], num_preempted=0,
+        return self._token_output(token_ids=output["token_ids"], stop_reason=output["stop_reason"], num_preempted=0,
                            extra_fields={})
 
     def _engine_span(self, carrier: Any, request_id: str, prompt_tokens: int) -> Any:
@@ -173,7 +172,3 @@ class SimLLMServer:
             return ' <tool_call>{"name": "calculator", "arguments": {"expression": "' + expression + '"}}</tool_call>'
         guess = sum(numbers) if self.rng.random() < 0.8 else sum(numbers) + 1
         return f" The answer is #### {guess}"
-
-
-async def _sleep_until(deadline: float) -> None:
-    await asyncio.sleep(max(0.0, deadline - time.monotonic()))
