@@ -21,6 +21,7 @@ import asyncio
 import math
 import random
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +61,6 @@ class SimLLMServer:
         self.config = config
         self.engine = engine
         self.tokenizer = build_tokenizer()
-        self.rng = random.Random(config.seed)
         self.active = 0
         self.turns_seen: dict[str, int] = {}
         self.step_target: int | None = None
@@ -116,13 +116,16 @@ class SimLLMServer:
     async def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> dict[str, Any]:
         cfg = self.config
         text = self.tokenizer.decode(prompt_ids)
+        # one random stream per (seed, conversation so far): same trajectories for the same seed,
+        # whatever order concurrent requests arrive in
+        rng = random.Random(zlib.crc32(text.encode()) ^ cfg.seed)
         match = QUESTION_INDEX.search(text)
         index = int(match.group(1)) if match else -1
         turn = text.count("<|im_start|>assistant") - 1
         max_tokens = int(params.get("max_tokens") or params.get("max_new_tokens") or 512)
-        answer = self._answer(text, turn)
+        answer = self._answer(text, turn, rng)
         # heavy tail: log-normal length around the median, capped at max_tokens
-        length = int(cfg.median_tokens * math.exp(self.rng.gauss(0.0, cfg.tail_sigma)))
+        length = int(cfg.median_tokens * math.exp(rng.gauss(0.0, cfg.tail_sigma)))
         length = max(len(answer) + 1, length)
         stop_reason = "completed"
         if length >= max_tokens:
@@ -164,11 +167,11 @@ class SimLLMServer:
             token_ids = [*token_ids, self.tokenizer.eos_token_id]
         return {"token_ids": token_ids, "stop_reason": stop_reason}
 
-    def _answer(self, prompt_text: str, turn: int) -> str:
+    def _answer(self, prompt_text: str, turn: int, rng: random.Random) -> str:
         cfg = self.config
         numbers = [int(x) for x in re.findall(r"(\d+) apples", prompt_text)][:2] or [2, 3]
-        if self.rng.random() < cfg.tool_call_probability * (cfg.tool_call_decay**turn):
+        if rng.random() < cfg.tool_call_probability * (cfg.tool_call_decay**turn):
             expression = f"{numbers[0]}+{numbers[-1]}"
             return ' <tool_call>{"name": "calculator", "arguments": {"expression": "' + expression + '"}}</tool_call>'
-        guess = sum(numbers) if self.rng.random() < 0.8 else sum(numbers) + 1
+        guess = sum(numbers) if rng.random() < 0.8 else sum(numbers) + 1
         return f" The answer is #### {guess}"

@@ -1,0 +1,197 @@
+"""verl's real AgentLoopWorker/ToolAgentLoop under instrumentation, in one process."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from otel_verl import semconv
+from otel_verl.demo.sim_server import SimServerConfig
+from otel_verl.instrumentation import llm_server
+from tests.instrumentation.harness import build_worker, run_chunk
+
+
+def by_name(spans):
+    return Counter(s.name for s in spans)
+
+
+def children(spans, parent):
+    return [s for s in spans if s.parent is not None and s.parent.span_id == parent.context.span_id]
+
+
+def test_tree_of_a_worker_chunk(spans_of):
+    worker, handle, opts = build_worker(remote_reward=True)
+    output = run_chunk(worker, opts)
+    spans = spans_of()
+    names = by_name(spans)
+    requests = [s for s in spans if s.name == semconv.SPAN_REQUEST]
+    turns = [s for s in spans if s.name == semconv.SPAN_TURN]
+    generates = [s for s in spans if s.name.startswith(semconv.GEN_AI_OP_TEXT_COMPLETION)]
+    tools = [s for s in spans if s.name.startswith(semconv.GEN_AI_OP_EXECUTE_TOOL)]
+    workers = [s for s in spans if s.name == semconv.SPAN_WORKER]
+
+    assert len(workers) == 1
+    assert len(requests) == opts.prompts * opts.n == len(output)
+    assert all(r.parent.span_id == workers[0].context.span_id for r in requests)
+    # every span of the chunk lives in the worker's trace and its parent resolves
+    ids = {s.context.span_id for s in spans}
+    assert {s.context.trace_id for s in spans if s.name != "sim_engine.generate"} == {workers[0].context.trace_id}
+    assert all(s.parent is None or s.parent.span_id in ids for s in spans if s is not workers[0])
+    # one engine round trip per turn, turns counted on the request
+    assert len(generates) == len(turns)
+    assert len(generates) == len(handle.calls)
+    assert sum(r.attributes[semconv.VERL_REQUEST_NUM_TURNS] for r in requests) == len(turns)
+    for turn in turns:
+        kids = children(spans, turn)
+        assert sum(k.name.startswith(semconv.GEN_AI_OP_TEXT_COMPLETION) for k in kids) == 1
+    # verl's own turn count: user turns (tool rounds) + assistant turns + 1
+    assert int(sum(output.non_tensor_batch["__num_turns__"])) == len(turns) + len(tools) + len(requests)
+    # tool parse reports the calls verl parsed; each became one execute_tool span
+    parsed = sum(s.attributes[semconv.VERL_TOOL_CALL_COUNT] for s in spans if s.name == semconv.SPAN_TOOL_PARSE)
+    assert parsed == len(tools) > 0
+    assert all(t.attributes[semconv.GEN_AI_TOOL_NAME] == "calculator" for t in tools)
+    # rewards: one local event per request, one remote compute span below it
+    assert names[semconv.SPAN_REWARD] == len(requests) == names["verl.reward.compute"]
+    assert names[semconv.SPAN_PREPROCESS] >= len(requests)
+    # the attribute contract on requests
+    for r in requests:
+        a = r.attributes
+        assert a[semconv.VERL_STEP] == 1
+        assert a[semconv.VERL_REQUEST_STATUS] in {s.value for s in semconv.RequestStatus}
+        assert isinstance(a[semconv.VERL_REQUEST_ID], str)
+        assert a[semconv.VERL_SAMPLE_INDEX] in range(opts.prompts)
+        assert a[semconv.VERL_ROLLOUT_N] in range(opts.n)
+        assert a[semconv.VERL_REWARD_SCORE] in (0.0, 1.0)
+    scores = sorted(r.attributes[semconv.VERL_REWARD_SCORE] for r in requests)
+    assert scores == sorted(output.batch["rm_scores"].sum(dim=-1).tolist())
+    for g in generates:
+        a = g.attributes
+        assert a[semconv.GEN_AI_OPERATION_NAME] == "text_completion"
+        assert a[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 0 and a[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] > 0
+        assert a[semconv.GEN_AI_RESPONSE_FINISH_REASONS]
+
+
+def test_no_text_by_default_and_capped_when_opted_in(spans_of, monkeypatch):
+    worker, _, opts = build_worker()
+    run_chunk(worker, opts)
+    for span in spans_of():
+        for key in (semconv.GEN_AI_PROMPT, semconv.GEN_AI_COMPLETION, semconv.GEN_AI_TOOL_CALL_ARGUMENTS):
+            assert key not in span.attributes
+
+
+def test_content_capture_opt_in_is_capped(monkeypatch, memory_exporter):
+    from otel_verl.config import OtelVerlConfig
+    from otel_verl.export import setup
+
+    state = setup.get_state()
+    monkeypatch.setattr(state, "config", OtelVerlConfig(capture_content=True, content_max_chars=10))
+    monkeypatch.setattr(llm_server, "_config", None)
+    worker, _, opts = build_worker()
+    run_chunk(worker, opts)
+    setup.flush()
+    spans = memory_exporter.get_finished_spans()
+    completions = [s.attributes[semconv.GEN_AI_COMPLETION] for s in spans if semconv.GEN_AI_COMPLETION in s.attributes]
+    arguments = [s.attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] for s in spans
+                 if semconv.GEN_AI_TOOL_CALL_ARGUMENTS in s.attributes]
+    assert completions and arguments
+    assert all(len(text) <= 11 for text in completions + arguments)
+    monkeypatch.setattr(llm_server, "_config", None)
+
+
+def test_length_cap_is_truncated(spans_of):
+    worker, _, opts = build_worker(server_config=SimServerConfig(seconds_per_token=0.0, median_tokens=5000,
+                                                                 tool_call_probability=0.0))
+    run_chunk(worker, opts)
+    statuses = Counter(s.attributes[semconv.VERL_REQUEST_STATUS] for s in spans_of() if s.name == semconv.SPAN_REQUEST)
+    assert statuses == {"truncated": opts.prompts * opts.n}
+
+
+def test_aborted_requests_keep_their_spans(spans_of):
+    worker, handle, opts = build_worker(server_config=SimServerConfig(seconds_per_token=0.001, tool_call_probability=0.0))
+    total = opts.prompts * opts.n
+    handle.server.begin_step(total - 3)
+    run_chunk(worker, opts)
+    spans = spans_of()
+    requests = [s for s in spans if s.name == semconv.SPAN_REQUEST]
+    aborted = [s for s in requests if s.attributes[semconv.VERL_REQUEST_STATUS] == "aborted"]
+    completed = [s for s in requests if s.attributes[semconv.VERL_REQUEST_STATUS] == "completed"]
+    # the engine aborts whatever is still running once total-3 completed (one may finish in that tick)
+    assert len(requests) == total and len(completed) >= total - 3
+    assert len(aborted) == total - len(completed) > 0
+    for request in aborted:
+        gens = [s for s in spans if s.name.startswith("text_completion")
+                and s.attributes.get(semconv.VERL_REQUEST_ID) == request.attributes[semconv.VERL_REQUEST_ID]]
+        assert gens and gens[-1].attributes[semconv.VERL_ENGINE_STOP_REASON] == "aborted"
+
+
+def test_engine_error_passes_through_unchanged(spans_of, monkeypatch):
+    worker, handle, opts = build_worker()
+
+    class EngineDown(RuntimeError):
+        pass
+
+    async def broken(**kwargs):
+        raise EngineDown("engine down")
+
+    monkeypatch.setattr(handle.server, "generate", broken)
+    with pytest.raises(EngineDown, match="engine down"):
+        run_chunk(worker, opts)
+    spans = spans_of()
+    failed = [s for s in spans if s.name == semconv.SPAN_REQUEST]
+    assert failed and all(s.attributes[semconv.VERL_REQUEST_STATUS] == "failed" for s in failed)
+    assert all(not s.status.is_ok for s in failed)
+    gens = [s for s in spans if s.name.startswith("text_completion")]
+    # gather() surfaces the first failure; asyncio.run cancels the rest of the still-running requests
+    types = Counter(s.attributes[semconv.ERROR_TYPE] for s in gens)
+    assert types["EngineDown"] >= 1 and set(types) <= {"EngineDown", "CancelledError"}
+
+
+def test_broken_exporter_does_not_change_results(memory_exporter, monkeypatch):
+    """A processor that raises on every span must not change what verl returns."""
+    from otel_verl.export import setup
+
+    worker, _, opts = build_worker(server_config=SimServerConfig(seconds_per_token=0.0, seed=7))
+    state = setup.get_state()
+
+    class Exploding:
+        def on_end(self, span):
+            raise OSError("disk full")
+
+        def on_start(self, span, parent_context=None):
+            raise OSError("disk full")
+
+        def shutdown(self):
+            pass
+
+        def force_flush(self, timeout_millis=30000):
+            raise OSError("disk full")
+
+    monkeypatch.setattr(state, "processors", [Exploding()])
+    out = run_chunk(worker, opts)
+    assert len(out) == opts.prompts * opts.n
+
+
+def test_uninstrument_leaves_no_spans(memory_exporter):
+    import otel_verl
+    from otel_verl.export import setup
+
+    otel_verl.uninstrument()
+    worker, _, opts = build_worker()
+    run_chunk(worker, opts)
+    setup.flush()
+    assert memory_exporter.get_finished_spans() == ()
+    otel_verl.instrument()
+
+
+def test_same_trajectories_with_and_without_tracing(memory_exporter):
+    import otel_verl
+
+    worker, _, opts = build_worker(server_config=SimServerConfig(seconds_per_token=0.0, seed=3))
+    traced = run_chunk(worker, opts)
+    otel_verl.uninstrument()
+    worker, _, opts = build_worker(server_config=SimServerConfig(seconds_per_token=0.0, seed=3))
+    plain = run_chunk(worker, opts)
+    otel_verl.instrument()
+    assert sorted(map(tuple, traced.batch["responses"].tolist())) == sorted(map(tuple, plain.batch["responses"].tolist()))
+    assert traced.meta_info.keys() == plain.meta_info.keys()
