@@ -20,6 +20,7 @@ class _Gsm8kRewardManager:
 
         self.tokenizer = build_tokenizer()
         self.slow = slow
+        self.planted = True
         self.rng = random.Random(seed)
 
     async def run_single(self, data: Any) -> dict[str, Any]:
@@ -28,7 +29,8 @@ class _Gsm8kRewardManager:
         text = self.tokenizer.decode(response.tolist(), skip_special_tokens=True)
         ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
         index = int(item.non_tensor_batch.get("index", -1))
-        await asyncio.sleep(0.002 * self.rng.lognormvariate(0.0, 0.5) + self.slow.get(index, 0.0))
+        extra = self.slow.get(index, 0.0) if self.planted else 0.0
+        await asyncio.sleep(0.002 * self.rng.lognormvariate(0.0, 0.5) + extra)
         score = float(gsm8k.compute_score(text, ground_truth))
         return {"reward_score": score, "reward_extra_info": {"acc": score}}
 
@@ -39,3 +41,6 @@ class DemoRewardWorker(RewardLoopWorker):
     def __init__(self, config: Any, slow: dict[int, float] | None = None, seed: int = 0) -> None:
         self.config = config
         self.reward_manager = _Gsm8kRewardManager(slow or {}, seed)
+
+    def begin_step(self, planted: bool) -> None:
+        self.reward_manager.planted = planted

@@ -51,6 +51,8 @@ class DemoOptions:
     """Seconds of simulated trainer work per phase (scaled by tokens)."""
     spool: str | None = None
     run_id: str | None = None
+    ray_cpus: int | None = None
+    """Logical CPUs of the local Ray cluster (default: one per AgentLoopWorker, at least 2)."""
 
 
 @dataclass
@@ -140,10 +142,11 @@ def _batch(opts: DemoOptions, step: int) -> Any:
 class DemoTrainer:
     """A stand-in for verl's trainer loop with ``global_steps`` and verl's own timers."""
 
-    def __init__(self, opts: DemoOptions, manager: Any, server: Any) -> None:
+    def __init__(self, opts: DemoOptions, manager: Any, server: Any, reward: Any) -> None:
         self.opts = opts
         self.manager = manager
         self.server = server
+        self.reward = reward
         self.global_steps = 1
 
     def fit(self) -> tuple[list[float], list[Any]]:
@@ -159,7 +162,8 @@ class DemoTrainer:
             timing: dict[str, float] = {}
             total = self.opts.prompts * self.opts.n
             target = total - int(total * self.opts.oversample) if self.opts.oversample > 0 else None
-            ray.get(self.server.begin_step.remote(target))
+            planted = self.opts.slow_step is None or self.opts.slow_step == step
+            ray.get([self.server.begin_step.remote(target, planted), self.reward.begin_step.remote(planted)])
             with marked_timer("step", timing):
                 with marked_timer("gen", timing, color="red"):
                     output = self.manager.generate_sequences(_batch(self.opts, step))
@@ -172,10 +176,6 @@ class DemoTrainer:
             outputs.append(output)
             self.global_steps += 1
         return step_seconds, outputs
-
-
-def _planted(opts: DemoOptions, step_field: dict) -> dict:
-    return dict(step_field)
 
 
 def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
@@ -202,7 +202,7 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     env_vars.setdefault("VERL_LOGGING_LEVEL", "ERROR")
     started = time.time()
     ray.init(
-        num_cpus=max(4, opts.workers + 3),
+        num_cpus=opts.ray_cpus or max(2, opts.workers),
         include_dashboard=False,
         log_to_driver=bool(os.environ.get("OTEL_VERL_DEMO_RAY_LOGS")),
         configure_logging=False,
@@ -244,7 +244,7 @@ def _run(opts: DemoOptions, model_path: Path, tool_config: Path, run_id: str) ->
     reward = ray.remote(DemoRewardWorker).options(num_cpus=0).remote(config, dict(opts.slow_reward), opts.seed)
     client = DemoLLMServerClient(config, server)
     manager = AgentLoopManager.create(config, client, None, [reward])
-    trainer = DemoTrainer(opts, manager, server)
+    trainer = DemoTrainer(opts, manager, server, reward)
     step_seconds, outputs = trainer.fit()
     # flush every actor before the cluster goes away (verl's own runs flush at chunk/step ends)
     flushes = [w.__ray_call__.remote(_flush_actor) for w in manager.agent_loop_workers]

@@ -64,13 +64,16 @@ class SimLLMServer:
         self.active = 0
         self.turns_seen: dict[str, int] = {}
         self.step_target: int | None = None
+        self.planted = True
         self.completed = 0
         self.abort_event = asyncio.Event()
         self.generated_tokens = 0
 
     # -- over-sampling control (the demo trainer calls these around each step)
-    def begin_step(self, target: int | None) -> None:
+    def begin_step(self, target: int | None, planted: bool = True) -> None:
+        """Called by the demo trainer before each step: over-sampling target, planted slowness on/off."""
         self.step_target = target
+        self.planted = planted
         self.completed = 0
         self.abort_event = asyncio.Event()
 
@@ -131,9 +134,9 @@ class SimLLMServer:
         if length >= max_tokens:
             length, stop_reason = max_tokens, "length"
         await asyncio.sleep(cfg.prefill_seconds_per_token * len(prompt_ids))
-        if turn == 0 and index in cfg.stall:
+        if self.planted and turn == 0 and index in cfg.stall:
             await asyncio.sleep(cfg.stall[index])
-        if index in cfg.slow_turn and cfg.slow_turn[index][0] == turn:
+        if self.planted and index in cfg.slow_turn and cfg.slow_turn[index][0] == turn:
             await asyncio.sleep(cfg.slow_turn[index][1])
         self.active += 1
         produced = 0

@@ -173,6 +173,15 @@ def make_sender(endpoint: str, protocol: str, timeout: float = 30.0) -> Callable
     return send_http
 
 
+def validate(files: list[Path], skip_bad_lines: bool) -> None:
+    """First pass: every line parses (or is skipped on request) before anything is sent."""
+    if skip_bad_lines:
+        return
+    stats = ReplayStats()
+    for _ in iter_requests(files, skip_bad_lines=False, stats=stats):
+        pass
+
+
 def replay(
     source: str | os.PathLike[str],
     endpoint: str | None = None,
@@ -183,6 +192,7 @@ def replay(
     """Send every line of the spool; raise :class:`ReplayError` on bad input or a refusing endpoint."""
     files = spool_files(source)
     endpoint, protocol = resolve_endpoint(endpoint, protocol)
+    validate(files, skip_bad_lines)
     send = make_sender(endpoint, protocol)
     stats = ReplayStats()
     for request in iter_requests(files, skip_bad_lines, stats):

@@ -1,0 +1,76 @@
+"""The turn's W3C carrier reaches the engine: SGLang external_trace_header, vLLM trace_headers."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+
+import pytest
+
+from otel_verl import semconv
+from otel_verl.instrumentation import llm_server
+from tests.instrumentation.harness import build_worker, run_chunk
+
+
+def _span_id_of(carrier: dict[str, str]) -> int:
+    return int(carrier["traceparent"].split("-")[2], 16)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_client_hands_the_generate_span_to_the_server(spans_of, engine):
+    worker, handle, opts = build_worker(engine=engine)
+    run_chunk(worker, opts)
+    spans = spans_of()
+    generates = {s.context.span_id: s for s in spans if s.name.startswith("text_completion")}
+    carriers = [call["sampling_params"][semconv.CARRIER_KEY] for call in handle.calls]
+    assert len(carriers) == len(generates)
+    assert {_span_id_of(c) for c in carriers} == set(generates)
+    for carrier in carriers:
+        trace_id = int(carrier["traceparent"].split("-")[1], 16)
+        assert generates[_span_id_of(carrier)].context.trace_id == trace_id
+    # the caller's own sampling_params dict is never modified
+    assert all(semconv.CARRIER_KEY not in call.get("request_sampling_params_seen", {}) for call in handle.calls)
+
+
+def test_no_carrier_for_engines_that_do_not_trace(spans_of):
+    worker, handle, opts = build_worker(engine="hf")
+    run_chunk(worker, opts)
+    assert handle.calls and all(semconv.CARRIER_KEY not in c["sampling_params"] for c in handle.calls)
+
+
+def test_server_side_pops_carrier_and_feeds_sglang_and_vllm():
+    carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    seen = {}
+
+    class GenerateReqInput:  # the field SGLang >= 0.5 reads
+        external_trace_header = None
+
+    async def server_generate(prompt_ids, sampling_params, request_id):
+        seen["params"] = dict(sampling_params)
+        obj = GenerateReqInput()
+        llm_server.sglang_generate_request_wrapper(lambda o, r: o, None, (obj, None), {})
+        seen["sglang"] = obj.external_trace_header
+        seen["vllm"] = llm_server.vllm_generate_wrapper(lambda **kw: kw, None, (), {"prompt": "x"})
+        return "ok"
+
+    params = {"temperature": 1.0, semconv.CARRIER_KEY: carrier}
+    result = asyncio.run(llm_server.server_generate_wrapper(
+        server_generate, None, (), {"prompt_ids": [1], "sampling_params": params, "request_id": "r"}))
+    assert result == "ok"
+    assert seen["params"] == {"temperature": 1.0}  # verl and the engine never see our key
+    assert params[semconv.CARRIER_KEY] == carrier  # and the sender's dict is untouched
+    assert seen["sglang"] == carrier
+    assert seen["vllm"]["trace_headers"] == carrier
+    assert llm_server.engine_carrier.get() is None
+
+
+@pytest.mark.parametrize(("module", "cls"), [
+    ("verl.workers.rollout.sglang_rollout.async_sglang_server", "SGLangHttpServer"),
+    ("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMHttpServer"),
+])
+def test_real_server_classes_are_wrapped_where_they_import(memory_exporter, module, cls):
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # sglang / vllm are GPU installs
+        pytest.skip(f"{module} does not import here: {type(exc).__name__}")
+    assert getattr(getattr(mod, cls).__dict__["generate"], "_self_wrapper", None) is llm_server.server_generate_wrapper

@@ -1,0 +1,77 @@
+"""A real local Ray cluster (2 CPUs), 2 AgentLoopWorker actors activated only by the setup hook.
+
+The demo's driver plays the trainer; each step must be one connected trace across the trainer,
+both worker actors, the reward actor and the server actor.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from otel_verl import semconv
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    from otel_verl.analysis.load import load_spans
+    from otel_verl.demo.runner import DemoOptions, run_demo
+    from otel_verl.export import setup
+
+    setup.reset_for_tests()
+    spool = tmp_path_factory.mktemp("spool")
+    opts = DemoOptions(steps=2, workers=2, prompts=4, n=2, ray_cpus=2, spool=str(spool), seconds_per_token=0.0002)
+    result = run_demo(opts)
+    setup.reset_for_tests()
+    return opts, result, load_spans(result.spool_dir)
+
+
+def test_each_step_is_one_connected_trace(demo_run):
+    opts, result, spans = demo_run
+    steps = spans[spans.name == semconv.SPAN_STEP]
+    assert sorted(steps.step) == [1, 2]
+    assert spans.trace_id.nunique() == 2  # everything, server and reward actors included
+    ids = set(spans.span_id)
+    parents = spans.parent_id.fillna("")
+    assert parents[parents != ""].isin(ids).all()
+    roots = spans[parents == ""]
+    assert list(roots.name) == [semconv.SPAN_STEP] * 2
+
+
+def test_every_level_and_counts(demo_run):
+    opts, result, spans = demo_run
+    names = Counter(spans.name)
+    per_step = opts.prompts * opts.n
+    assert names[semconv.SPAN_WORKER] == opts.workers * opts.steps
+    assert names[semconv.SPAN_BARRIER] == opts.workers * opts.steps
+    assert names[semconv.SPAN_REQUEST] == per_step * opts.steps
+    assert names[semconv.SPAN_REWARD] == names["verl.reward.compute"] == per_step * opts.steps
+    assert names[semconv.phase_span_name("gen")] == opts.steps
+    turns = names[semconv.SPAN_TURN]
+    tools = sum(v for k, v in names.items() if k.startswith(semconv.GEN_AI_OP_EXECUTE_TOOL))
+    generates = sum(v for k, v in names.items() if k.startswith(semconv.GEN_AI_OP_TEXT_COMPLETION))
+    assert generates == turns == names["sim_engine.generate"] > 0
+    # verl's own __num_turns__ = assistant turns + tool rounds + 1 per trajectory
+    verl_turns = sum(sum(out["num_turns"]) for out in result.outputs)
+    assert verl_turns == turns + tools + per_step * opts.steps
+    # worker spans are in their own processes, ranks 0..n-1, below the trainer's phase
+    workers = spans[spans.name == semconv.SPAN_WORKER]
+    assert sorted(workers.worker.astype(int)) == [0, 0, 1, 1]
+    by_id = spans.set_index("span_id")
+    assert set(by_id.loc[workers.parent_id].name) == {semconv.phase_span_name("gen")}
+    # the engine's span nests below the turn's generate span (engine linkage)
+    engine = spans[spans.name == "sim_engine.generate"]
+    assert set(by_id.loc[engine.parent_id].name) == {"text_completion model"}
+
+
+def test_spool_layout(demo_run):
+    from pathlib import Path
+
+    opts, result, _ = demo_run
+    run = Path(result.spool_dir)
+    for step in (1, 2):
+        files = {p.name for p in (run / f"step_{step}").glob("*.jsonl")}
+        assert {"trainer.jsonl", "worker_0.jsonl", "worker_1.jsonl"} <= files
