@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -44,20 +44,32 @@ def _pairs(values: list[str] | None, arity: int, option: str) -> list[tuple[floa
 @app.command()
 def demo(
     steps: Annotated[int, typer.Option(min=1, help="Training steps to run.")] = 3,
-    spool: Annotated[Optional[Path], typer.Option(help="Write the spool here (also when an OTLP endpoint is set).")] = None,
-    report: Annotated[Optional[Path], typer.Option(help="Analyzer output dir (default: ./otel-verl-report/<run>).")] = None,
+    spool: Annotated[
+        Path | None, typer.Option(help="Write the spool here (also when an OTLP endpoint is set).")
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="Analyzer output dir (default: ./otel-verl-report/<run>).")
+    ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the analysis after the run.")] = False,
     workers: Annotated[int, typer.Option(min=1, help="AgentLoopWorker actors.")] = 2,
     prompts: Annotated[int, typer.Option(min=1, help="Prompts per step.")] = 16,
     n: Annotated[int, typer.Option(min=1, help="Rollouts per prompt (rollout.n).")] = 4,
     max_turns: Annotated[int, typer.Option(min=1, help="Max assistant turns per trajectory.")] = 3,
     response_length: Annotated[int, typer.Option(min=16, help="rollout.response_length (tokens).")] = 256,
-    oversample: Annotated[float, typer.Option(min=0.0, max=0.9, help="Over-sampling: fraction aborted once the rest completed (0 = off).")] = 0.0,
+    oversample: Annotated[
+        float, typer.Option(min=0.0, max=0.9, help="Over-sampling: fraction aborted once the rest completed (0 = off).")
+    ] = 0.0,
     seconds_per_token: Annotated[float, typer.Option(min=0.0, help="Simulated decode time per token.")] = 0.0004,
-    stall: Annotated[Optional[list[str]], typer.Option(help="IDX:SEC — sample IDX's first engine call stalls SEC s (idle gap).")] = None,
-    slow_turn: Annotated[Optional[list[str]], typer.Option(help="IDX:TURN:SEC — extra SEC s on that turn's engine call.")] = None,
-    slow_reward: Annotated[Optional[list[str]], typer.Option(help="IDX:SEC — extra SEC s in that sample's reward.")] = None,
-    slow_step: Annotated[Optional[int], typer.Option(help="Apply the planted slowness in this step only.")] = None,
+    stall: Annotated[
+        list[str] | None, typer.Option(help="IDX:SEC — sample IDX's first engine call stalls SEC s (idle gap).")
+    ] = None,
+    slow_turn: Annotated[
+        list[str] | None, typer.Option(help="IDX:TURN:SEC — extra SEC s on that turn's engine call.")
+    ] = None,
+    slow_reward: Annotated[
+        list[str] | None, typer.Option(help="IDX:SEC — extra SEC s in that sample's reward.")
+    ] = None,
+    slow_step: Annotated[int | None, typer.Option(help="Apply the planted slowness in this step only.")] = None,
     seed: Annotated[int, typer.Option(help="Random seed of the simulated engine and tools.")] = 0,
 ) -> None:
     """Run a traced multi-turn rollout on the CPU: real verl code, simulated LLM server.
@@ -109,18 +121,27 @@ def demo(
 @app.command()
 def replay(
     spool: Annotated[Path, typer.Argument(help="Spool directory (or one .jsonl file) to send.")],
-    endpoint: Annotated[Optional[str], typer.Option(help="OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
-    protocol: Annotated[Optional[str], typer.Option(help="grpc | http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc).")] = None,
+    endpoint: Annotated[str | None, typer.Option(help="OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
+    protocol: Annotated[
+        str | None, typer.Option(help="grpc | http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc).")
+    ] = None,
     skip_bad_lines: Annotated[bool, typer.Option(help="Count and skip unparsable lines instead of stopping.")] = False,
 ) -> None:
     """Send a spool to any OTLP endpoint (a collector, Jaeger, Tempo)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from otel_verl.export.replay import ReplayError, replay as do_replay
+    from otel_verl.export.replay import ReplayError
+    from otel_verl.export.replay import replay as do_replay
 
     try:
-        with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("spans"),
-                      console=console, transient=True) as bar:
+        with Progress(
+            TextColumn("replaying"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("spans"),
+            console=console,
+            transient=True,
+        ) as bar:
             task = bar.add_task("replay", total=None)
             stats = do_replay(spool, endpoint, protocol, skip_bad_lines, progress=lambda k: bar.advance(task, k))
     except ReplayError as exc:

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.propagate import inject
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -83,8 +83,13 @@ class RequestRecorder:
         self.finished = False
 
     # -- recording
-    def start(self, name: str, parent: Node | None = None, attributes: dict[str, Any] | None = None,
-              kind: SpanKind = SpanKind.INTERNAL) -> Node:
+    def start(
+        self,
+        name: str,
+        parent: Node | None = None,
+        attributes: dict[str, Any] | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+    ) -> Node:
         if parent is None:
             parent = self.current_turn or self.root
         node = Node(name, parent.span_id, attributes, kind)
@@ -119,8 +124,9 @@ class RequestRecorder:
             self.current_turn = None
 
     @contextmanager
-    def event(self, name: str, attributes: dict[str, Any] | None = None,
-              kind: SpanKind = SpanKind.INTERNAL) -> Iterator[Node]:
+    def event(
+        self, name: str, attributes: dict[str, Any] | None = None, kind: SpanKind = SpanKind.INTERNAL
+    ) -> Iterator[Node]:
         """Record an event around a block; an exception is recorded and re-raised unchanged."""
         node = self.start(name, attributes=attributes, kind=kind)
         try:
@@ -136,7 +142,11 @@ class RequestRecorder:
         return SpanContext(self.trace_id, node.span_id, is_remote=False, trace_flags=flags)
 
     def otel_context(self, node: Node) -> otel_context.Context:
-        return trace.set_span_in_context(NonRecordingSpan(self.span_context(node)))
+        ctx = trace.set_span_in_context(NonRecordingSpan(self.span_context(node)))
+        step = self.root.attributes.get(semconv.VERL_STEP)
+        if step is not None:  # W3C baggage: remote reward/engine spans learn their step
+            ctx = baggage.set_baggage(semconv.VERL_STEP, str(step), ctx)
+        return ctx
 
     def carrier(self, node: Node) -> dict[str, str]:
         """W3C ``traceparent`` (+ ``tracestate``) naming ``node`` as parent."""
@@ -145,8 +155,9 @@ class RequestRecorder:
         return carrier
 
     # -- the end
-    def finish(self, status: str, attributes: Mapping[str, Any] | None = None,
-               error: BaseException | None = None) -> list[ReadableSpan]:
+    def finish(
+        self, status: str, attributes: Mapping[str, Any] | None = None, error: BaseException | None = None
+    ) -> list[ReadableSpan]:
         """End every open node, build the spans and hand them to the processors."""
         if self.finished:
             return []

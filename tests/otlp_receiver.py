@@ -37,7 +37,7 @@ class _Servicer(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self, receiver: Receiver) -> None:
         self.receiver = receiver
 
-    def Export(self, request, context):  # noqa: N802 (gRPC name)
+    def Export(self, request, context):
         self.receiver.record(request, dict(context.invocation_metadata()))
         return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -53,7 +53,7 @@ def start_grpc(receiver: Receiver) -> tuple[grpc.Server, str]:
 
 def start_http(receiver: Receiver) -> tuple[ThreadingHTTPServer, str]:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             request = trace_service_pb2.ExportTraceServiceRequest()
             request.ParseFromString(body)

@@ -15,12 +15,13 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", 
 CHAT_TEMPLATE = (
     "{%- if tools %}<|im_start|>system\nYou may call tools. Available tools:\n"
     "{%- for tool in tools %}{{ tool | tojson }}\n{%- endfor %}"
-    "Call a tool as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call><|im_end|>\n{%- endif %}"
+    'Call a tool as <tool_call>{"name": ..., "arguments": {...}}</tool_call><|im_end|>\n{%- endif %}'
     "{%- for message in messages %}"
-    "{%- if message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n"
+    "{%- if message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n"
+    "</tool_response><|im_end|>\n"
     "{%- elif message.role == 'assistant' %}<|im_start|>assistant\n{{ message.content }}"
     "{%- if message.tool_calls %}{%- for call in message.tool_calls %}<tool_call>"
-    "{\"name\": \"{{ call.function.name }}\", \"arguments\": {{ call.function.arguments | tojson }}}</tool_call>"
+    '{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}</tool_call>'
     "{%- endfor %}{%- endif %}<|im_end|>\n"
     "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif %}"
     "{%- endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"

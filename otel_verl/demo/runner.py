@@ -113,7 +113,6 @@ def _write_tool_config(path: Path, opts: DemoOptions) -> Path:
 
 def _batch(opts: DemoOptions, step: int) -> Any:
     import numpy as np
-
     from verl.protocol import DataProto
 
     raw_prompts, ground_truths, indices = [], [], []
@@ -127,7 +126,7 @@ def _batch(opts: DemoOptions, step: int) -> Any:
             indices.append(index)
     size = len(raw_prompts)
     non_tensor = {
-        "raw_prompt": np.array(raw_prompts + [None], dtype=object)[:-1],
+        "raw_prompt": np.array([*raw_prompts, None], dtype=object)[:-1],
         "agent_name": np.array(["tool_agent"] * size, dtype=object),
         "index": np.array(indices, dtype=object),
         "data_source": np.array(["openai/gsm8k"] * size, dtype=object),
@@ -151,9 +150,9 @@ class DemoTrainer:
 
     def fit(self) -> tuple[list[float], list[Any]]:
         import ray
+        from verl.utils.profiler import marked_timer
 
         from otel_verl.instrumentation.trainer import track_trainer
-        from verl.utils.profiler import marked_timer
 
         track_trainer(self)
         step_seconds, outputs = [], []
@@ -227,11 +226,11 @@ def _disabled() -> bool:
 
 def _run(opts: DemoOptions, model_path: Path, tool_config: Path, run_id: str) -> DemoResult:
     import ray
+    from verl.experimental.agent_loop import AgentLoopManager
 
+    from otel_verl.demo.client import DemoLLMServerClient
     from otel_verl.demo.reward import DemoRewardWorker
     from otel_verl.demo.sim_server import SimLLMServer, SimServerConfig
-    from otel_verl.demo.client import DemoLLMServerClient
-    from verl.experimental.agent_loop import AgentLoopManager
 
     config = _verl_config(opts, model_path, tool_config)
     server_config = SimServerConfig(
@@ -270,7 +269,7 @@ def _summarize(opts: DemoOptions, run_id: str, step_seconds: list[float], output
             {
                 "responses": output.batch["responses"].tolist(),
                 "num_turns": [int(t) for t in num_turns],
-                "scores": output.batch["rm_scores"].sum(dim=-1).tolist() if "rm_scores" in output.batch.keys() else [],
+                "scores": output.batch["rm_scores"].sum(dim=-1).tolist() if "rm_scores" in output.batch else [],
             }
         )
     return DemoResult(

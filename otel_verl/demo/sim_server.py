@@ -54,8 +54,9 @@ class SimLLMServer:
     """Ray actor (``ray.remote(SimLLMServer)``) standing in for SGLangHttpServer/vLLMHttpServer."""
 
     def __init__(self, config: SimServerConfig, model_path: str, engine: str = "sglang") -> None:
-        from otel_verl.demo.model import build_tokenizer
         from verl.workers.rollout.replica import TokenOutput  # imported now, not on the first request
+
+        from otel_verl.demo.model import build_tokenizer
 
         self._token_output = TokenOutput
         self.config = config
@@ -81,8 +82,15 @@ class SimLLMServer:
         return {"generated_tokens": self.generated_tokens, "completed": self.completed}
 
     # -- the generate contract of verl's rollout servers
-    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
-                       image_data: Any = None, video_data: Any = None, **kwargs: Any) -> Any:
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        request_id: str,
+        image_data: Any = None,
+        video_data: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         params = dict(sampling_params)
         carrier = params.pop(semconv.CARRIER_KEY, None)
         span = self._engine_span(carrier, request_id, len(prompt_ids))
@@ -96,23 +104,29 @@ class SimLLMServer:
             span.set_attribute("sim_engine.output_tokens", len(output["token_ids"]))
             span.set_attribute("sim_engine.stop_reason", output["stop_reason"])
             span.end()
-        return self._token_output(token_ids=output["token_ids"], stop_reason=output["stop_reason"], num_preempted=0,
-                           extra_fields={})
+        return self._token_output(
+            token_ids=output["token_ids"], stop_reason=output["stop_reason"], num_preempted=0, extra_fields={}
+        )
 
     def _engine_span(self, carrier: Any, request_id: str, prompt_tokens: int) -> Any:
         if not carrier:
             return None
         try:
             from otel_verl.export import setup
-            from otel_verl.instrumentation.propagation import context_from_carrier
+            from otel_verl.instrumentation.propagation import context_from_carrier, step_from_context
 
             if setup.get_state() is None:
                 setup.setup_tracing(semconv.ProcessRole.SERVER.value)
-            return setup.tracer().start_span(
-                "sim_engine.generate", context=context_from_carrier(carrier),
-                attributes={"sim_engine.request_id": request_id, "sim_engine.prompt_tokens": prompt_tokens,
-                            semconv.GEN_AI_SYSTEM: self.engine},
-            )
+            parent = context_from_carrier(carrier)
+            attributes: dict[str, Any] = {
+                "sim_engine.request_id": request_id,
+                "sim_engine.prompt_tokens": prompt_tokens,
+                semconv.GEN_AI_SYSTEM: self.engine,
+            }
+            step = step_from_context(parent)
+            if step is not None:
+                attributes[semconv.VERL_STEP] = step
+            return setup.tracer().start_span("sim_engine.generate", context=parent, attributes=attributes)
         except Exception:
             return None
 

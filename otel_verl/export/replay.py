@@ -116,8 +116,10 @@ def resolve_endpoint(endpoint: str | None, protocol: str | None) -> tuple[str, s
         or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
         or "grpc"
     )
-    endpoint = endpoint or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    endpoint = (
+        endpoint
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     )
     if not endpoint:
         raise ReplayError("no endpoint: pass --endpoint or set OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -155,9 +157,11 @@ def make_sender(endpoint: str, protocol: str, timeout: float = 30.0) -> Callable
     if not url.endswith("/v1/traces"):
         url += "/v1/traces"
     session = requests.Session()
-    verify: Any = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_CERTIFICATE"
-    ) or True
+    verify: Any = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
+        or os.environ.get("OTEL_EXPORTER_OTLP_CERTIFICATE")
+        or True
+    )
 
     def send_http(request: ExportTraceServiceRequest) -> None:
         response = session.post(

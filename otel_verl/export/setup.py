@@ -94,7 +94,9 @@ def _batch(exporter: SpanExporter, config: OtelVerlConfig) -> BatchSpanProcessor
     queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", config.max_queue_size))
     batch = int(os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 2048))
     delay = int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", 2000))
-    return BatchSpanProcessor(exporter, max_queue_size=queue, max_export_batch_size=min(batch, queue), schedule_delay_millis=delay)
+    return BatchSpanProcessor(
+        exporter, max_queue_size=queue, max_export_batch_size=min(batch, queue), schedule_delay_millis=delay
+    )
 
 
 def file_stem_for(role: str, worker_rank: int | None) -> str:

@@ -140,8 +140,12 @@ def _emit_barriers(infos: list[dict[str, Any]], manager_end_ns: int) -> None:
     slowest = max(infos, key=lambda info: info["end_ns"])
     tracer = setup.tracer()
     for info in infos:
-        parent = SpanContext(int(info["trace_id"], 16), int(info["span_id"], 16), is_remote=True,
-                             trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+        parent = SpanContext(
+            int(info["trace_id"], 16),
+            int(info["span_id"], 16),
+            is_remote=True,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        )
         ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent))
         attributes = {
             semconv.VERL_WORKER_RANK: info.get("rank", -1),
@@ -149,8 +153,7 @@ def _emit_barriers(infos: list[dict[str, Any]], manager_end_ns: int) -> None:
         }
         if info.get("step") is not None:
             attributes[semconv.VERL_STEP] = info["step"]
-        span = tracer.start_span(semconv.SPAN_BARRIER, context=ctx, attributes=attributes,
-                                 start_time=info["end_ns"])
+        span = tracer.start_span(semconv.SPAN_BARRIER, context=ctx, attributes=attributes, start_time=info["end_ns"])
         span.end(end_time=max(slowest["end_ns"], info["end_ns"]))
 
 
@@ -201,10 +204,12 @@ class WorkerChunk:
             span = self.span
             if span.is_recording():
                 span.set_attribute(semconv.VERL_WORKER_NUM_REQUESTS, self.requests)
-                span.set_attribute(semconv.VERL_WORKER_NUM_COMPLETED,
-                                   self.status_counts.get(semconv.RequestStatus.COMPLETED.value, 0))
-                span.set_attribute(semconv.VERL_WORKER_NUM_ABORTED,
-                                   self.status_counts.get(semconv.RequestStatus.ABORTED.value, 0))
+                span.set_attribute(
+                    semconv.VERL_WORKER_NUM_COMPLETED, self.status_counts.get(semconv.RequestStatus.COMPLETED.value, 0)
+                )
+                span.set_attribute(
+                    semconv.VERL_WORKER_NUM_ABORTED, self.status_counts.get(semconv.RequestStatus.ABORTED.value, 0)
+                )
             span.end(end_time=self.end_ns)
             setup.flush_async()
 
@@ -447,12 +452,18 @@ async def _tool_parse_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: 
 
 from contextvars import ContextVar  # noqa: E402  (kept next to its single use above)
 
-
 _CHUNK: ContextVar[WorkerChunk | None] = ContextVar("otel_verl_worker_chunk", default=None)
 
 _PARSERS = (
-    "HermesToolParser", "GptOssToolParser", "Qwen3XMLToolParser", "GLMToolParser", "SeedToolParser",
-    "MiniMaxToolParser", "KimiToolParser", "DeepSeekV4ToolParser", "Gemma4ToolParser",
+    "HermesToolParser",
+    "GptOssToolParser",
+    "Qwen3XMLToolParser",
+    "GLMToolParser",
+    "SeedToolParser",
+    "MiniMaxToolParser",
+    "KimiToolParser",
+    "DeepSeekV4ToolParser",
+    "Gemma4ToolParser",
 )
 
 SEAMS = (
@@ -464,11 +475,20 @@ SEAMS = (
     (TOOL_AGENT_MODULE, "ToolAgentLoop.run", lambda: _agent_run_wrapper),
     (SINGLE_TURN_MODULE, "SingleTurnAgentLoop.run", lambda: _agent_run_wrapper),
     (TOOL_AGENT_MODULE, "ToolAgentLoop._handle_generating_state", lambda: _generating_state_wrapper),
-    (AGENT_LOOP_MODULE, "AgentLoopBase.ct_build_initial_tokens",
-     lambda: _event_wrapper(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "initial_prompt"})),
-    (AGENT_LOOP_MODULE, "AgentLoopBase.ct_merge_assistant_token",
-     lambda: _event_wrapper(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "merge_assistant"})),
-    (AGENT_LOOP_MODULE, "AgentLoopBase.ct_merge_context_msg",
-     lambda: _event_wrapper(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "merge_context"})),
+    (
+        AGENT_LOOP_MODULE,
+        "AgentLoopBase.ct_build_initial_tokens",
+        lambda: _event_wrapper(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "initial_prompt"}),
+    ),
+    (
+        AGENT_LOOP_MODULE,
+        "AgentLoopBase.ct_merge_assistant_token",
+        lambda: _event_wrapper(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "merge_assistant"}),
+    ),
+    (
+        AGENT_LOOP_MODULE,
+        "AgentLoopBase.ct_merge_context_msg",
+        lambda: _event_wrapper(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "merge_context"}),
+    ),
     *((TOOL_PARSER_MODULE, f"{name}.extract_tool_calls", lambda: _tool_parse_wrapper) for name in _PARSERS),
 )

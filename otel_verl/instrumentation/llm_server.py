@@ -95,8 +95,9 @@ def _start_generate(recorder: Any, instance: Any, kwargs: dict) -> Node:
     if outer is not None:  # a resume attempt inside FullyAsyncLLMServerClient.generate
         recorder.resumes += 0 if outer.attributes.get("_attempts", 0) == 0 else 1
         outer.attributes["_attempts"] = outer.attributes.get("_attempts", 0) + 1
-        return recorder.start(semconv.generate_span_name(model), parent=outer, attributes=attributes,
-                              kind=SpanKind.CLIENT)
+        return recorder.start(
+            semconv.generate_span_name(model), parent=outer, attributes=attributes, kind=SpanKind.CLIENT
+        )
     recorder.ensure_turn()
     return recorder.start(semconv.generate_span_name(model), attributes=attributes, kind=SpanKind.CLIENT)
 

@@ -11,8 +11,8 @@ import json
 import logging
 from typing import Any
 
+from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.propagate import extract, inject
 
 from otel_verl import semconv
@@ -38,6 +38,17 @@ def context_from_carrier(carrier: Any) -> otel_context.Context | None:
         return None
     ctx = extract(carrier)
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
+
+
+def step_from_context(ctx: otel_context.Context | None) -> int | None:
+    """``verl.step`` carried as W3C baggage by the sender, if any."""
+    if ctx is None:
+        return None
+    try:
+        value = baggage.get_baggage(semconv.VERL_STEP, ctx)
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def put_in_meta_info(data: Any, carrier: dict[str, str]) -> bool:
@@ -69,7 +80,7 @@ def put_in_tensordict(batch: Any, carrier: dict[str, str]) -> bool:
 
 def pop_from_tensordict(batch: Any) -> Any:
     try:
-        if TENSORDICT_KEY in batch.keys():
+        if TENSORDICT_KEY in batch.keys():  # noqa: SIM118 (TensorDict.__contains__ is not key lookup)
             value = batch.pop(TENSORDICT_KEY)
             return getattr(value, "data", value)
     except Exception:

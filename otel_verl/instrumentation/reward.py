@@ -79,7 +79,11 @@ async def reward_worker_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
         if setup.get_state() is None:
             setup.setup_tracing(semconv.ProcessRole.REWARD.value)
         parent = propagation.context_from_carrier(carrier)
-        span = setup.tracer().start_span(SPAN_REWARD_COMPUTE, context=parent, attributes={semconv.VERL_REWARD_REMOTE: True})
+        attributes: dict[str, Any] = {semconv.VERL_REWARD_REMOTE: True}
+        step = propagation.step_from_context(parent)
+        if step is not None:
+            attributes[semconv.VERL_STEP] = step
+        span = setup.tracer().start_span(SPAN_REWARD_COMPUTE, context=parent, attributes=attributes)
     except Exception:
         logger.debug("otel_verl: remote reward span could not start", exc_info=True)
     try:

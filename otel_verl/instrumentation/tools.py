@@ -58,8 +58,10 @@ async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
             response = result[0] if isinstance(result, tuple) and result else None
             text = getattr(response, "text", None) or ""
             # verl turns tool exceptions into an error message; keep that visible as error.type.
-            if text.startswith("Error executing tool") or text.startswith("Unknown function") or text.startswith(
-                "Invalid JSON"
+            if (
+                text.startswith("Error executing tool")
+                or text.startswith("Unknown function")
+                or text.startswith("Invalid JSON")
             ):
                 node.attributes[semconv.ERROR_TYPE] = "tool_error"
                 node.error = "tool_error"

@@ -44,11 +44,16 @@ class LocalRewardHandle:
         self.compute_score = _Method(worker.compute_score)
 
 
-def build_worker(opts: runner.DemoOptions | None = None, server_config: SimServerConfig | None = None,
-                 remote_reward: bool = False, engine: str = "sglang") -> tuple[Any, LocalHandle, Any]:
+def build_worker(
+    opts: runner.DemoOptions | None = None,
+    server_config: SimServerConfig | None = None,
+    remote_reward: bool = False,
+    engine: str = "sglang",
+) -> tuple[Any, LocalHandle, Any]:
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
     from otel_verl.demo.client import DemoLLMServerClient
     from otel_verl.demo.reward import DemoRewardWorker
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     opts = opts or runner.DemoOptions(prompts=4, n=2)
     model = write_model_dir(_MODEL_DIR / "model")
@@ -58,7 +63,9 @@ def build_worker(opts: runner.DemoOptions | None = None, server_config: SimServe
     server = SimLLMServer(server_config or SimServerConfig(seconds_per_token=0.0), str(model))
     handle = LocalHandle(server)
     client = DemoLLMServerClient(config, handle)
-    rewards = [LocalRewardHandle(DemoRewardWorker(config, dict(opts.slow_reward), opts.seed))] if remote_reward else None
+    rewards = (
+        [LocalRewardHandle(DemoRewardWorker(config, dict(opts.slow_reward), opts.seed))] if remote_reward else None
+    )
     worker = AgentLoopWorker(config, client, None, rewards)
     return worker, handle, opts
 

@@ -92,23 +92,29 @@ def test_content_capture_opt_in_is_capped(monkeypatch, memory_exporter):
     setup.flush()
     spans = memory_exporter.get_finished_spans()
     completions = [s.attributes[semconv.GEN_AI_COMPLETION] for s in spans if semconv.GEN_AI_COMPLETION in s.attributes]
-    arguments = [s.attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] for s in spans
-                 if semconv.GEN_AI_TOOL_CALL_ARGUMENTS in s.attributes]
+    arguments = [
+        s.attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS]
+        for s in spans
+        if semconv.GEN_AI_TOOL_CALL_ARGUMENTS in s.attributes
+    ]
     assert completions and arguments
     assert all(len(text) <= 11 for text in completions + arguments)
     monkeypatch.setattr(llm_server, "_config", None)
 
 
 def test_length_cap_is_truncated(spans_of):
-    worker, _, opts = build_worker(server_config=SimServerConfig(seconds_per_token=0.0, median_tokens=5000,
-                                                                 tool_call_probability=0.0))
+    worker, _, opts = build_worker(
+        server_config=SimServerConfig(seconds_per_token=0.0, median_tokens=5000, tool_call_probability=0.0)
+    )
     run_chunk(worker, opts)
     statuses = Counter(s.attributes[semconv.VERL_REQUEST_STATUS] for s in spans_of() if s.name == semconv.SPAN_REQUEST)
     assert statuses == {"truncated": opts.prompts * opts.n}
 
 
 def test_aborted_requests_keep_their_spans(spans_of):
-    worker, handle, opts = build_worker(server_config=SimServerConfig(seconds_per_token=0.001, tool_call_probability=0.0))
+    worker, handle, opts = build_worker(
+        server_config=SimServerConfig(seconds_per_token=0.001, tool_call_probability=0.0)
+    )
     total = opts.prompts * opts.n
     handle.server.begin_step(total - 3)
     run_chunk(worker, opts)
@@ -120,8 +126,12 @@ def test_aborted_requests_keep_their_spans(spans_of):
     assert len(requests) == total and len(completed) >= total - 3
     assert len(aborted) == total - len(completed) > 0
     for request in aborted:
-        gens = [s for s in spans if s.name.startswith("text_completion")
-                and s.attributes.get(semconv.VERL_REQUEST_ID) == request.attributes[semconv.VERL_REQUEST_ID]]
+        gens = [
+            s
+            for s in spans
+            if s.name.startswith("text_completion")
+            and s.attributes.get(semconv.VERL_REQUEST_ID) == request.attributes[semconv.VERL_REQUEST_ID]
+        ]
         assert gens and gens[-1].attributes[semconv.VERL_ENGINE_STOP_REASON] == "aborted"
 
 
@@ -193,5 +203,7 @@ def test_same_trajectories_with_and_without_tracing(memory_exporter):
     worker, _, opts = build_worker(server_config=SimServerConfig(seconds_per_token=0.0, seed=3))
     plain = run_chunk(worker, opts)
     otel_verl.instrument()
-    assert sorted(map(tuple, traced.batch["responses"].tolist())) == sorted(map(tuple, plain.batch["responses"].tolist()))
+    assert sorted(map(tuple, traced.batch["responses"].tolist())) == sorted(
+        map(tuple, plain.batch["responses"].tolist())
+    )
     assert traced.meta_info.keys() == plain.meta_info.keys()

@@ -54,8 +54,11 @@ def test_server_side_pops_carrier_and_feeds_sglang_and_vllm():
         return "ok"
 
     params = {"temperature": 1.0, semconv.CARRIER_KEY: carrier}
-    result = asyncio.run(llm_server.server_generate_wrapper(
-        server_generate, None, (), {"prompt_ids": [1], "sampling_params": params, "request_id": "r"}))
+    result = asyncio.run(
+        llm_server.server_generate_wrapper(
+            server_generate, None, (), {"prompt_ids": [1], "sampling_params": params, "request_id": "r"}
+        )
+    )
     assert result == "ok"
     assert seen["params"] == {"temperature": 1.0}  # verl and the engine never see our key
     assert params[semconv.CARRIER_KEY] == carrier  # and the sender's dict is untouched
@@ -64,10 +67,13 @@ def test_server_side_pops_carrier_and_feeds_sglang_and_vllm():
     assert llm_server.engine_carrier.get() is None
 
 
-@pytest.mark.parametrize(("module", "cls"), [
-    ("verl.workers.rollout.sglang_rollout.async_sglang_server", "SGLangHttpServer"),
-    ("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMHttpServer"),
-])
+@pytest.mark.parametrize(
+    ("module", "cls"),
+    [
+        ("verl.workers.rollout.sglang_rollout.async_sglang_server", "SGLangHttpServer"),
+        ("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMHttpServer"),
+    ],
+)
 def test_real_server_classes_are_wrapped_where_they_import(memory_exporter, module, cls):
     try:
         mod = importlib.import_module(module)

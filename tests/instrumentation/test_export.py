@@ -22,12 +22,17 @@ def _make_spans(exporter) -> list:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span(semconv.SPAN_STEP, attributes={semconv.VERL_STEP: 4}) as step:
+    with tracer.start_as_current_span(semconv.SPAN_STEP, attributes={semconv.VERL_STEP: 4}) as step:  # noqa: SIM117
         with tracer.start_as_current_span(
             semconv.SPAN_REQUEST,
-            attributes={semconv.VERL_STEP: 4, semconv.VERL_WORKER_RANK: 1, semconv.VERL_REQUEST_STATUS: "aborted",
-                        semconv.VERL_REWARD_SCORE: 0.5, semconv.GEN_AI_RESPONSE_FINISH_REASONS: ["aborted"],
-                        semconv.VERL_VALIDATE: False},
+            attributes={
+                semconv.VERL_STEP: 4,
+                semconv.VERL_WORKER_RANK: 1,
+                semconv.VERL_REQUEST_STATUS: "aborted",
+                semconv.VERL_REWARD_SCORE: 0.5,
+                semconv.GEN_AI_RESPONSE_FINISH_REASONS: ["aborted"],
+                semconv.VERL_VALIDATE: False,
+            },
             links=[Link(step.get_span_context(), {"why": "test"})],
         ) as request:
             request.add_event("resumed", {"attempt": 2})

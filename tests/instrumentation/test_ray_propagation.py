@@ -30,7 +30,7 @@ def demo_run(tmp_path_factory):
 
 
 def test_each_step_is_one_connected_trace(demo_run):
-    opts, result, spans = demo_run
+    _opts, _result, spans = demo_run
     steps = spans[spans.name == semconv.SPAN_STEP]
     assert sorted(steps.step) == [1, 2]
     assert spans.trace_id.nunique() == 2  # everything, server and reward actors included
@@ -70,7 +70,7 @@ def test_every_level_and_counts(demo_run):
 def test_spool_layout(demo_run):
     from pathlib import Path
 
-    opts, result, _ = demo_run
+    _opts, result, _ = demo_run
     run = Path(result.spool_dir)
     for step in (1, 2):
         files = {p.name for p in (run / f"step_{step}").glob("*.jsonl")}
