@@ -51,6 +51,9 @@ class DemoOptions:
     """Seconds of simulated trainer work per phase (scaled by tokens)."""
     spool: str | None = None
     run_id: str | None = None
+    trainer: str = "legacy"
+    """``legacy``: RayPPOTrainer's blocking AgentLoopManager; ``v1``: the V1 trainer's fire-and-forget
+    AgentLoopManagerTQ with results collected from TransferQueue."""
     ray_cpus: int | None = None
     """Logical CPUs of the local Ray cluster (default: one per AgentLoopWorker, at least 2)."""
 
@@ -138,6 +141,16 @@ def _batch(opts: DemoOptions, step: int) -> Any:
     return DataProto(batch=None, non_tensor_batch=non_tensor, meta_info={"global_steps": step, "validate": False})
 
 
+def _tq_batch(opts: DemoOptions, step: int) -> Any:
+    """The V1 trainer's TensorDict batch: one row per prompt (rollout.n is expanded by the worker)."""
+    from verl.utils import tensordict_utils as tu
+
+    proto = _batch(DemoOptions(prompts=opts.prompts, n=1), step)
+    batch = tu.get_tensordict({k: list(v) for k, v in proto.non_tensor_batch.items()})
+    tu.assign_non_tensor_data(batch, "global_steps", step)
+    return batch
+
+
 class DemoTrainer:
     """A stand-in for verl's trainer loop with ``global_steps`` and verl's own timers."""
 
@@ -164,17 +177,47 @@ class DemoTrainer:
             planted = self.opts.slow_step is None or self.opts.slow_step == step
             ray.get([self.server.begin_step.remote(target, planted), self.reward.begin_step.remote(planted)])
             with marked_timer("step", timing):
-                with marked_timer("gen", timing, color="red"):
-                    output = self.manager.generate_sequences(_batch(self.opts, step))
-                tokens = int(output.batch["response_mask"].sum().item())
+                if self.opts.trainer == "v1":
+                    tokens = self._v1_rollout(step, timing)
+                    output = None
+                else:
+                    with marked_timer("gen", timing, color="red"):
+                        output = self.manager.generate_sequences(_batch(self.opts, step))
+                    tokens = int(output.batch["response_mask"].sum().item())
                 scale = self.opts.trainer_compute * (1 + tokens / 20000)
                 for phase in ("reward", "old_log_prob", "adv", "update_actor", "update_weights"):
                     with marked_timer(phase, timing):
                         time.sleep(scale * (2.0 if phase == "update_actor" else 0.3))
             step_seconds.append(timing["step"])
-            outputs.append(output)
+            if output is not None:
+                outputs.append(output)
             self.global_steps += 1
         return step_seconds, outputs
+
+    def _v1_rollout(self, step: int, timing: dict[str, float]) -> int:
+        """V1 shape: dispatch into TransferQueue inside the step, wait for the results in ``gen``."""
+        import transfer_queue as tq
+        from verl.utils.profiler import marked_timer
+
+        batch = _tq_batch(self.opts, step)
+        uids = list(batch["uid"])
+        tags = [{"is_prompt": True, "status": "pending", "global_steps": step} for _ in uids]
+        tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
+        self.manager.generate_sequences(batch)
+        with marked_timer("gen", timing, color="red"):
+            deadline = time.monotonic() + 600
+            while True:
+                listed = tq.kv_list(partition_id="train").get("train", {})
+                done = [u for u in uids if listed.get(u, {}).get("status") in ("finished", "failure")]
+                if len(done) == len(uids) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        listed = tq.kv_list(partition_id="train").get("train", {})
+        samples = [k for k, tag in listed.items() if "response_len" in tag]
+        tokens = sum(int(listed[k]["response_len"]) for k in samples)
+        tq.kv_clear(keys=list(listed), partition_id="train")
+        self.v1_samples = getattr(self, "v1_samples", 0) + len(samples)
+        return tokens
 
 
 def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
@@ -233,6 +276,13 @@ def _run(opts: DemoOptions, model_path: Path, tool_config: Path, run_id: str) ->
     from otel_verl.demo.sim_server import SimLLMServer, SimServerConfig
 
     config = _verl_config(opts, model_path, tool_config)
+    manager_cls: Any = AgentLoopManager
+    if opts.trainer == "v1":
+        import transfer_queue as tq
+        from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
+
+        tq.init()
+        manager_cls = AgentLoopManagerTQ
     server_config = SimServerConfig(
         seconds_per_token=opts.seconds_per_token,
         seed=opts.seed,
@@ -242,7 +292,7 @@ def _run(opts: DemoOptions, model_path: Path, tool_config: Path, run_id: str) ->
     server = ray.remote(SimLLMServer).options(num_cpus=0).remote(server_config, str(model_path))
     reward = ray.remote(DemoRewardWorker).options(num_cpus=0).remote(config, dict(opts.slow_reward), opts.seed)
     client = DemoLLMServerClient(config, server)
-    manager = AgentLoopManager.create(config, client, None, [reward])
+    manager = manager_cls.create(config, client, None, [reward])
     trainer = DemoTrainer(opts, manager, server, reward)
     step_seconds, outputs = trainer.fit()
     # flush every actor before the cluster goes away (verl's own runs flush at chunk/step ends)

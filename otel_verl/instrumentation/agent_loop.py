@@ -11,6 +11,7 @@ trajectory (``_run_agent_loop``), turns opened by ``ToolAgentLoop._handle_genera
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import re
@@ -188,6 +189,18 @@ class WorkerChunk:
         self.requests = 0
         self.status_counts: dict[str, int] = {}
         self.end_ns: int | None = None
+        self.pending_tasks = 0
+
+    def track_tasks(self, tasks: set[asyncio.Task[Any]]) -> None:
+        """Fire-and-forget dispatch (V1): the chunk lasts until the tasks it spawned are done."""
+        for task in tasks:
+            if not task.done():
+                self.pending_tasks += 1
+                task.add_done_callback(self._task_done)
+
+    def _task_done(self, _task: asyncio.Task[Any]) -> None:
+        self.pending_tasks -= 1
+        self.maybe_end()
 
     def request_started(self) -> None:
         self.outstanding += 1
@@ -199,7 +212,7 @@ class WorkerChunk:
         self.maybe_end()
 
     def maybe_end(self) -> None:
-        if self.dispatched and self.outstanding <= 0 and self.end_ns is None:
+        if self.dispatched and self.outstanding <= 0 and self.pending_tasks <= 0 and self.end_ns is None:
             self.end_ns = time.time_ns()
             span = self.span
             if span.is_recording():
@@ -269,6 +282,7 @@ async def _worker_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwa
     except Exception:
         logger.debug("otel_verl: worker span could not start", exc_info=True)
     error: BaseException | None = None
+    before = asyncio.all_tasks() if chunk is not None else set()
     try:
         result = await wrapped(*args, **kwargs)
     except BaseException as exc:
@@ -277,6 +291,7 @@ async def _worker_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwa
     finally:
         if chunk is not None:
             try:
+                chunk.track_tasks(asyncio.all_tasks() - before)
                 if error is not None and chunk.span.is_recording():
                     chunk.span.record_exception(error)
                     chunk.span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))

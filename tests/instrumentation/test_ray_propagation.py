@@ -75,3 +75,44 @@ def test_spool_layout(demo_run):
     for step in (1, 2):
         files = {p.name for p in (run / f"step_{step}").glob("*.jsonl")}
         assert {"trainer.jsonl", "worker_0.jsonl", "worker_1.jsonl"} <= files
+
+
+@pytest.fixture(scope="module")
+def v1_run(tmp_path_factory):
+    """The V1 trainer's path: AgentLoopManagerTQ dispatches fire-and-forget, results via TransferQueue."""
+    pytest.importorskip("transfer_queue")
+    from otel_verl.analysis.load import load_spans
+    from otel_verl.demo.runner import DemoOptions, run_demo
+    from otel_verl.export import setup
+
+    setup.reset_for_tests()
+    spool = tmp_path_factory.mktemp("spool_v1")
+    # TransferQueue's controller and storage actors take a logical CPU each, beside the 2 workers
+    opts = DemoOptions(steps=2, workers=2, prompts=4, n=2, ray_cpus=4, spool=str(spool), trainer="v1")
+    result = run_demo(opts)
+    setup.reset_for_tests()
+    return opts, result, load_spans(result.spool_dir)
+
+
+def test_v1_trainer_steps_are_connected_traces(v1_run):
+    opts, _, spans = v1_run
+    names = Counter(spans.name)
+    assert spans.trace_id.nunique() == opts.steps
+    ids = set(spans.span_id)
+    parents = spans.parent_id.fillna("")
+    assert parents[parents != ""].isin(ids).all()
+    assert names[semconv.SPAN_WORKER] == opts.workers * opts.steps
+    assert names[semconv.SPAN_REQUEST] == opts.prompts * opts.n * opts.steps
+    assert names["verl.reward.compute"] == names[semconv.SPAN_REQUEST]
+    # V1 dispatches inside the step, before the gen phase: workers hang under verl.step
+    by_id = spans.set_index("span_id")
+    workers = spans[spans.name == semconv.SPAN_WORKER]
+    assert set(by_id.loc[workers.parent_id].name) == {semconv.SPAN_STEP}
+    # fire-and-forget: the worker span still lasts until its last trajectory ended
+    requests = spans[spans.name == semconv.SPAN_REQUEST]
+    for _, worker in workers.iterrows():
+        mine = requests[requests.parent_id == worker.span_id]
+        assert len(mine) == opts.prompts * opts.n // opts.workers
+        assert worker.end_ns >= mine.end_ns.max()
+    # rollout.n comes from the session id the V1 worker gives each of the n samples
+    assert sorted(set(requests.rollout_n.astype(int))) == list(range(opts.n))
