@@ -71,6 +71,9 @@ def demo(
     ] = None,
     slow_step: Annotated[int | None, typer.Option(help="Apply the planted slowness in this step only.")] = None,
     seed: Annotated[int, typer.Option(help="Random seed of the simulated engine and tools.")] = 0,
+    trainer: Annotated[
+        str, typer.Option(help="legacy: RayPPOTrainer-style blocking rollout; v1: V1 trainer's TransferQueue path.")
+    ] = "legacy",
 ) -> None:
     """Run a traced multi-turn rollout on the CPU: real verl code, simulated LLM server.
 
@@ -84,6 +87,9 @@ def demo(
     """
     from otel_verl.demo.runner import DemoOptions, run_demo
 
+    if trainer not in ("legacy", "v1"):
+        console.print(f"error: --trainer {trainer!r}: use legacy or v1")
+        raise typer.Exit(code=2)
     opts = DemoOptions(
         steps=steps,
         workers=workers,
@@ -99,6 +105,8 @@ def demo(
         slow_reward={int(i): s for i, s in _pairs(slow_reward, 2, "--slow-reward")},
         slow_step=slow_step,
         spool=str(spool) if spool else None,
+        trainer=trainer,
+        ray_cpus=workers + 2 if trainer == "v1" else None,
     )
     with console.status(f"running {steps} traced steps on {workers} workers ({prompts}×{n} requests/step)…"):
         result = run_demo(opts)
