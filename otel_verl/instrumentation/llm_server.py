@@ -39,6 +39,7 @@ engine_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_engine
 """Server-side: the W3C carrier of the turn's generate span while the engine call runs."""
 
 _config: OtelVerlConfig | None = None
+_ATTEMPTS = "_otel_verl.attempts"  # scratch counter on a round trip's node, removed before export
 
 
 def _cfg() -> OtelVerlConfig:
@@ -92,9 +93,11 @@ def _start_generate(recorder: Any, instance: Any, kwargs: dict) -> Node:
     request_id = kwargs.get("request_id")
     if isinstance(request_id, str):
         recorder.root.attributes.setdefault(semconv.VERL_REQUEST_ID, request_id)
-    if outer is not None:  # a resume attempt inside FullyAsyncLLMServerClient.generate
-        recorder.resumes += 0 if outer.attributes.get("_attempts", 0) == 0 else 1
-        outer.attributes["_attempts"] = outer.attributes.get("_attempts", 0) + 1
+    if outer is not None:  # an attempt inside FullyAsyncLLMServerClient.generate; the 2nd+ are resumes
+        attempts = outer.attributes.get(_ATTEMPTS, 0)
+        if attempts:
+            recorder.resumes += 1
+        outer.attributes[_ATTEMPTS] = attempts + 1
         return recorder.start(
             semconv.generate_span_name(model), parent=outer, attributes=attributes, kind=SpanKind.CLIENT
         )
@@ -115,7 +118,7 @@ def _finish_generate(recorder: Any, node: Node, output: Any) -> None:
     preempted = getattr(output, "num_preempted", None)
     if isinstance(preempted, int):
         attrs[semconv.VERL_ENGINE_NUM_PREEMPTED] = preempted
-    attempts = node.attributes.pop("_attempts", 0)
+    attempts = node.attributes.pop(_ATTEMPTS, 0)
     if attempts > 1:
         attrs[semconv.VERL_REQUEST_NUM_RESUMES] = attempts - 1
     cfg = _cfg()
@@ -143,6 +146,7 @@ async def client_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         output = await wrapped(*args, **call_kwargs)
     except BaseException as exc:
         if node is not None:
+            node.attributes.pop(_ATTEMPTS, None)
             recorder.end(node, error=exc)
         raise
     finally:

@@ -275,3 +275,28 @@ def test_span_metrics_in_prometheus(backends: Backends, emitted):
     assert trace_ids & {s["trace"] for s in spool.values()}, (
         f"no exemplar points at an emitted trace: {list(trace_ids)[:5]}"
     )
+
+
+def test_analyzer_reads_jaeger_and_the_archive(backends: Backends, emitted, tmp_path):
+    """`otel-verl analyze` sources: Jaeger's /api/v3 and the collector's file archive give the spool's spans."""
+    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.report import analyze
+
+    _kind, spool, started = emitted
+    services = {s["service"] for s in spool.values()}
+    from_jaeger: set[str] = set()
+    for service in services:
+        table = load_spans(
+            backends.jaeger_url,
+            source_type="jaeger",
+            service=service,
+            since_ns=int((started - 3 * 3600) * 1e9),  # the stand-in backdates its synthetic steps
+            until_ns=int((time.time() + 60) * 1e9),
+        )
+        from_jaeger |= set(table.span_id)
+    assert from_jaeger == set(spool), "Jaeger source: span ids differ from the spool"
+    archive = load_spans(str(backends.archive_dir), source_type="file")
+    assert set(spool) <= set(archive.span_id)
+    result = analyze(archive[archive.span_id.isin(set(spool))], tmp_path / "report")
+    assert (tmp_path / "report" / "findings.json").exists()
+    assert result.summary["spans"] == len(spool)
