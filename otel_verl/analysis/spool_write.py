@@ -12,20 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from otel_verl.export._encode import encode_value
+
 
 def any_value(v: Any) -> dict[str, Any]:
-    """Python value → OTLP ``AnyValue`` (int64 as string, as OTLP/JSON requires)."""
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    if isinstance(v, (list, tuple)):
-        return {"arrayValue": {"values": [any_value(x) for x in v]}}
-    if isinstance(v, dict):
-        return {"kvlistValue": {"values": [{"key": str(k), "value": any_value(x)} for k, x in v.items()]}}
-    return {"stringValue": str(v)}
+    """Python value → OTLP ``AnyValue``; anything the encoder doesn't know becomes its string."""
+    return encode_value(v) or {"stringValue": str(v)}
 
 
 def stable_id(nbytes: int, *parts: object) -> str:

@@ -38,6 +38,9 @@ def encode_value(value: Any) -> dict[str, Any] | None:
         return {"stringValue": value}
     if isinstance(value, bytes):
         return {"stringValue": value.hex()}
+    if isinstance(value, Mapping):
+        pairs = ((str(k), encode_value(v)) for k, v in value.items())
+        return {"kvlistValue": {"values": [{"key": k, "value": v} for k, v in pairs if v is not None]}}
     if isinstance(value, Sequence):
         values = [v for v in (encode_value(item) for item in value) if v is not None]
         return {"arrayValue": {"values": values}}
