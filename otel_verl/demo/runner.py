@@ -66,9 +66,8 @@ class DemoResult:
     requests_per_step: int
     wall_seconds: float
     step_seconds: list[float]
-    statuses: dict[str, int]
     turns: int
-    tool_calls: int
+    """verl's own ``__num_turns__`` summed over all trajectories (legacy trainer path)."""
     outputs: list[dict[str, Any]]
 
 
@@ -309,8 +308,7 @@ def _flush_actor(_actor: Any) -> bool:
 
 
 def _summarize(opts: DemoOptions, run_id: str, step_seconds: list[float], outputs: list[Any]) -> DemoResult:
-    statuses: dict[str, int] = {}
-    turns = tool_calls = 0
+    turns = 0
     summaries = []
     for output in outputs:
         num_turns = output.non_tensor_batch["__num_turns__"]
@@ -329,8 +327,6 @@ def _summarize(opts: DemoOptions, run_id: str, step_seconds: list[float], output
         requests_per_step=opts.prompts * opts.n,
         wall_seconds=0.0,
         step_seconds=step_seconds,
-        statuses=statuses,
         turns=turns,
-        tool_calls=tool_calls,
         outputs=summaries,
     )

@@ -17,6 +17,7 @@ import logging
 import re
 import threading
 import time
+from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -238,9 +239,6 @@ class WorkerChunk:
         }
 
 
-_chunk_var: Any = None  # ContextVar set below (kept module-level for the tasks verl spawns)
-
-
 def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any]:
     rank = _ensure_worker_tracing()
     carrier = propagation.pop_from_meta_info(batch)
@@ -311,7 +309,7 @@ async def _worker_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwa
     return result
 
 
-def _request_status(recorder: RequestRecorder, output: Any, response_length: int | None) -> str:
+def _request_status(recorder: RequestRecorder, response_length: int | None) -> str:
     stop = (recorder.last_stop_reason or "").lower()
     if stop in ("aborted", "abort"):
         return semconv.RequestStatus.ABORTED.value
@@ -377,7 +375,7 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
                         extra[semconv.VERL_REWARD_SCORE] = float(score)
                     response_length = getattr(getattr(instance, "rollout_config", None), "response_length", None)
                     recorder.root.attributes.update(extra)
-                    status = _request_status(recorder, result, response_length)
+                    status = _request_status(recorder, response_length)
                 recorder.finish(status, extra, error)
             except Exception:
                 logger.debug("otel_verl: request spans could not be built", exc_info=True)
@@ -465,9 +463,8 @@ async def _tool_parse_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: 
     return result
 
 
-from contextvars import ContextVar  # noqa: E402  (kept next to its single use above)
-
 _CHUNK: ContextVar[WorkerChunk | None] = ContextVar("otel_verl_worker_chunk", default=None)
+"""The open worker chunk; asyncio copies it into every trajectory task verl spawns."""
 
 _PARSERS = (
     "HermesToolParser",

@@ -59,7 +59,8 @@ def _global_step() -> int:
 
 def _start(name: str) -> tuple[trace.Span, object, int | None]:
     global _current_step
-    setup.setup_tracing(semconv.ProcessRole.TRAINER.value) if setup.get_state() is None else None
+    if setup.get_state() is None:
+        setup.setup_tracing(semconv.ProcessRole.TRAINER.value)
     tracer = setup.tracer()
     previous = _current_step
     if name == STEP_TIMER:
