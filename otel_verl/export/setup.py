@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_verl import semconv
-from otel_verl.config import OtelVerlConfig, otlp_endpoint_configured
+from otel_verl.config import OtelVerlConfig, _env_int, otlp_endpoint_configured
 from otel_verl.export.spool import SpoolSpanExporter
 from otel_verl.version import __version__
 
@@ -91,9 +91,9 @@ def _otlp_exporter() -> SpanExporter | None:
 
 
 def _batch(exporter: SpanExporter, config: OtelVerlConfig) -> BatchSpanProcessor:
-    queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE", config.max_queue_size))
-    batch = int(os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 2048))
-    delay = int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", 2000))
+    queue = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", config.max_queue_size)
+    batch = _env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 2048)
+    delay = _env_int("OTEL_BSP_SCHEDULE_DELAY", 2000)
     return BatchSpanProcessor(
         exporter, max_queue_size=queue, max_export_batch_size=min(batch, queue), schedule_delay_millis=delay
     )

@@ -143,3 +143,14 @@ def test_sdk_disabled_means_not_instrumented(monkeypatch):
     otel_verl.instrument()
     assert applied_seams() == []
     assert os.environ["OTEL_SDK_DISABLED"] == "true"
+
+
+def test_bad_batch_env_value_falls_back_to_default(monkeypatch):
+    monkeypatch.setenv("OTEL_VERL_SPOOL", "false")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "lots")
+    setup.reset_for_tests()
+    try:
+        state = setup.setup_tracing("trainer", set_global=False, extra_exporters=[SpoolSpanExporter("/tmp", "x", "y")])
+        assert state.processors  # built with the default queue instead of raising
+    finally:
+        setup.reset_for_tests()
