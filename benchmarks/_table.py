@@ -1,0 +1,21 @@
+"""The one row type every benchmark returns, so ``benchmarks/run.py`` can print a single table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Result:
+    """One measured target: what it is, what it must reach, what it reached."""
+
+    target: str
+    """Short name, numbered as in issue #5 ("1. per-event cost vs seed logger")."""
+    goal: str
+    """The bound in words ("≤ 1.0× (aim 0.5×)")."""
+    measured: str
+    """The figure measured in this run ("0.42×")."""
+    ok: bool
+    """Whether ``measured`` meets ``goal``."""
+    detail: str = ""
+    """Raw numbers behind the ratio (times, counts, sizes), for the README and the closing note."""
