@@ -134,8 +134,16 @@ def replay(
         str | None, typer.Option(help="grpc | http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc).")
     ] = None,
     skip_bad_lines: Annotated[bool, typer.Option(help="Count and skip unparsable lines instead of stopping.")] = False,
+    ignore_journal: Annotated[
+        bool,
+        typer.Option(help="Send every span, also those the delivery journal lists (e.g. into another backend)."),
+    ] = False,
 ) -> None:
-    """Send a spool to any OTLP endpoint (a collector, Jaeger, Tempo)."""
+    """Send a spool to any OTLP endpoint (a collector, Jaeger, Tempo), each span once.
+
+    Spans the live exporter (or an earlier replay) delivered are listed in the run's delivery journal
+    (<run>/.delivery/) and skipped, so replaying twice sends nothing the second time.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from otel_verl.export.replay import ReplayError
@@ -151,12 +159,34 @@ def replay(
             transient=True,
         ) as bar:
             task = bar.add_task("replay", total=None)
-            stats = do_replay(spool, endpoint, protocol, skip_bad_lines, progress=lambda k: bar.advance(task, k))
+            stats = do_replay(
+                spool,
+                endpoint,
+                protocol,
+                skip_bad_lines,
+                progress=lambda k: bar.advance(task, k),
+                ignore_journal=ignore_journal,
+            )
     except ReplayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(code=2) from None
-    skipped = f", {stats.skipped_lines} bad lines skipped" if stats.skipped_lines else ""
-    console.print(f"sent {stats.spans} spans ({stats.lines} requests from {stats.files} files){skipped}")
+    notes = []
+    if stats.already_delivered:
+        notes.append(f"{stats.already_delivered} already delivered (delivery journal)")
+    if stats.duplicates:
+        notes.append(f"{stats.duplicates} duplicates sent once")
+    if stats.skipped_lines:
+        notes.append(f"{stats.skipped_lines} bad lines skipped")
+    extra = f"; {', '.join(notes)}" if notes else ""
+    console.print(f"sent {stats.sent} of {stats.spans} spans ({stats.lines} lines from {stats.files} files){extra}")
+    if stats.sent == 0 and stats.spans:
+        console.print("nothing to send: every span was already delivered")
+    if stats.journal_failed:
+        print(
+            f"warning: {stats.journal_failed} sent spans could not be journaled (read-only spool?); "
+            "a later replay would send them again",
+            file=sys.stderr,
+        )
 
 
 analysis_commands.register(app)

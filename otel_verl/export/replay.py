@@ -4,6 +4,12 @@ Each spool line is one ``ExportTraceServiceRequest`` in OTLP/JSON (hex ids). For
 line is converted to protobuf and POSTed to ``<endpoint>/v1/traces``; for gRPC it goes through
 ``TraceService/Export``. Endpoint, protocol and headers follow the standard ``OTEL_EXPORTER_OTLP_*``
 variables unless given explicitly.
+
+Exactly once: spans the live exporter already delivered are listed in the run's delivery journal
+(``<run>/.delivery/``, see :mod:`otel_verl.export.journal`); replay skips them, sends each remaining
+span once (also when a line appears twice) and journals every request the endpoint accepted, so a
+second replay, or one resumed after an interruption, sends only what is still missing.
+Every line is validated before anything is sent.
 """
 
 from __future__ import annotations
@@ -11,12 +17,16 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from otel_verl.export.journal import JOURNAL_DIR, JOURNAL_SUFFIX, DeliveryJournal, key_from_bytes, read_delivered
 
 
 class ReplayError(Exception):
@@ -28,7 +38,26 @@ class ReplayStats:
     files: int = 0
     lines: int = 0
     spans: int = 0
+    """Spans read from the source."""
     skipped_lines: int = 0
+    sent: int = 0
+    """Spans sent to the endpoint by this replay."""
+    already_delivered: int = 0
+    """Spans skipped because the delivery journal lists them (live export or an earlier replay)."""
+    duplicates: int = 0
+    """Spans that appeared more than once in the source; sent once."""
+    journal_files: int = 0
+    journal_failed: int = 0
+    """Sent spans the journal could not record (a read-only spool): a later replay would resend them."""
+
+
+_STEP_DIR = re.compile(r"step_-?\d+|no_step")
+
+
+def run_dir_of(file: Path) -> Path:
+    """The run directory whose ``.delivery/`` journal covers ``file`` (``<run>/step_<n>/x.jsonl`` → ``<run>``)."""
+    parent = file.parent
+    return parent.parent if _STEP_DIR.fullmatch(parent.name) else parent
 
 
 def spool_files(source: str | os.PathLike[str]) -> list[Path]:
@@ -37,8 +66,8 @@ def spool_files(source: str | os.PathLike[str]) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise ReplayError(f"{path}: no such file or directory")
-    files = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
-    files += sorted(p for p in path.rglob("*.json") if p.is_file())
+    files = sorted(p for p in path.rglob("*.jsonl") if p.is_file() and JOURNAL_DIR not in p.parts)
+    files += sorted(p for p in path.rglob("*.json") if p.is_file() and JOURNAL_DIR not in p.parts)
     if not files:
         raise ReplayError(f"{path}: no .jsonl spool files found")
     return files
@@ -80,6 +109,13 @@ def count_spans(request: ExportTraceServiceRequest) -> int:
 
 
 def iter_requests(files: list[Path], skip_bad_lines: bool, stats: ReplayStats) -> Iterator[ExportTraceServiceRequest]:
+    for _file, request in iter_file_requests(files, skip_bad_lines, stats):
+        yield request
+
+
+def iter_file_requests(
+    files: list[Path], skip_bad_lines: bool, stats: ReplayStats
+) -> Iterator[tuple[Path, ExportTraceServiceRequest]]:
     for file in files:
         stats.files += 1
         with open(file, encoding="utf-8", errors="replace") as handle:
@@ -96,7 +132,7 @@ def iter_requests(files: list[Path], skip_bad_lines: bool, stats: ReplayStats) -
                     raise ReplayError(f"{file}:{number}: {reason}") from None
                 stats.lines += 1
                 stats.spans += count_spans(request)
-                yield request
+                yield file, request
 
 
 def _headers() -> dict[str, str]:
@@ -186,26 +222,77 @@ def validate(files: list[Path], skip_bad_lines: bool) -> None:
         pass
 
 
+def _undelivered(
+    request: ExportTraceServiceRequest, delivered: set[int], sent: set[int], stats: ReplayStats
+) -> list[int]:
+    """Drop from ``request`` (in place) the spans already delivered or already sent; return the kept keys."""
+    kept_keys: list[int] = []
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            kept = []
+            for span in scope_spans.spans:
+                key = key_from_bytes(span.trace_id, span.span_id)
+                if key in delivered:
+                    stats.already_delivered += 1
+                elif key in sent:
+                    stats.duplicates += 1
+                else:
+                    sent.add(key)
+                    kept.append(span)
+                    kept_keys.append(key)
+            if len(kept) != len(scope_spans.spans):
+                del scope_spans.spans[:]
+                scope_spans.spans.extend(kept)
+    return kept_keys
+
+
 def replay(
     source: str | os.PathLike[str],
     endpoint: str | None = None,
     protocol: str | None = None,
     skip_bad_lines: bool = False,
     progress: Callable[[int], None] | None = None,
+    ignore_journal: bool = False,
 ) -> ReplayStats:
-    """Send every line of the spool; raise :class:`ReplayError` on bad input or a refusing endpoint."""
+    """Send the spans of the spool not yet delivered; raise :class:`ReplayError` on bad input or a refusing endpoint.
+
+    ``ignore_journal`` sends every span (once) whatever the journal says, e.g. into a different backend;
+    what it sends is journaled all the same.
+    """
     files = spool_files(source)
     endpoint, protocol = resolve_endpoint(endpoint, protocol)
     validate(files, skip_bad_lines)
-    send = make_sender(endpoint, protocol)
+    run_dirs = sorted({run_dir_of(f) for f in files})
     stats = ReplayStats()
-    for request in iter_requests(files, skip_bad_lines, stats):
-        try:
-            send(request)
-        except ReplayError:
-            raise
-        except Exception as exc:
-            raise ReplayError(f"{endpoint}: export failed ({type(exc).__name__}: {str(exc)[:200]})") from None
-        if progress is not None:
-            progress(count_spans(request))
+    delivered: set[int] = set()
+    if not ignore_journal:
+        delivered, stats.journal_files = read_delivered(run_dirs)
+    send = make_sender(endpoint, protocol)
+    stamp = f"replay-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}{JOURNAL_SUFFIX}"
+    journals: dict[Path, DeliveryJournal] = {}
+    sent: set[int] = set()
+    try:
+        for file, request in iter_file_requests(files, skip_bad_lines, stats):
+            keys = _undelivered(request, delivered, sent, stats)
+            if not keys:
+                continue
+            try:
+                send(request)
+            except ReplayError:
+                raise
+            except Exception as exc:
+                raise ReplayError(f"{endpoint}: export failed ({type(exc).__name__}: {str(exc)[:200]})") from None
+            stats.sent += len(keys)
+            run_dir = run_dir_of(file)
+            journal = journals.get(run_dir)
+            if journal is None:
+                journal = journals[run_dir] = DeliveryJournal(run_dir / JOURNAL_DIR / stamp)
+            if not journal.record(keys):
+                stats.journal_failed += len(keys)
+            if progress is not None:
+                progress(len(keys))
+    finally:
+        for journal in journals.values():
+            journal.sync()
+            journal.close()
     return stats

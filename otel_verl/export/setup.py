@@ -25,6 +25,17 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig, _env_int, otlp_endpoint_configured
+from otel_verl.export import dropped
+from otel_verl.export.guard import GuardedExporter
+from otel_verl.export.journal import (
+    COUNTS_SUFFIX,
+    JOURNAL_DIR,
+    JOURNAL_SUFFIX,
+    DeliveryJournal,
+    JournalingExporter,
+    exporter_log_gate,
+    write_counts,
+)
 from otel_verl.export.spool import SpoolSpanExporter
 from otel_verl.version import __version__
 
@@ -47,6 +58,9 @@ class TracingState:
     owns_global: bool
     spool: SpoolSpanExporter | None = None
     exporters: list[SpanExporter] = field(default_factory=list)
+    journaled: JournalingExporter | None = None
+    """The live OTLP exporter wrapped with the delivery journal (only when a spool is written)."""
+    ended: SpanCounter | None = None
 
 
 _state: TracingState | None = None
@@ -69,6 +83,20 @@ def default_run_id() -> str:
     run_id = f"run-{uuid.uuid4().hex[:8]}"
     os.environ["OTEL_VERL_RUN_ID"] = run_id  # children spawned later agree with us
     return run_id
+
+
+class SpanCounter(SpanProcessor):
+    """Counts spans handed to the processors (created and ended), for the run's ``*.counts`` file."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.count += 1  # one int add under the GIL; exact enough for a completeness check
+
+
+def _otlp_endpoint() -> str:
+    return os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ""
 
 
 def _otlp_exporter() -> SpanExporter | None:
@@ -94,8 +122,11 @@ def _batch(exporter: SpanExporter, config: OtelVerlConfig) -> BatchSpanProcessor
     queue = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", config.max_queue_size)
     batch = _env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 2048)
     delay = _env_int("OTEL_BSP_SCHEDULE_DELAY", 2000)
-    return BatchSpanProcessor(
-        exporter, max_queue_size=queue, max_export_batch_size=min(batch, queue), schedule_delay_millis=delay
+    return dropped.CountingBatchSpanProcessor(
+        GuardedExporter(exporter),
+        max_queue_size=queue,
+        max_export_batch_size=min(batch, queue),
+        schedule_delay_millis=delay,
     )
 
 
@@ -140,16 +171,27 @@ def setup_tracing(
         ):
             resource = resource.merge(Resource({"service.name": DEFAULT_SERVICE_NAME}))
         provider = TracerProvider(resource=resource)
-        processors: list[SpanProcessor] = []
+        ended = SpanCounter()
+        provider.add_span_processor(ended)
+        processors: list[SpanProcessor] = [ended]
         exporters: list[SpanExporter] = []
         spool = None
-        if otlp_endpoint_configured():
-            exporter = _otlp_exporter()
-            if exporter is not None:
-                exporters.append(exporter)
+        journaled = None
+        # The spool comes first: provider.force_flush skips later processors once its deadline passed,
+        # and a slow or dead OTLP endpoint must never keep spans out of the spool.
         if config.spool_enabled():
             spool = SpoolSpanExporter(config.spool_dir, run_id, file_stem_for(role, worker_rank))
             exporters.append(spool)
+        if otlp_endpoint_configured():
+            exporter = _otlp_exporter()
+            if exporter is not None:
+                exporter_log_gate()
+                if spool is not None:
+                    journal = DeliveryJournal(
+                        spool.run_dir / JOURNAL_DIR / f"{spool.file_stem}-{os.getpid()}{JOURNAL_SUFFIX}"
+                    )
+                    exporter = journaled = JournalingExporter(exporter, journal, _otlp_endpoint())
+                exporters.append(exporter)
         exporters.extend(extra_exporters)
         for exporter in exporters:
             processor = _batch(exporter, config)
@@ -171,7 +213,10 @@ def setup_tracing(
             owns_global=owns_global,
             spool=spool,
             exporters=exporters,
+            journaled=journaled,
+            ended=ended,
         )
+        dropped.register_metric()
         atexit.register(shutdown_tracing)
         return _state
 
@@ -211,15 +256,46 @@ def flush_async(timeout_millis: int = 30000) -> None:
         if _flusher is None:
             _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otel-verl-flush")
     try:
-        _flusher.submit(state.provider.force_flush, timeout_millis)
+        _flusher.submit(_flush_and_count, state, timeout_millis)
     except RuntimeError:  # interpreter shutting down
         pass
+
+
+def _flush_and_count(state: TracingState, timeout_millis: int) -> bool:
+    try:
+        done = state.provider.force_flush(timeout_millis)
+    except Exception:
+        logger.debug("otel_verl: flush failed", exc_info=True)
+        done = False
+    write_run_counts(state)
+    return done
+
+
+def write_run_counts(state: TracingState) -> None:
+    """Rewrite this process's ``<run>/.delivery/<file>-<pid>.counts`` (spool runs only)."""
+    spool = state.spool
+    if spool is None:
+        return
+    journaled = state.journaled
+    counts: dict[str, object] = {
+        "pid": state.pid,
+        "role": state.role,
+        "file_stem": spool.file_stem,
+        "spans_ended": state.ended.count if state.ended is not None else None,
+        "spans_spooled": spool.spans_written,
+        "spans_spool_failed": spool.spans_failed,
+        "otlp": journaled is not None,
+        "spans_delivered": journaled.spans_delivered if journaled else 0,
+        "spans_otlp_failed": journaled.spans_failed if journaled else 0,
+        "spans_deferred": journaled.spans_deferred if journaled else 0,
+    }
+    write_counts(spool.run_dir / JOURNAL_DIR / f"{spool.file_stem}-{state.pid}{COUNTS_SUFFIX}", counts)
 
 
 def flush(timeout_millis: int = 30000) -> bool:
     """Blocking flush, for the end of a run or a test."""
     state = get_state()
-    return state.provider.force_flush(timeout_millis) if state is not None else True
+    return _flush_and_count(state, timeout_millis) if state is not None else True
 
 
 def shutdown_tracing() -> None:
@@ -233,6 +309,8 @@ def shutdown_tracing() -> None:
             state.provider.shutdown()
         except Exception:
             logger.debug("otel_verl: provider shutdown failed", exc_info=True)
+        dropped.log_total()
+        write_run_counts(state)
         _state = None
 
 

@@ -40,7 +40,7 @@ class SpoolSpanExporter(SpanExporter):
         self._handles: dict[Path, int] = {}
         self._lock = threading.Lock()
         self._shutdown = False
-        self._last_warning = 0.0
+        self._last_warning = float("-inf")
         self.lines_written = 0
         self.spans_written = 0
         self.spans_failed = 0

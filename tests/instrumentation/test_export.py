@@ -114,12 +114,16 @@ def test_otlp_export_through_standard_env(monkeypatch, tmp_path, protocol):
         assert resource["deployment.environment"] == "test"
         assert resource[semconv.VERL_PROCESS_ROLE] == "trainer"
         assert receiver.headers[0]["x-tenant"] == "rl-team"
-        # replay the spool to the same endpoint: the same spans again, ids intact
-        before = {bytes(s.span_id) for s in spans}
+        # the delivery journal lists all 50: replay to the same endpoint sends nothing
         stats = replay(tmp_path, endpoint=endpoint, protocol=protocol)
-        assert stats.spans == 50
+        assert (stats.spans, stats.already_delivered, stats.sent) == (50, 50, 0)
+        assert len(receiver.spans()) == 50
+        # --ignore-journal (another backend): the same spans again, ids intact, once each
+        before = {bytes(s.span_id) for s in spans}
+        stats = replay(tmp_path, endpoint=endpoint, protocol=protocol, ignore_journal=True)
+        assert stats.sent == 50
         replayed = receiver.spans()[50:]
-        assert {bytes(s.span_id) for s in replayed} == before
+        assert len(replayed) == 50 and {bytes(s.span_id) for s in replayed} == before
     finally:
         setup.reset_for_tests()
         server.stop(0) if protocol == "grpc" else server.shutdown()
