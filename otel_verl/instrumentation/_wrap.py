@@ -2,12 +2,15 @@
 
 A seam is ``(module, "Class.method")``. Wrappers are installed with a post-import hook, so nothing
 is imported (and nothing costs) until verl itself imports the module. A seam missing in the
-installed verl (version drift) logs one warning naming what is not traced; the rest still works.
+installed verl (version drift: class or method renamed, moved to a base class, or turned from a
+coroutine into a plain function) logs one warning naming what is not traced, once per seam and
+process; that seam is left alone and everything else is still traced.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import sys
 import threading
@@ -25,6 +28,7 @@ WrapperFactory = Callable[[], Callable[..., Any]]
 _applied: dict[Seam, bool] = {}
 _pending: dict[str, list[tuple[str, WrapperFactory]]] = {}
 _hooked_modules: set[str] = set()
+_warned: set[Seam] = set()
 _lock = threading.RLock()
 _active = False
 
@@ -49,10 +53,29 @@ def _apply(module: Any, module_name: str, path: str, factory: WrapperFactory) ->
         if _is_wrapped(original):
             _applied[seam] = True
             return
-        wrapt.wrap_function_wrapper(module, path, factory())
+        wrapper = factory()
+        function = getattr(original, "__func__", original)  # staticmethod/classmethod in the class dict
+        if inspect.iscoroutinefunction(wrapper) and not inspect.iscoroutinefunction(function):
+            # An async wrapper would hand verl a coroutine where it expects a value.
+            raise TypeError(f"{path} is no longer a coroutine function (signature changed)")
+        wrapt.wrap_function_wrapper(module, path, wrapper)
         _applied[seam] = True
     except Exception as exc:
-        logger.warning("otel_verl: cannot trace %s.%s (%s); everything else is still traced", module_name, path, exc)
+        _warn_untraced(seam, exc)
+
+
+def _warn_untraced(seam: Seam, exc: Exception) -> None:
+    """One warning per seam and process, naming exactly what is not traced."""
+    if seam in _warned:
+        return
+    _warned.add(seam)
+    module_name, path = seam
+    logger.warning(
+        "otel_verl: %s.%s is not traced: the installed verl differs (%s); everything else is still traced",
+        module_name,
+        path,
+        exc,
+    )
 
 
 def _on_import(module: Any) -> None:

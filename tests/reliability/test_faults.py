@@ -1,0 +1,297 @@
+"""Fault injection: a broken exporter, an unwritable or full spool, verl seams drifted away.
+
+Each case runs verl's real AgentLoopWorker (ToolAgentLoop, hermes parser, calculator tool, remote
+reward) and checks: verl returns exactly what an untraced run returns, no exception escapes, exactly
+one warning names what is not traced, and everything else is still traced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import otel_verl
+from otel_verl import semconv
+from otel_verl.config import OtelVerlConfig
+from otel_verl.demo import runner
+from otel_verl.export import setup
+from otel_verl.instrumentation import ALL_SEAMS
+from otel_verl.instrumentation._wrap import wrap_seams
+from tests.reliability.traced_run import digest, problems, run, spool_span_count, traced
+
+pytest.importorskip("verl", reason="needs the verl extra")
+pytestmark = pytest.mark.verl
+
+OPTS = runner.DemoOptions(prompts=6, n=2, seed=3)
+REQUESTS = OPTS.prompts * OPTS.n
+TOOL_AGENT = "verl.experimental.agent_loop.tool_agent_loop"
+LLM_SERVER = "verl.workers.rollout.llm_server"
+
+
+@pytest.fixture(scope="module")
+def untraced() -> dict[str, Any]:
+    """The reference: the same chunk with otel_verl not installed at all."""
+    otel_verl.uninstrument()
+    setup.reset_for_tests()
+    return digest(run(OPTS))
+
+
+class RaisingExporter(SpanExporter):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def export(self, spans: Any) -> SpanExportResult:
+        self.calls += 1
+        raise ConnectionError("exporter on fire")
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        raise ConnectionError("exporter on fire")
+
+    def shutdown(self) -> None:
+        raise ConnectionError("exporter on fire")
+
+
+def check_tree(spans: list[ReadableSpan], *, tools: bool = True) -> Counter:
+    """The full tree of a chunk is there: one worker, every request, turns, engine calls, rewards."""
+    names = Counter(s.name for s in spans)
+    ids = {s.context.span_id for s in spans}
+    worker = [s for s in spans if s.name == semconv.SPAN_WORKER]
+    assert len(worker) == 1
+    assert names[semconv.SPAN_REQUEST] == REQUESTS
+    assert names[semconv.SPAN_REWARD] == REQUESTS == names["verl.reward.compute"]
+    generates = sum(n for name, n in names.items() if name.startswith(semconv.GEN_AI_OP_TEXT_COMPLETION))
+    assert generates == names[semconv.SPAN_TURN] >= REQUESTS
+    assert names[semconv.SPAN_TOOL_PARSE] > 0 and names[semconv.SPAN_PREPROCESS] >= REQUESTS
+    executes = sum(n for name, n in names.items() if name.startswith(semconv.GEN_AI_OP_EXECUTE_TOOL))
+    assert (executes > 0) is tools
+    assert all(s.parent is None or s.parent.span_id in ids for s in spans if s is not worker[0])
+    return names
+
+
+# ------------------------------------------------------------------ exporter and spool faults
+def test_exporter_raising_on_every_call(untraced, tmp_path, caplog):
+    memory, broken = InMemorySpanExporter(), RaisingExporter()
+    config = OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="raising")
+    caplog.set_level(logging.WARNING)
+    with traced(broken, memory, config=config):
+        assert digest(run(OPTS)) == untraced
+        setup.flush()
+        spans = list(memory.get_finished_spans())
+    check_tree(spans)
+    assert broken.calls > 0
+    assert spool_span_count(tmp_path / "raising") == len(spans)  # the spool, another processor, has them all
+    found = problems(caplog.records)
+    assert len(found) == 1, [r.getMessage() for r in found]
+    assert "RaisingExporter" in found[0].getMessage() and "exporter on fire" in found[0].getMessage()
+    assert found[0].exc_info is None  # a clear line, not a traceback
+
+
+@pytest.mark.parametrize("how", ["read-only directory", "a file where the directory should be"])
+def test_spool_unwritable(untraced, tmp_path, caplog, how):
+    if how == "read-only directory":
+        if os.geteuid() == 0:
+            pytest.skip("root ignores directory permissions")
+        root = tmp_path / "ro"
+        root.mkdir(mode=0o500)
+    else:
+        (tmp_path / "blocker").write_text("not a directory")
+        root = tmp_path / "blocker" / "spool"
+    memory = InMemorySpanExporter()
+    caplog.set_level(logging.WARNING)
+    with traced(memory, config=OtelVerlConfig(spool=True, spool_dir=str(root), run_id="ro")) as state:
+        assert digest(run(OPTS)) == untraced
+        setup.flush()
+        spans = list(memory.get_finished_spans())
+        assert state.spool is not None and state.spool.spans_written == 0
+        assert state.spool.spans_failed == len(spans)
+    check_tree(spans)
+    found = problems(caplog.records)
+    assert len(found) == 1, [r.getMessage() for r in found]
+    assert "spool write to" in found[0].getMessage() and "not spooled" in found[0].getMessage()
+
+
+def test_spool_disk_full(untraced, tmp_path, caplog):
+    """The spool file is /dev/full: every write fails with ENOSPC, as on a full disk."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    step_dir = tmp_path / "full" / "step_1"
+    step_dir.mkdir(parents=True)
+    (step_dir / "worker_0.jsonl").symlink_to("/dev/full")
+    memory = InMemorySpanExporter()
+    caplog.set_level(logging.WARNING)
+    with traced(memory, config=OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="full")) as state:
+        assert digest(run(OPTS)) == untraced
+        setup.flush()
+        spans = list(memory.get_finished_spans())
+        assert state.spool is not None and state.spool.spans_failed > 0
+        # spans outside the full file (no step: none here, or other files) still spool
+        assert state.spool.spans_written + state.spool.spans_failed == len(spans)
+    check_tree(spans)
+    found = problems(caplog.records)
+    assert len(found) == 1, [r.getMessage() for r in found]
+    assert "No space left on device" in found[0].getMessage()
+
+
+# ------------------------------------------------------------------ version drift of verl's seams
+def _drift_missing_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older verl without FullyAsyncLLMServerClient."""
+    import verl.workers.rollout.llm_server as module
+
+    monkeypatch.delattr(module, "FullyAsyncLLMServerClient")
+
+
+def _drift_moved_to_base(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refactor moved ToolAgentLoop._call_tool up into AgentLoopBase (verl still finds it)."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+
+    monkeypatch.setattr(AgentLoopBase, "_call_tool", ToolAgentLoop.__dict__["_call_tool"], raising=False)
+    monkeypatch.delattr(ToolAgentLoop, "_call_tool")
+
+
+def _drift_not_a_coroutine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``async def _call_tool`` became a plain ``def`` returning an awaitable (verl still awaits it)."""
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+
+    original = ToolAgentLoop.__dict__["_call_tool"]
+
+    def _call_tool(self: Any, tool_call: Any, tools_kwargs: Any, agent_data: Any) -> Any:
+        return original(self, tool_call, tools_kwargs, agent_data)
+
+    monkeypatch.setattr(ToolAgentLoop, "_call_tool", _call_tool)
+
+
+@pytest.mark.parametrize(
+    ("drift", "seam", "why", "tools_traced"),
+    [
+        (_drift_missing_class, f"{LLM_SERVER}.FullyAsyncLLMServerClient.generate", "has no attribute", True),
+        (_drift_moved_to_base, f"{TOOL_AGENT}.ToolAgentLoop._call_tool", "not defined on", False),
+        (_drift_not_a_coroutine, f"{TOOL_AGENT}.ToolAgentLoop._call_tool", "no longer a coroutine", False),
+    ],
+    ids=["class-missing", "method-moved-to-base", "async-became-sync"],
+)
+def test_seam_drift(untraced, monkeypatch, caplog, drift, seam, why, tools_traced):
+    import verl.experimental.agent_loop.tool_agent_loop
+    import verl.workers.rollout.llm_server  # noqa: F401
+
+    drift(monkeypatch)
+    memory = InMemorySpanExporter()
+    caplog.set_level(logging.WARNING)
+    with traced(memory):
+        assert digest(run(OPTS)) == untraced
+        wrap_seams(ALL_SEAMS)  # installing the seams again does not warn again
+        setup.flush()
+        spans = list(memory.get_finished_spans())
+    check_tree(spans, tools=tools_traced)
+    found = problems(caplog.records)
+    assert len(found) == 1, [r.getMessage() for r in found]
+    message = found[0].getMessage()
+    assert seam in message and why in message and "everything else is still traced" in message
+
+
+# ------------------------------------------------------------------ changed call signatures
+_JUNK = st.deferred(
+    lambda: st.one_of(
+        st.none(),
+        st.integers(),
+        st.text(max_size=5),
+        st.binary(max_size=4),
+        st.builds(object),
+        st.lists(_JUNK, max_size=2),
+        st.dictionaries(st.sampled_from(["meta_info", "step", "name", "arguments", "x"]), _JUNK, max_size=2),
+        st.builds(
+            SimpleNamespace,
+            meta_info=st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)),
+            config=st.one_of(st.none(), st.integers()),
+            reward_score=st.one_of(st.none(), st.floats(allow_nan=True), st.booleans()),
+            name=st.one_of(st.none(), st.text(max_size=5)),
+            arguments=st.one_of(st.none(), st.text(max_size=5)),
+            token_ids=st.one_of(st.none(), st.lists(st.integers(0, 9), max_size=3)),
+            stop_reason=st.one_of(st.none(), st.text(max_size=5)),
+        ),
+    )
+)
+_KEYS = st.sampled_from(
+    [
+        "batch",
+        "data",
+        "prompts",
+        "trajectory",
+        "sampling_params",
+        "prompt_ids",
+        "request_id",
+        "tool_call",
+        "outputs",
+        "agent_name",
+        "session_id",
+        "obj",
+        "new_param",
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def tracing_state():
+    with traced(InMemorySpanExporter()) as state:
+        yield state
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seam=st.sampled_from(ALL_SEAMS),
+    instance=_JUNK,
+    args=st.lists(_JUNK, max_size=4).map(tuple),
+    kwargs=st.dictionaries(_KEYS, _JUNK, max_size=4),
+    in_request=st.booleans(),
+    raises=st.booleans(),
+)
+def test_every_wrapper_passes_unexpected_arguments_through(
+    tracing_state, seam, instance, args, kwargs, in_request, raises
+):
+    """verl calling a seam with other arguments than today's: the wrapper returns/raises exactly what verl's did."""
+    from otel_verl.recorder import RequestRecorder, current_request
+
+    module, path, factory = seam
+    wrapper = factory()
+    sentinel = object()
+    error = LookupError("from verl")
+    calls: list[tuple[tuple, dict]] = []
+
+    def original_sync(*a: Any, **k: Any) -> Any:
+        calls.append((a, k))
+        if raises:
+            raise error
+        return sentinel
+
+    async def original_async(*a: Any, **k: Any) -> Any:
+        return original_sync(*a, **k)
+
+    token = current_request.set(RequestRecorder(None, {})) if in_request else None
+    try:
+        if inspect.iscoroutinefunction(wrapper):
+            call = lambda: asyncio.run(wrapper(original_async, instance, args, dict(kwargs)))  # noqa: E731
+        else:
+            call = lambda: wrapper(original_sync, instance, args, dict(kwargs))  # noqa: E731
+        if raises:
+            with pytest.raises(LookupError) as caught:
+                call()
+            assert caught.value is error
+        else:
+            assert call() is sentinel
+    finally:
+        if token is not None:
+            current_request.reset(token)
+    assert len(calls) == 1, f"{module}.{path} called verl {len(calls)} times"
+    assert calls[0] == (args, kwargs), f"{module}.{path} changed verl's arguments"
