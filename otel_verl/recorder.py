@@ -22,10 +22,11 @@ from opentelemetry import context as otel_context
 from opentelemetry.propagate import inject
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from otel_verl import semconv
 from otel_verl.export import setup
+from otel_verl.sampling import ChunkSampler
 from otel_verl.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -56,9 +57,16 @@ class Node:
 
     __slots__ = ("attributes", "end_ns", "error", "kind", "name", "parent_id", "span_id", "start_ns")
 
-    def __init__(self, name: str, parent_id: int | None, attributes: dict[str, Any] | None, kind: SpanKind) -> None:
+    def __init__(
+        self,
+        name: str,
+        parent_id: int | None,
+        attributes: dict[str, Any] | None,
+        kind: SpanKind,
+        span_id: int | None = None,
+    ) -> None:
         self.name = name
-        self.span_id = new_span_id()
+        self.span_id = span_id if span_id is not None else new_span_id()
         self.parent_id = parent_id
         self.start_ns = time.time_ns()
         self.end_ns: int | None = None
@@ -68,14 +76,43 @@ class Node:
 
 
 class RequestRecorder:
-    """Records one trajectory's turns and events; emits them as spans in :meth:`finish`."""
+    """Records one trajectory's turns and events; emits them as spans in :meth:`finish`.
 
-    def __init__(self, parent: SpanContext | None, attributes: dict[str, Any] | None = None) -> None:
+    ``events=False`` (detail below ``full``): turns and events are counted but not recorded; they
+    hand out one detached node that shares the request's span id, so carriers still name the request.
+    ``spans=False`` (detail ``worker``): nothing is emitted and carriers say "not sampled", so remote
+    processes record nothing either; the request reaches the worker span's summary via ``sampler``.
+    ``own_trace``: the request is the root of a new trace, linked to ``parent`` (the worker span).
+    """
+
+    def __init__(
+        self,
+        parent: SpanContext | None,
+        attributes: dict[str, Any] | None = None,
+        *,
+        events: bool = True,
+        spans: bool = True,
+        own_trace: bool = False,
+        sampler: ChunkSampler | None = None,
+    ) -> None:
         valid = parent is not None and parent.is_valid
-        self.trace_id = parent.trace_id if valid else new_trace_id()
-        self.sampled = bool(parent.trace_flags.sampled) if valid else True
-        self.root = Node(semconv.SPAN_REQUEST, parent.span_id if valid else None, attributes, SpanKind.INTERNAL)
+        self.sampled = (bool(parent.trace_flags.sampled) if valid else True) and spans
+        self.links: tuple[Link, ...] = ()
+        if own_trace or not valid:
+            self.trace_id = new_trace_id()
+            parent_id = None
+            if valid:
+                self.links = (Link(parent),)
+        else:
+            self.trace_id = parent.trace_id
+            parent_id = parent.span_id
+        self.root = Node(semconv.SPAN_REQUEST, parent_id, attributes, SpanKind.INTERNAL)
         self.nodes: list[Node] = [self.root]
+        self.events = events
+        self.spans = spans
+        self.sampler = sampler
+        self.status: str | None = None
+        self._detached: Node | None = None
         self.current_turn: Node | None = None
         self.turns = 0
         self.last_stop_reason: str | None = None
@@ -90,10 +127,19 @@ class RequestRecorder:
         attributes: dict[str, Any] | None = None,
         kind: SpanKind = SpanKind.INTERNAL,
     ) -> Node:
+        if not self.events:
+            return self.detached()
         if parent is None:
             parent = self.current_turn or self.root
         node = Node(name, parent.span_id, attributes, kind)
         self.nodes.append(node)
+        return node
+
+    def detached(self) -> Node:
+        """The stand-in for unrecorded turns/events: never emitted, carries the request's span id."""
+        node = self._detached
+        if node is None:
+            node = self._detached = Node("", None, None, SpanKind.INTERNAL, span_id=self.root.span_id)
         return node
 
     @staticmethod
@@ -109,8 +155,11 @@ class RequestRecorder:
     def open_turn(self) -> Node:
         """Close the running turn, start turn ``self.turns``."""
         self.close_turn()
-        turn = Node(semconv.SPAN_TURN, self.root.span_id, {semconv.VERL_TURN_INDEX: self.turns}, SpanKind.INTERNAL)
-        self.nodes.append(turn)
+        if self.events:
+            turn = Node(semconv.SPAN_TURN, self.root.span_id, {semconv.VERL_TURN_INDEX: self.turns}, SpanKind.INTERNAL)
+            self.nodes.append(turn)
+        else:
+            turn = self.detached()
         self.current_turn = turn
         self.turns += 1
         return turn
@@ -158,10 +207,15 @@ class RequestRecorder:
     def finish(
         self, status: str, attributes: Mapping[str, Any] | None = None, error: BaseException | None = None
     ) -> list[ReadableSpan]:
-        """End every open node, build the spans and hand them to the processors."""
+        """End every open node; build the spans and hand them to the processors unless sampled out.
+
+        The keep decision (``sampler``, see :mod:`otel_verl.sampling`) is taken here, once the whole
+        request is known; a request held for the chunk-end decision is emitted by :meth:`emit`.
+        """
         if self.finished:
             return []
         self.finished = True
+        self.status = status
         self.close_turn()
         root = self.root
         root.attributes[semconv.VERL_REQUEST_STATUS] = status
@@ -169,40 +223,58 @@ class RequestRecorder:
         if self.resumes:
             root.attributes[semconv.VERL_REQUEST_NUM_RESUMES] = self.resumes
         self.end(root, attributes, error)
-        if not self.sampled:
+        if self.sampler is not None:
+            if not self.sampler.admit(self, status) or not self.sampled:
+                return []
+        elif not self.sampled:
             return []
-        spans = self.build_spans(status)
+        return self.emit()
+
+    def emit(self) -> list[ReadableSpan]:
+        """Build this finished request's spans and hand them to the processors."""
+        spans = self.build_spans(self.status or semconv.RequestStatus.COMPLETED.value)
         setup.emit(spans)
         return spans
 
     def build_spans(self, status: str) -> list[ReadableSpan]:
         state = setup.get_state()
         resource = state.provider.resource if state is not None else None
-        flags = TraceFlags(TraceFlags.SAMPLED)
-        end_default = self.root.end_ns
-        stamp = {k: self.root.attributes[k] for k in _STAMPED if k in self.root.attributes}
+        trace_id = self.trace_id
+        root = self.root
+        end_default = root.end_ns
+        root_attrs = root.attributes
+        stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
+        failed = status == semconv.RequestStatus.FAILED.value
+        contexts: dict[int, SpanContext] = {}  # parents come before children: each context is built once
         spans = []
+        append = spans.append
         for node in self.nodes:
-            attributes = node.attributes
-            if node is not self.root:
-                attributes = {**stamp, **attributes}
+            context = contexts[node.span_id] = SpanContext(trace_id, node.span_id, False, _SAMPLED)
+            if node is root:
+                attributes = root_attrs
+                links = self.links
+                span_status = _ERROR if failed and node.error is None else _UNSET
+            else:
+                attributes = {**stamp, **node.attributes}
+                links = ()
+                span_status = _UNSET
             if node.error is not None:
                 span_status = Status(StatusCode.ERROR, node.error)
-            elif node is self.root and status == semconv.RequestStatus.FAILED.value:
-                span_status = Status(StatusCode.ERROR)
+            parent_id = node.parent_id
+            if parent_id is None:
+                parent = None
             else:
-                span_status = Status(StatusCode.UNSET)
-            spans.append(
+                parent = contexts.get(parent_id)
+                if parent is None:
+                    parent = SpanContext(trace_id, parent_id, False, _SAMPLED)
+            append(
                 ReadableSpan(
                     name=node.name,
-                    context=SpanContext(self.trace_id, node.span_id, is_remote=False, trace_flags=flags),
-                    parent=(
-                        SpanContext(self.trace_id, node.parent_id, is_remote=False, trace_flags=flags)
-                        if node.parent_id is not None
-                        else None
-                    ),
+                    context=context,
+                    parent=parent,
                     resource=resource,
                     attributes=attributes,
+                    links=links,
                     kind=node.kind,
                     status=span_status,
                     start_time=node.start_ns,
@@ -213,5 +285,8 @@ class RequestRecorder:
         return spans
 
 
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_UNSET = Status(StatusCode.UNSET)
+_ERROR = Status(StatusCode.ERROR)
 _STAMPED = (semconv.VERL_STEP, semconv.VERL_WORKER_RANK, semconv.VERL_REQUEST_ID)
 """Request attributes copied onto every child span, so a turn or event alone is attributable."""

@@ -48,13 +48,27 @@ def encode_value(value: Any) -> dict[str, Any] | None:
 
 
 def encode_attributes(attributes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Attributes as OTLP key/value pairs; the scalar types are dispatched inline (the spool's hot loop)."""
+    if not attributes:
+        return []
     out = []
-    for key, value in (attributes or {}).items():
-        encoded = encode_value(value)
-        if encoded is None:
-            logger.debug("otel_verl: attribute %s of type %s skipped", key, type(value).__name__)
-            continue
-        out.append({"key": key, "value": encoded})
+    append = out.append
+    for key, value in attributes.items():
+        t = type(value)
+        if t is str:
+            append({"key": key, "value": {"stringValue": value}})
+        elif t is int:
+            append({"key": key, "value": {"intValue": str(value)}})
+        elif t is float:
+            append({"key": key, "value": {"doubleValue": value}})
+        elif t is bool:
+            append({"key": key, "value": {"boolValue": value}})
+        else:
+            encoded = encode_value(value)
+            if encoded is None:
+                logger.debug("otel_verl: attribute %s of type %s skipped", key, t.__name__)
+                continue
+            append({"key": key, "value": encoded})
     return out
 
 
@@ -68,16 +82,18 @@ def _hex_span(span_id: int) -> str:
 
 def encode_span(span: ReadableSpan) -> dict[str, Any]:
     ctx = span.context
+    kind = span.kind
     out: dict[str, Any] = {
-        "traceId": _hex_trace(ctx.trace_id),
-        "spanId": _hex_span(ctx.span_id),
+        "traceId": f"{ctx.trace_id:032x}",
+        "spanId": f"{ctx.span_id:016x}",
         "name": span.name,
-        "kind": _KIND.get(span.kind, 1),
+        "kind": 1 if kind is SpanKind.INTERNAL else _KIND.get(kind, 1),  # enum hashing is slow; INTERNAL is common
         "startTimeUnixNano": str(span.start_time or 0),
         "endTimeUnixNano": str(span.end_time or span.start_time or 0),
     }
-    if span.parent is not None:
-        out["parentSpanId"] = _hex_span(span.parent.span_id)
+    parent = span.parent
+    if parent is not None:
+        out["parentSpanId"] = f"{parent.span_id:016x}"
     if ctx.trace_state:
         out["traceState"] = ctx.trace_state.to_header()
     attrs = encode_attributes(span.attributes)
@@ -98,11 +114,12 @@ def encode_span(span: ReadableSpan) -> dict[str, Any]:
             for link in span.links
         ]
     status: dict[str, Any] = {}
-    code = _STATUS.get(span.status.status_code, 0)
-    if code:
-        status["code"] = code
-    if span.status.description:
-        status["message"] = span.status.description
+    span_status = span.status
+    code = span_status.status_code
+    if code is not StatusCode.UNSET:
+        status["code"] = _STATUS.get(code, 0)
+    if span_status.description:
+        status["message"] = span_status.description
     out["status"] = status
     return out
 

@@ -29,6 +29,7 @@ from otel_verl.export import setup
 from otel_verl.instrumentation import propagation
 from otel_verl.instrumentation._wrap import enabled
 from otel_verl.recorder import RequestRecorder, current_request
+from otel_verl.sampling import ChunkSampler
 
 logger = logging.getLogger(__name__)
 
@@ -180,8 +181,16 @@ def _concat_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> A
 class WorkerChunk:
     """The open ``verl.rollout.worker`` span; ends when dispatch returned and no request is left."""
 
-    def __init__(self, span: trace.Span, step: int | None, rank: int | None, manager_span_id: int | None) -> None:
+    def __init__(
+        self,
+        span: trace.Span,
+        step: int | None,
+        rank: int | None,
+        manager_span_id: int | None,
+        sampler: ChunkSampler | None = None,
+    ) -> None:
         self.span = span
+        self.sampler = sampler
         self.step = step
         self.rank = rank
         self.manager_span_id = manager_span_id
@@ -216,6 +225,8 @@ class WorkerChunk:
         if self.dispatched and self.outstanding <= 0 and self.pending_tasks <= 0 and self.end_ns is None:
             self.end_ns = time.time_ns()
             span = self.span
+            if self.sampler is not None:
+                self._close_sampler(span)
             if span.is_recording():
                 span.set_attribute(semconv.VERL_WORKER_NUM_REQUESTS, self.requests)
                 span.set_attribute(
@@ -226,6 +237,18 @@ class WorkerChunk:
                 )
             span.end(end_time=self.end_ns)
             setup.flush_async()
+
+    def _close_sampler(self, span: trace.Span) -> None:
+        """Emit the held requests that turned out slow; summarize the rest on the worker span."""
+        try:
+            keep, summary = self.sampler.close()  # type: ignore[union-attr]
+            for recorder in keep:
+                if recorder.sampled:
+                    recorder.emit()
+            if span.is_recording():
+                span.set_attributes(summary)
+        except Exception:
+            logger.debug("otel_verl: sampling decision failed", exc_info=True)
 
     def info(self) -> dict[str, Any]:
         ctx = self.span.get_span_context()
@@ -239,11 +262,17 @@ class WorkerChunk:
         }
 
 
-def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any]:
+def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
     rank = _ensure_worker_tracing()
-    carrier = propagation.pop_from_meta_info(batch)
+    state = setup.get_state()
+    config = state.config if state is not None else None
+    if rank is None and state is not None:  # not a named Ray actor: the rank the process was set up with
+        rank = _as_int(state.provider.resource.attributes.get(semconv.VERL_WORKER_RANK))
+    carrier = propagation.pop_from_meta_info(batch)  # popped at every detail level: verl never sees it
     if carrier is None:
         carrier = propagation.pop_from_tensordict(batch)
+    if config is not None and not config.detail_at_least("worker"):
+        return None, None
     parent_ctx = propagation.context_from_carrier(carrier) if carrier is not None else None
     step = None
     meta = getattr(batch, "meta_info", None)
@@ -264,7 +293,10 @@ def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any]:
         attributes[semconv.VERL_VALIDATE] = bool(validate)
     span = setup.tracer().start_span(semconv.SPAN_WORKER, context=parent_ctx, attributes=attributes)
     manager_span_id = trace.get_current_span(parent_ctx).get_span_context().span_id if parent_ctx else None
-    chunk = WorkerChunk(span, step if step is not None and step >= 0 else None, rank, manager_span_id)
+    sampler = None
+    if config is not None:
+        sampler = ChunkSampler(config.sample_ratio, config.sample_keep_slowest, config.detail_at_least("request"))
+    chunk = WorkerChunk(span, step if step is not None and step >= 0 else None, rank, manager_span_id, sampler)
     token = otel_context.attach(trace.set_span_in_context(span))
     chunk_token = _CHUNK.set(chunk)
     return chunk, (token, chunk_token)
@@ -325,9 +357,16 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
     recorder = token = None
     chunk: WorkerChunk | None = _CHUNK.get()
     try:
-        trajectory = args[1] if len(args) > 1 else kwargs.get("trajectory", {})
         if setup.get_state() is None:
             _ensure_worker_tracing()
+        state = setup.get_state()
+        config = state.config if state is not None else None
+    except Exception:
+        config = None
+    if config is not None and not config.detail_at_least("worker"):
+        return await wrapped(*args, **kwargs)
+    try:
+        trajectory = args[1] if len(args) > 1 else kwargs.get("trajectory", {})
         attributes: dict[str, Any] = {}
         step = _as_int(trajectory.get("step"))
         if step is not None and step >= 0:
@@ -349,7 +388,17 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         if rank is not None:
             attributes[semconv.VERL_WORKER_RANK] = rank
         parent = trace.get_current_span().get_span_context()
-        recorder = RequestRecorder(parent, attributes)
+        if config is None:
+            recorder = RequestRecorder(parent, attributes)
+        else:
+            recorder = RequestRecorder(
+                parent,
+                attributes,
+                events=config.detail_at_least("full"),
+                spans=config.detail_at_least("request"),
+                own_trace=config.trace_per_request,
+                sampler=chunk.sampler if chunk is not None else None,
+            )
         token = current_request.set(recorder)
         if chunk is not None:
             chunk.request_started()
