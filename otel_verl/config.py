@@ -41,6 +41,40 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+def _env_float(name: str, default: float, lo: float = 0.0, hi: float = 1.0) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not lo <= value <= hi:  # also rejects nan
+        logger.warning("otel_verl: %s=%r is not a number in [%g, %g]; using %g", name, raw, lo, hi, default)
+        return default
+    return value
+
+
+DETAIL_LEVELS = ("step", "worker", "request", "full")
+"""OTEL_VERL_DETAIL values, each adding spans to the one before (see :class:`OtelVerlConfig`)."""
+
+DEFAULT_DETAIL = "full"
+"""Measured within the overhead targets (benchmarks/RESULTS.md), so the richest level is the default."""
+
+
+def _env_detail() -> str:
+    raw = os.environ.get("OTEL_VERL_DETAIL")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_DETAIL
+    value = raw.strip().lower()
+    if value not in DETAIL_LEVELS:
+        logger.warning(
+            "otel_verl: OTEL_VERL_DETAIL=%r is not one of %s; using %r", raw, "|".join(DETAIL_LEVELS), DEFAULT_DETAIL
+        )
+        return DEFAULT_DETAIL
+    return value
+
+
 def otlp_endpoint_configured() -> bool:
     """True when the standard OTLP trace endpoint variables point somewhere."""
     return bool(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
@@ -78,6 +112,28 @@ class OtelVerlConfig:
 
     model_name: str | None = field(default_factory=lambda: os.environ.get("OTEL_VERL_MODEL_NAME") or None)
     """OTEL_VERL_MODEL_NAME: model name used in ``text_completion <model>``; default from verl's config."""
+
+    detail: str = field(default_factory=_env_detail)
+    """OTEL_VERL_DETAIL: ``step`` (steps + phases) | ``worker`` (+ worker chunks and barriers, with every
+    request's timing summarized on the worker span) | ``request`` (+ request spans) | ``full`` (+ turns
+    and events; default)."""
+
+    sample_ratio: float = field(default_factory=lambda: _env_float("OTEL_VERL_SAMPLE_RATIO", 1.0))
+    """OTEL_VERL_SAMPLE_RATIO: fraction of ordinary requests whose spans are kept (decided at request end).
+    Failed, aborted, truncated and the slowest requests are always kept; the rest are summarized on
+    the worker span so percentiles stay exact."""
+
+    sample_keep_slowest: float = field(default_factory=lambda: _env_float("OTEL_VERL_SAMPLE_KEEP_SLOWEST", 0.9))
+    """OTEL_VERL_SAMPLE_KEEP_SLOWEST: requests at or above this quantile of their worker chunk's request
+    durations are always kept (1.0: only the slowest one)."""
+
+    trace_per_request: bool = field(default_factory=lambda: bool(_env_bool("OTEL_VERL_TRACE_PER_REQUEST", False)))
+    """OTEL_VERL_TRACE_PER_REQUEST: each request is the root of its own trace, linked to its worker span
+    (for steps with tens of thousands of spans)."""
+
+    def detail_at_least(self, level: str) -> bool:
+        """True when the configured detail includes ``level``'s spans."""
+        return DETAIL_LEVELS.index(self.detail) >= DETAIL_LEVELS.index(level)
 
     def spool_enabled(self) -> bool:
         return self.spool if self.spool is not None else not otlp_endpoint_configured()

@@ -76,6 +76,18 @@ VERL_WORKER_NUM_REQUESTS: Final = "verl.worker.num_requests"
 VERL_WORKER_NUM_COMPLETED: Final = "verl.worker.num_completed"
 VERL_WORKER_NUM_ABORTED: Final = "verl.worker.num_aborted"
 
+VERL_WORKER_NUM_SAMPLED_OUT: Final = "verl.worker.num_sampled_out"
+"""Requests of the chunk whose spans were not kept (tail sampling or a detail level below ``request``)."""
+
+VERL_SAMPLED_OUT_START_NS: Final = "verl.worker.sampled_out.start_ns"
+"""int[]: start (unix ns) of each sampled-out request; the arrays below are parallel to it, so the
+analyzer adds these requests back to its per-request tables and percentiles stay exact."""
+VERL_SAMPLED_OUT_END_NS: Final = "verl.worker.sampled_out.end_ns"
+VERL_SAMPLED_OUT_STATUS: Final = "verl.worker.sampled_out.status"
+VERL_SAMPLED_OUT_NUM_TURNS: Final = "verl.worker.sampled_out.num_turns"
+VERL_SAMPLED_OUT_RESPONSE_TOKENS: Final = "verl.worker.sampled_out.response_tokens"
+"""-1 where the response length is unknown."""
+
 VERL_REQUEST_ID: Final = "verl.request.id"
 """verl's request id (sticky-session id of the trajectory)."""
 

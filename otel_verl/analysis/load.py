@@ -21,6 +21,7 @@ import pandas as pd
 from otel_verl import semconv as sc
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.otlp import SpanColumns
+from otel_verl.analysis import volume
 
 SOURCE_TYPES = ("auto", "spool", "file", "jaeger", "tempo")
 TRACE_SUFFIXES = (".jsonl", ".json")
@@ -297,7 +298,8 @@ def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
     spans = spans.copy()
     spans["kind"] = classify(spans["name"])
     index = pd.Index(spans["span_id"])
-    if not index.is_unique:
+    composite = not index.is_unique
+    if composite:
         index = pd.Index(spans["span_id"].astype(str) + spans["trace_id"].astype(str))
         parent_key = spans["parent_id"].astype(str) + spans["trace_id"].astype(str)
     else:
@@ -331,5 +333,6 @@ def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
 
 def load_many(sources: Iterable[str], **kwargs: Any) -> pd.DataFrame:
     """Concatenate several sources (e.g. a spool and a collector export) into one span table."""
+    parent_idx = volume.adopt_linked_requests(kind, spans["links"], index, parent_idx, composite)
     frames = [load_spans(s, **kwargs) for s in sources]
     return pd.concat(frames, ignore_index=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from otel_verl.analysis import volume
+
 EVENT_KINDS = ("engine", "tool", "tool_parse", "preprocess", "reward", "other")
 """Span kinds that are work inside a request (``other`` = unknown spans below a request)."""
 
@@ -118,6 +120,7 @@ def requests_table(spans: pd.DataFrame) -> pd.DataFrame:
     idx = pd.Series(req.index, index=req.index)
     counted = idx.map(turns)
     req["num_turns"] = _int(req["num_turns"]).fillna(_int(counted))
+    req = volume.with_sampled_out(req, sp)  # requests summarized on worker spans (tail sampling)
     steps = steps_table(spans).set_index("step")
     req["rel_end_s"] = (req["end_ns"] - req["step"].map(steps["rollout_start_ns"]).astype(float)) / 1e9
     w = workers_table(spans).set_index(["step", "worker"])["start_ns"]
@@ -162,6 +165,7 @@ def workers_table(spans: pd.DataFrame) -> pd.DataFrame:
         out["span_id"] = None
     reqs = work[work["kind"] == "request"]
     out["num_requests"] = reqs.groupby([_int(reqs["step"]), _int(reqs["worker"])]).size().reindex(out.index).fillna(0)
+    out["num_requests"] += volume.sampled_out_counts(sp).reindex(out.index).fillna(0).to_numpy()
     bar = sp[sp["kind"] == "barrier"]
     bg = bar.groupby([_int(bar["step"]), _int(bar["worker"])])
     out["barrier_s"] = bg["duration"].sum().reindex(out.index)
