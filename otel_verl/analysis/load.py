@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from otel_verl import semconv as sc
+from otel_verl.analysis import volume
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.otlp import SpanColumns
-from otel_verl.analysis import volume
 
 SOURCE_TYPES = ("auto", "spool", "file", "jaeger", "tempo")
 TRACE_SUFFIXES = (".jsonl", ".json")
@@ -306,6 +306,7 @@ def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
         parent_key = spans["parent_id"]
     parent_idx = index.get_indexer(parent_key)
     kind = spans["kind"].to_numpy()
+    parent_idx = volume.adopt_linked_requests(kind, spans["links"], index, parent_idx, composite)
     for target, col in (
         ("request", "request_span"),
         ("worker", "worker_span"),
@@ -333,6 +334,5 @@ def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
 
 def load_many(sources: Iterable[str], **kwargs: Any) -> pd.DataFrame:
     """Concatenate several sources (e.g. a spool and a collector export) into one span table."""
-    parent_idx = volume.adopt_linked_requests(kind, spans["links"], index, parent_idx, composite)
     frames = [load_spans(s, **kwargs) for s in sources]
     return pd.concat(frames, ignore_index=True)
