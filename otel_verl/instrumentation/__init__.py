@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otel_verl.instrumentation import agent_loop, llm_server, reward, tools, trainer
+from otel_verl.instrumentation import agent_loop, llm_server, reward, threads, tools, trainer
 from otel_verl.instrumentation._wrap import RAY_SEAMS
 
 ALL_SEAMS = (
@@ -12,5 +12,6 @@ ALL_SEAMS = (
     *llm_server.ENGINE_SEAMS,
     *tools.SEAMS,
     *reward.SEAMS,
+    *threads.SEAMS,
     *RAY_SEAMS,
 )

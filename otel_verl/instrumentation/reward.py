@@ -12,6 +12,8 @@ import logging
 from contextvars import ContextVar
 from typing import Any
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from otel_verl import semconv
@@ -44,12 +46,14 @@ async def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
         return await wrapped(*args, **kwargs)
     node = recorder.start(semconv.SPAN_REWARD, parent=recorder.root, attributes={semconv.VERL_REWARD_REMOTE: remote})
     token = _pending_carrier.set(recorder.carrier(node))
+    context_token = otel_context.attach(recorder.otel_context(node))
     try:
         result = await wrapped(*args, **kwargs)
     except BaseException as exc:
         recorder.end(node, error=exc)
         raise
     finally:
+        otel_context.detach(context_token)
         _pending_carrier.reset(token)
     try:
         score = outputs[-1].reward_score
@@ -86,6 +90,9 @@ async def reward_worker_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
         span = setup.tracer().start_span(SPAN_REWARD_COMPUTE, context=parent, attributes=attributes)
     except Exception:
         logger.debug("otel_verl: remote reward span could not start", exc_info=True)
+    # current while the reward manager runs: the reward function's own spans (in verl's executor
+    # threads too, see threads.py) nest under verl.reward.compute
+    token = otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
     try:
         result = await wrapped(*args, **kwargs)
     except BaseException as exc:
@@ -94,6 +101,9 @@ async def reward_worker_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
             span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
             span.end()
         raise
+    finally:
+        if token is not None:
+            otel_context.detach(token)
     if span is not None:
         try:
             score = result.get("reward_score") if isinstance(result, dict) else None

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from opentelemetry import context as otel_context
+
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig, truncate_text
 from otel_verl.export import setup
@@ -47,12 +49,21 @@ async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
         node = recorder.start(semconv.tool_span_name(attributes.get(semconv.GEN_AI_TOOL_NAME)), attributes=attributes)
     except Exception:
         logger.debug("otel_verl: tool span could not start", exc_info=True)
+    token = None
+    try:
+        if node is not None:  # spans the tool makes (HTTP clients, threads, to_thread) nest under execute_tool
+            token = otel_context.attach(recorder.otel_context(node))
+    except Exception:
+        logger.debug("otel_verl: tool context not attached", exc_info=True)
     try:
         result = await wrapped(*args, **kwargs)
     except BaseException as exc:
         if node is not None:
             recorder.end(node, error=exc)
         raise
+    finally:
+        if token is not None:
+            otel_context.detach(token)
     if node is not None:
         try:
             response = result[0] if isinstance(result, tuple) and result else None

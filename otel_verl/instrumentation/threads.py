@@ -1,0 +1,85 @@
+"""The current OTel context follows work into threads: ``run_in_executor`` and ``threading.Thread``.
+
+verl runs user code in executor threads — reward functions (``NaiveRewardManager``/``DAPO``/...:
+``loop.run_in_executor(None, compute_score)``), tokenizer work, sandbox calls — and
+``run_in_executor`` does not copy contextvars (``asyncio.to_thread`` does). Spans a reward function
+or a tool makes there (an instrumented HTTP client, a user tracer) would lose their parent and start
+a trace of their own. Like opentelemetry-instrumentation-threading (not used: it pins an older
+OTel SDK than ours), the context current at ``submit``/``start`` is attached while the function runs,
+but only when a valid span is current: untraced work runs exactly as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+EXECUTOR_MODULE = "concurrent.futures.thread"
+THREADING_MODULE = "threading"
+_CONTEXT_ATTR = "_otel_verl_context"
+
+
+def _traced_context() -> otel_context.Context | None:
+    """The current context if it holds a valid span (else nothing is carried)."""
+    ctx = otel_context.get_current()
+    return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
+
+
+def _in_context(ctx: otel_context.Context, fn: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        token = otel_context.attach(ctx)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            otel_context.detach(token)
+
+    return run
+
+
+def submit_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """``ThreadPoolExecutor.submit(fn, ...)``: ``fn`` runs in the submitter's OTel context."""
+    try:
+        ctx = _traced_context() if args else None
+    except Exception:
+        ctx = None
+    if ctx is None:
+        return wrapped(*args, **kwargs)
+    return wrapped(_in_context(ctx, args[0]), *args[1:], **kwargs)
+
+
+def _pool_worker(thread: Any) -> bool:
+    """A ThreadPoolExecutor's long-lived worker: it must not keep the context of the task that spawned it."""
+    import concurrent.futures.thread as pool
+
+    worker = getattr(pool, "_worker", None)
+    return worker is not None and getattr(thread, "_target", None) is worker
+
+
+def thread_start_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """``Thread.start``: remember the starter's context for :func:`thread_run_wrapper`."""
+    try:
+        ctx = _traced_context()
+        if ctx is not None and not _pool_worker(instance):
+            setattr(instance, _CONTEXT_ATTR, ctx)
+    except Exception:
+        pass
+    return wrapped(*args, **kwargs)
+
+
+def thread_run_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """``Thread.run`` (a ``target=`` thread): runs in the context its starter had."""
+    ctx = getattr(instance, _CONTEXT_ATTR, None)
+    if ctx is None:
+        return wrapped(*args, **kwargs)
+    return _in_context(ctx, wrapped)(*args, **kwargs)
+
+
+SEAMS = (  # submit carries each task's context; pool threads themselves carry none
+    (EXECUTOR_MODULE, "ThreadPoolExecutor.submit", lambda: submit_wrapper),
+    (THREADING_MODULE, "Thread.start", lambda: thread_start_wrapper),
+    (THREADING_MODULE, "Thread.run", lambda: thread_run_wrapper),
+)
+"""Thread subclasses overriding ``run`` keep their own behaviour (the OTel contrib instrumentation's
+limit as well); ``asyncio.to_thread`` needs nothing (it copies contextvars)."""
