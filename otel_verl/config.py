@@ -104,6 +104,10 @@ class OtelVerlConfig:
     content_max_chars: int = field(default_factory=lambda: _env_int("OTEL_VERL_CONTENT_MAX_CHARS", 2048))
     """OTEL_VERL_CONTENT_MAX_CHARS: cap per recorded text attribute when capture is on."""
 
+    redact: str | None = field(default_factory=lambda: os.environ.get("OTEL_VERL_REDACT") or None)
+    """OTEL_VERL_REDACT: ``module:function``, a ``str -> str`` applied to every captured text before the
+    cap. If it cannot be imported or raises, the text is dropped (never recorded unredacted), one warning."""
+
     engine_link: bool = field(default_factory=lambda: bool(_env_bool("OTEL_VERL_ENGINE_LINK", True)))
     """OTEL_VERL_ENGINE_LINK: hand the turn's W3C carrier to SGLang/vLLM so engine spans nest under it."""
 

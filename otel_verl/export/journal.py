@@ -31,6 +31,8 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from otel_verl.export.spool import make_private_dirs
+
 logger = logging.getLogger(__name__)
 
 JOURNAL_DIR = ".delivery"
@@ -68,7 +70,7 @@ class DeliveryJournal:
         with self._lock:
             try:
                 if self._fd is None:
-                    self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    make_private_dirs(self.path.parent)
                     self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                 written = 0
                 while written < len(data):
@@ -141,7 +143,7 @@ def read_counts(run_dir: Path) -> list[dict[str, object]]:
 def write_counts(path: Path, counts: dict[str, object]) -> None:
     """Atomically replace ``path`` (0600); never raises."""
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dirs(path.parent)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:

@@ -31,6 +31,23 @@ logger = logging.getLogger(__name__)
 NO_STEP_DIR = "no_step"
 
 
+def make_private_dirs(directory: Path) -> None:
+    """``mkdir -p`` with every directory it creates 0700 (``Path.mkdir(parents=True)`` gives the parents
+    the umask's default, e.g. 0755, so others could list run and step names). Existing ones are left as they are."""
+    missing = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it meanwhile
+            pass
+
+
 class SpoolSpanExporter(SpanExporter):
     """Append spans to ``<root>/<run>/step_<n>/<file_stem>.jsonl``."""
 
@@ -54,7 +71,7 @@ class SpoolSpanExporter(SpanExporter):
     def _fd(self, path: Path) -> int:
         fd = self._handles.get(path)
         if fd is None:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(path.parent)
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             self._handles[path] = fd
         return fd

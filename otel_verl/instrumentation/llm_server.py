@@ -19,7 +19,8 @@ from typing import Any
 from opentelemetry.trace import SpanKind
 
 from otel_verl import semconv
-from otel_verl.config import OtelVerlConfig, truncate_text
+from otel_verl.config import OtelVerlConfig
+from otel_verl.content import capture_text
 from otel_verl.export import setup
 from otel_verl.instrumentation._wrap import enabled
 from otel_verl.recorder import Node, current_request
@@ -123,7 +124,9 @@ def _finish_generate(recorder: Any, node: Node, output: Any) -> None:
         attrs[semconv.VERL_REQUEST_NUM_RESUMES] = attempts - 1
     cfg = _cfg()
     if cfg.capture_content and token_ids is not None:
-        attrs[semconv.GEN_AI_COMPLETION] = truncate_text(" ".join(map(str, token_ids)), cfg)
+        completion = capture_text(" ".join(map(str, token_ids)), cfg)
+        if completion is not None:
+            attrs[semconv.GEN_AI_COMPLETION] = completion
     recorder.end(node, attrs)
 
 

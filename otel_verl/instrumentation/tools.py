@@ -12,7 +12,8 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from otel_verl import semconv
-from otel_verl.config import OtelVerlConfig, truncate_text
+from otel_verl.config import OtelVerlConfig
+from otel_verl.content import capture_text
 from otel_verl.export import setup
 from otel_verl.instrumentation._wrap import enabled
 from otel_verl.recorder import current_request
@@ -34,7 +35,9 @@ def _attributes(tool_call: Any) -> dict[str, Any]:
     config = state.config if state is not None else OtelVerlConfig()
     arguments = getattr(tool_call, "arguments", None)
     if config.capture_content and isinstance(arguments, str):
-        attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = truncate_text(arguments, config)
+        captured = capture_text(arguments, config)
+        if captured is not None:
+            attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = captured
     return attributes
 
 
