@@ -18,12 +18,28 @@ from otel_verl.analysis.errors import AnalysisInputError
 TIMEOUT_S = 30.0
 
 
-def _get(url: str) -> bytes:
+def _request(url: str) -> tuple[int, bytes]:
+    """GET ``url``: (HTTP status, body); an HTTP error status is returned, not raised."""
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
-            return resp.read()
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise AnalysisInputError(f"{url}: request failed: {exc}") from None
+
+
+def _http_error(url: str, status: int, body: bytes) -> AnalysisInputError:
+    text = " ".join(body.decode("utf-8", errors="replace").split())[:300]
+    return AnalysisInputError(f"{url}: HTTP {status}: {text or 'no body'}")
+
+
+def _get(url: str, accept: tuple[int, ...] = ()) -> bytes:
+    """Body of a 200 answer (or of one of the ``accept`` statuses); any other status is a one-line error."""
+    status, body = _request(url)
+    if status != 200 and status not in accept:
+        raise _http_error(url, status, body)
+    return body
 
 
 def _json_documents(url: str, body: bytes) -> Iterator[Any]:
@@ -67,7 +83,7 @@ def jaeger_documents(base: str, service: str | None, since_ns: int, until_ns: in
             }
         )
         url = f"{base}/api/v3/traces?{query}"
-        for doc in _json_documents(url, _get(url)):
+        for doc in _json_documents(url, _get(url, accept=(404,))):
             if isinstance(doc, dict) and "error" in doc and "result" not in doc:
                 msg = str(doc["error"])
                 if "not found" in msg.lower():
@@ -76,18 +92,67 @@ def jaeger_documents(base: str, service: str | None, since_ns: int, until_ns: in
             yield doc
 
 
+def _traceql_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _logfmt_value(value: str) -> str:
+    return value if value and not any(c in value for c in ' ="\\') else _traceql_string(value)
+
+
+def _search_hits(url: str, body: bytes) -> list[dict[str, Any]]:
+    hits: list[dict[str, Any]] = []
+    for doc in _json_documents(url, body):
+        if isinstance(doc, dict):
+            hits.extend(t for t in doc.get("traces") or [] if isinstance(t, dict) and t.get("traceID"))
+    return hits
+
+
+def tempo_trace_ids(base: str, service: str | None, since_ns: int, until_ns: int, limit: int = 10000) -> list[str]:
+    """Trace ids in the window: TraceQL search (Tempo >= 2), else the legacy tag search (Tempo 1.x).
+
+    One request cannot carry both (Tempo >= 2 answers 400 to ``q`` with ``tags``). Tempo 1.x ignores
+    ``q`` and lists every trace of the window; its hits then lack the ``spanSet(s)`` a TraceQL answer
+    always has, which is how the older API is recognised and asked again with ``tags``.
+    """
+    window = {"start": since_ns // 10**9, "end": until_ns // 10**9 + 1, "limit": limit}
+    traceql = f"{{ resource.service.name = {_traceql_string(service)} }}" if service else '{ name =~ "verl\\..*" }'
+    url = f"{base}/api/search?{urllib.parse.urlencode({'q': traceql, 'spss': 1, **window})}"
+    status, body = _request(url)
+    if status == 200:
+        hits = _search_hits(url, body)
+        if all("spanSet" in h or "spanSets" in h for h in hits):
+            return [h["traceID"] for h in hits]
+    elif status not in (400, 404):
+        raise _http_error(url, status, body)
+    params: dict[str, Any] = dict(window)
+    if service:
+        params["tags"] = f"service.name={_logfmt_value(service)}"
+    url = f"{base}/api/search?{urllib.parse.urlencode(params)}"
+    return [h["traceID"] for h in _search_hits(url, _get(url))]
+
+
 def tempo_documents(base: str, service: str | None, since_ns: int, until_ns: int, limit: int = 10000) -> Iterator[Any]:
-    """Search with TraceQL, then fetch each trace (ids may come back hex or base64)."""
+    """Each trace of the window as an OTLP/JSON document: ``/api/v2/traces/<id>``, else ``/api/traces/<id>``.
+
+    v2 (Tempo >= 2.5) wraps the trace as ``{"trace": {...}}``; v1 answers ``{"batches": [...]}`` with
+    base64 ids and enum names: both go through the spool's decoder. A 404 from v2 on the first trace
+    means an older Tempo, and v1 is used for the rest; a trace that vanished since the search is skipped.
+    """
     base = base.rstrip("/")
-    q = f'{{resource.service.name="{service}"}}' if service else '{name="verl.step" || name=~"verl.*"}'
-    query = urllib.parse.urlencode({"q": q, "start": since_ns // 10**9, "end": until_ns // 10**9 + 1, "limit": limit})
-    url = f"{base}/api/search?{query}"
-    ids: list[str] = []
-    for doc in _json_documents(url, _get(url)):
-        for tr in (doc or {}).get("traces", []) if isinstance(doc, dict) else []:
-            ids.append(tr.get("traceID", ""))
-    for tid in ids:
-        if not tid:
-            continue
-        turl = f"{base}/api/v2/traces/{tid}"
-        yield from _json_documents(turl, _get(turl))
+    paths = ["/api/v2/traces/", "/api/traces/"]
+    for tid in tempo_trace_ids(base, service, since_ns, until_ns, limit):
+        for path in list(paths):
+            url = f"{base}{path}{tid}"
+            status, body = _request(url)
+            if status == 404:
+                if path == paths[0] and len(paths) > 1 and b"trace not found" not in body.lower():
+                    paths.pop(0)  # no such route: Tempo < 2.5
+                continue
+            if status != 200:
+                raise _http_error(url, status, body)
+            for doc in _json_documents(url, body):
+                inner = doc.get("trace", doc) if isinstance(doc, dict) else None
+                if isinstance(inner, dict) and (inner.get("batches") or inner.get("resourceSpans")):
+                    yield inner
+            break
