@@ -1,4 +1,11 @@
-"""The seed's SGLangLogManager event names and how they map to otel_verl span kinds (both directions)."""
+"""The seed's SGLangLogManager event names and how they map to otel_verl span kinds (both directions).
+
+Per-request events are exported under the names the seed's profiler logged inside
+``_async_rollout_a_request`` (``engine_call``, ``tool_execution``, ``tool_parsing``,
+``tool_response_processing``, ``reward_calculation``): the seed's plotting scripts
+(``top_req_analysis_per_worker_step.py``, ``req_analysis_and_cdf.py``) draw a request's phase bars
+from exactly those names. Older seed names (``engine_async_generate``, ``*_duration``) still import.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +21,27 @@ REWARD: Final = "reward_calculation_duration"
 TOOL: Final = "tool_call_duration"
 TOOL_PARSE: Final = "tool_parse_duration"
 
-ENGINE_NAMES: Final = frozenset({ENGINE, "async_generate_duration", "engine_generate_duration"})
+# Per-request phase events of the seed profiler (the keys of its scripts' PHASE_COLORS).
+ENGINE_CALL: Final = "engine_call"
+TOOL_EXECUTION: Final = "tool_execution"
+TOOL_PARSING: Final = "tool_parsing"
+TOOL_RESPONSE: Final = "tool_response_processing"
+REWARD_CALCULATION: Final = "reward_calculation"
+TOOL_CALLING_STATE: Final = "tool_calling_state"
+"""Seed wrapper around tool execution + response processing: imported as a generic span, not a tool."""
+
+ENGINE_NAMES: Final = frozenset(
+    {
+        ENGINE,
+        ENGINE_CALL,
+        "turn_engine_call",
+        "engine_async_generate_actual",
+        "async_generate_duration",
+        "engine_generate_duration",
+    }
+)
+PREPROCESS_KIND_OF: Final = {TOOL_RESPONSE: "merge_context"}
+"""Seed events that are a kind of otel_verl preprocess, with the ``verl.preprocess.kind`` they stand for."""
 
 
 def kind_of(event: str) -> str:
@@ -29,11 +56,13 @@ def kind_of(event: str) -> str:
         return "barrier"
     if event in ENGINE_NAMES:
         return "engine"
-    if event.startswith("preprocess"):
+    if event.startswith("preprocess") or event in PREPROCESS_KIND_OF:
         return "preprocess"
+    if event == TOOL_CALLING_STATE:
+        return "other"
     if "reward" in event:
         return "reward"
-    if "tool_parse" in event or "parse_tool" in event:
+    if "tool_parse" in event or "tool_parsing" in event or "parse_tool" in event:
         return "tool_parse"
     if "tool" in event:
         return "tool"
@@ -41,11 +70,12 @@ def kind_of(event: str) -> str:
 
 
 EXPORT_NAME: Final = {
-    "engine": ENGINE,
+    "engine": ENGINE_CALL,
     "preprocess": PREPROCESS,
-    "reward": REWARD,
-    "tool": TOOL,
-    "tool_parse": TOOL_PARSE,
+    "reward": REWARD_CALCULATION,
+    "tool": TOOL_EXECUTION,
+    "tool_parse": TOOL_PARSING,
     "barrier": BARRIER,
     "worker": WORKER_ROLLOUT,
 }
+"""Span kind → exported event name; a ``merge_context`` preprocess is exported as :data:`TOOL_RESPONSE`."""

@@ -1,8 +1,10 @@
 """``export-legacy``: otel_verl spans → the seed's ``step_<n>/worker_<rank>.jsonl`` logs.
 
 So the seed's plotting scripts run on otel_verl data: same layout, same event names
-(``async_rollout_request_complete`` with ``turns``/``turn_timings``, ``*_duration`` events),
-timestamp = event end time.
+(``async_rollout_request_complete`` with ``turns``/``turn_timings`` and the fields the seed's
+scripts read, per-request phase events named as the seed profiler logged them, ``*_duration``
+worker events), timestamp = event end time. tests/analysis/test_legacy_contract.py lists every
+event name and field the seed's plotting scripts read.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from otel_verl.analysis import legacy_events as le
@@ -35,29 +38,87 @@ def _clean(v: Any) -> Any:
     return v
 
 
+def _turn_timings(sp: pd.DataFrame, pos: np.ndarray) -> dict[int, list[dict[str, Any]]]:
+    """Request row → the seed's ``turn_timings``: one dict per turn, in turn order.
+
+    The seed profiler logged ``{"turn", "total_duration", "engine_call_duration", "tool_parsing_duration",
+    "has_tool_calls", ...}`` per turn; the parts otel_verl measures are filled in the same keys.
+    """
+    kinds = sp["kind"].to_numpy()
+    turn_of = sp["turn_span"].to_numpy()
+    inside = turn_of >= 0
+    parts = pd.DataFrame({"turn": turn_of[inside], "kind": kinds[inside], "d": sp["duration"].to_numpy()[inside]})
+    is_turn = kinds == "turn"
+    turns = sp[is_turn].assign(pos=pos[is_turn]).sort_values(["request_span", "turn_index", "start_ns"])
+    table = parts.pivot_table(index="turn", columns="kind", values="d", aggfunc="sum")
+    table = table.reindex(index=turns["pos"].to_numpy(), columns=["engine", "tool_parse", "tool", "preprocess"])
+    n_tools = parts[parts["kind"] == "tool"].groupby("turn").size().reindex(turns["pos"].to_numpy(), fill_value=0)
+    out: dict[int, list[dict[str, Any]]] = {}
+    for t, (engine, parse, tool, prep), tools in zip(
+        turns.itertuples(index=False), table.fillna(0.0).to_numpy(), n_tools.to_numpy(), strict=True
+    ):
+        timings = out.setdefault(int(t.request_span), [])
+        timings.append(
+            {
+                "turn": int(t.turn_index) if pd.notna(t.turn_index) else len(timings),
+                "total_duration": float(t.duration),
+                "engine_call_duration": float(engine),
+                "tool_parsing_duration": float(parse),
+                "tool_call_duration": float(tool),
+                "pre_process_duration": float(prep),
+                "has_tool_calls": bool(tools),
+            }
+        )
+    return out
+
+
+def _request_facts(sp: pd.DataFrame) -> tuple[dict[int, int], dict[int, str]]:
+    """Request row → tokens the engine generated, and the finish reason of its last engine call."""
+    eng = sp[(sp["kind"] == "engine") & (sp["request_span"] >= 0)]
+    tokens = pd.to_numeric(eng["output_tokens"], errors="coerce").groupby(eng["request_span"]).sum(min_count=1)
+    reason = eng["stop_reason"].where(eng["stop_reason"].notna(), eng["finish_reasons"])
+    last = reason[eng["end_ns"].groupby(eng["request_span"]).idxmax().to_numpy()]
+    finish = dict(zip(eng.loc[last.index, "request_span"].astype(int), last, strict=True))
+    return {int(k): int(v) for k, v in tokens.dropna().items()}, {k: str(v) for k, v in finish.items() if pd.notna(v)}
+
+
+def _event_name(kind: str, preprocess_kind: Any) -> str:
+    if kind == "preprocess" and preprocess_kind == le.PREPROCESS_KIND_OF[le.TOOL_RESPONSE]:
+        return le.TOOL_RESPONSE
+    return le.EXPORT_NAME[kind]
+
+
 def export_legacy(spans: pd.DataFrame, out: str | Path) -> int:
     """Write one log file per (step, worker); returns lines written."""
     out = Path(out)
-    sp = spans[spans["step"].notna() & spans["worker"].notna()]
-    turns = sp[sp["kind"] == "turn"].sort_values("turn_index")
-    turn_timings = turns.groupby("request_span")["duration"].agg(list)
+    keep = (spans["step"].notna() & spans["worker"].notna()).to_numpy()
+    sp = spans[keep]
+    pos = np.flatnonzero(keep)  # request_span/turn_span are row positions in ``spans``
+    turn_timings = _turn_timings(sp, pos)
+    gen_tokens, finish = _request_facts(sp)
     lines: dict[tuple[int, int], list[tuple[int, dict[str, Any]]]] = {}
-    for row in sp.itertuples(index=True):
+    for p, row in zip(pos, sp.itertuples(index=False), strict=True):
         kind = row.kind
         step, worker = int(row.step), int(row.worker)
-        base: dict[str, Any] = {"timestamp": iso(int(row.end_ns)), "duration_sec": float(row.duration)}
         extra: dict[str, Any] = {}
         if kind == "request":
-            rid = _clean(row.request_id)
-            event = le.REQUEST_ABORTED if row.request_status == "aborted" else le.REQUEST_COMPLETE
-            tt = turn_timings.get(row.Index, [])
+            status = _clean(row.request_status)
+            event = le.REQUEST_ABORTED if status == "aborted" else le.REQUEST_COMPLETE
+            tt = turn_timings.get(int(p), [])
+            prompt, response = _clean(row.prompt_tokens), _clean(row.response_tokens)
             extra = {
-                "request_id": rid,
+                "request_id": _clean(row.request_id),
+                "batch_data_id": _clean(row.sample_index),
+                "finish_reason": "aborted" if status == "aborted" else finish.get(int(p), status),
                 "turns": _clean(row.num_turns) if pd.notna(row.num_turns) else len(tt),
-                "turn_timings": [float(x) for x in tt],
-                "status": _clean(row.request_status),
+                "response_length": response,
+                "actual_response_tokens": gen_tokens.get(int(p)),
+                "total_sequence_length": prompt + response if prompt is not None and response is not None else None,
+                "turn_timings": tt,
+                "status": status,
                 "reward_score": _clean(row.reward_score),
-                "response_tokens": _clean(row.response_tokens),
+                "response_tokens": response,
+                "prompt_tokens": prompt,
             }
         elif kind == "worker":
             event = le.WORKER_ROLLOUT
@@ -65,7 +126,7 @@ def export_legacy(spans: pd.DataFrame, out: str | Path) -> int:
         elif kind == "barrier":
             event = le.BARRIER
         elif kind in le.EXPORT_NAME and row.request_span >= 0:
-            event = le.EXPORT_NAME[kind]
+            event = _event_name(kind, row.preprocess_kind)
             extra = {"request_id": _clean(row.request_id)}
             if pd.notna(row.turn_index):
                 extra["turn"] = int(row.turn_index)
@@ -74,6 +135,7 @@ def export_legacy(spans: pd.DataFrame, out: str | Path) -> int:
             if kind == "engine":
                 extra["output_tokens"] = _clean(row.output_tokens)
                 extra["input_tokens"] = _clean(row.input_tokens)
+                extra["finish_reason"] = _clean(row.stop_reason)
             if kind == "preprocess":
                 extra["kind"] = _clean(row.preprocess_kind)
         elif kind in ("other",) or (kind in le.EXPORT_NAME and row.request_span < 0):
@@ -82,7 +144,7 @@ def export_legacy(spans: pd.DataFrame, out: str | Path) -> int:
                 extra = {"request_id": _clean(row.request_id)}
         else:
             continue  # turn spans live in turn_timings; step/phase spans are not per worker
-        entry = {"timestamp": base["timestamp"], "event": event, "duration_sec": base["duration_sec"]}
+        entry: dict[str, Any] = {"timestamp": iso(int(row.end_ns)), "event": event, "duration_sec": float(row.duration)}
         if extra:
             entry["extra"] = {k: v for k, v in extra.items() if v is not None}
         entry["workid"] = worker

@@ -92,7 +92,7 @@ def _turn_durations(timings: Any) -> list[float]:
         if isinstance(t, (int, float)):
             out.append(float(t))
         elif isinstance(t, dict):
-            for k in ("duration_sec", "duration", "total", "time"):
+            for k in ("total_duration", "duration_sec", "duration", "total", "time"):
                 if k in t:
                     out.append(float(t[k]))
                     break
@@ -185,7 +185,9 @@ def _worker_records(
                 sc.VERL_REQUEST_STATUS: status,
                 sc.VERL_REQUEST_NUM_TURNS: nt,
                 sc.VERL_REWARD_SCORE: e.get("reward_score"),
-                sc.VERL_REQUEST_RESPONSE_TOKENS: e.get("response_tokens"),
+                sc.VERL_REQUEST_RESPONSE_TOKENS: e.get("response_tokens", e.get("response_length")),
+                sc.VERL_REQUEST_PROMPT_TOKENS: e.get("prompt_tokens"),
+                sc.VERL_SAMPLE_INDEX: e.get("batch_data_id") if isinstance(e.get("batch_data_id"), int) else None,
                 sc.VERL_EVENT_ORIGIN: d["event"],
             },
             **common,
@@ -246,7 +248,7 @@ def _worker_records(
             name = sc.SPAN_REWARD
         elif k == "preprocess":
             name = sc.SPAN_PREPROCESS
-            attrs[sc.VERL_PREPROCESS_KIND] = e.get("kind")
+            attrs[sc.VERL_PREPROCESS_KIND] = e.get("kind") or le.PREPROCESS_KIND_OF.get(str(d["event"]))
         elif k == "tool_parse":
             name = sc.SPAN_TOOL_PARSE
         else:
