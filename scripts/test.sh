@@ -7,8 +7,8 @@ start=$SECONDS
 bash scripts/bootstrap.sh
 echo "test: python env ready in $((SECONDS - start)) s"
 bash scripts/install_backends.sh
-uv run --frozen ruff check otel_verl tests dashboards
-uv run --frozen ruff format --check otel_verl tests dashboards
+uv run --frozen ruff check otel_verl tests dashboards benchmarks
+uv run --frozen ruff format --check otel_verl tests dashboards benchmarks
 uv run --frozen python dashboards/generate.py --check
 uv run --frozen pytest -q -p no:cacheprovider "$@"
 echo "test: all done in $((SECONDS - start)) s"

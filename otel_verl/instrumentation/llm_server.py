@@ -58,7 +58,7 @@ def _rollout_config(client: Any) -> Any:
         return None
 
 
-def _model_name(client: Any) -> str | None:
+def _read_model_name(client: Any) -> str | None:
     if _cfg().model_name:
         return _cfg().model_name
     try:
@@ -68,12 +68,34 @@ def _model_name(client: Any) -> str | None:
         return None
 
 
-def _engine_name(client: Any) -> str | None:
+def _read_engine_name(client: Any) -> str | None:
     rollout = _rollout_config(client)
     try:
         return str(rollout.name) if rollout is not None else None
     except Exception:
         return None
+
+
+_names: dict[int, tuple[Any, str | None, str | None]] = {}
+"""id(client) -> (its config object, model name, engine name): OmegaConf lookups cost ~0.1 ms each."""
+
+
+def _client_names(client: Any) -> tuple[str | None, str | None]:
+    config = getattr(client, "config", None)
+    cached = _names.get(id(client))
+    if cached is None or cached[0] is not config:  # a new client (or a reused id): read again
+        if len(_names) > 256:
+            _names.clear()
+        cached = _names[id(client)] = (config, _read_model_name(client), _read_engine_name(client))
+    return cached[1], cached[2]
+
+
+def _model_name(client: Any) -> str | None:
+    return _client_names(client)[0]
+
+
+def _engine_name(client: Any) -> str | None:
+    return _client_names(client)[1]
 
 
 def _start_generate(recorder: Any, instance: Any, kwargs: dict) -> Node:

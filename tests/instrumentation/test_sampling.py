@@ -37,6 +37,10 @@ def traced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("OTEL_VERL_SPOOL", "false")
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_BSP_MAX_QUEUE_SIZE"):
         monkeypatch.delenv(var, raising=False)
+    from otel_verl.instrumentation import trainer
+
+    monkeypatch.setattr(trainer, "_active_trainer", None)  # no trainer from an earlier test in this process
+    monkeypatch.setattr(trainer, "_current_step", None)
     calls = [0]
 
     def start(**overrides: object) -> tuple[InMemorySpanExporter, Path]:
@@ -153,7 +157,8 @@ def test_tail_sampling_keeps_complete_traces_of_failed_and_slowest(traced, admit
     assert a[semconv.VERL_WORKER_NUM_SAMPLED_OUT] == total - len(requests)
     assert set(a[semconv.VERL_SAMPLED_OUT_STATUS]) == {"completed"}
     assert all(
-        e - s < threshold for s, e in zip(a[semconv.VERL_SAMPLED_OUT_START_NS], a[semconv.VERL_SAMPLED_OUT_END_NS])
+        e - s < threshold
+        for s, e in zip(a[semconv.VERL_SAMPLED_OUT_START_NS], a[semconv.VERL_SAMPLED_OUT_END_NS], strict=True)
     )
 
 

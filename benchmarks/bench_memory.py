@@ -1,0 +1,131 @@
+"""Target 5: instrumentation RSS stays flat over a 200-step demo run.
+
+The CPU demo (Ray, verl's AgentLoopManager, 2 AgentLoopWorker actors, small steps: 4 prompts × n=2,
+3 turns, no simulated trainer compute) runs in a child process, traced (spool) and untraced
+(``OTEL_SDK_DISABLED=true``), one after the other. This process samples the RSS of the trainer (the
+child) and of the AgentLoopWorker actors every 0.5 s; the slope is a least-squares fit over the run
+after the first 20% of the steps (imports, caches and arenas settle), reported per step. Growth
+that instrumentation causes is the traced slope minus the untraced slope.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks._table import Result
+
+LIMIT_KIB_PER_STEP = 4.0
+"""Instrumentation growth allowed per step and process (200 steps → < 1 MiB)."""
+
+
+def _child(steps: int, spool: str) -> None:
+    from otel_verl.demo.runner import DemoOptions, run_demo
+
+    opts = DemoOptions(
+        steps=steps, workers=2, prompts=4, n=2, max_turns=3, trainer_compute=0.0, seconds_per_token=0.0001
+    )
+    if spool:
+        opts.spool = spool
+    result = run_demo(opts)
+    print(f"STEPS_SECONDS {sum(result.step_seconds):.3f}", flush=True)
+
+
+def _sample(pid: int, stop: threading.Event, out: dict[str, list[tuple[float, int]]]) -> None:
+    import psutil
+
+    parent = psutil.Process(pid)
+    while not stop.is_set():
+        now = time.monotonic()
+        try:
+            out["trainer"].append((now, parent.memory_info().rss))
+        except psutil.Error:
+            break
+        for proc in psutil.process_iter(["name", "cmdline"]):
+            try:
+                title = " ".join(proc.info["cmdline"] or []) or (proc.info["name"] or "")
+                if "AgentLoopWorker" in title:
+                    out.setdefault(f"worker {proc.pid}", []).append((now, proc.memory_info().rss))
+            except (psutil.Error, TypeError):
+                continue
+        stop.wait(0.5)
+
+
+def _slope_kib_per_step(samples: list[tuple[float, int]], steps: int, seconds: float) -> float:
+    if len(samples) < 8 or seconds <= 0:
+        return float("nan")
+    t = np.array([s[0] for s in samples])
+    rss = np.array([s[1] for s in samples], dtype=float)
+    keep = t >= t[0] + 0.2 * (t[-1] - t[0])
+    per_second = np.polyfit(t[keep], rss[keep], 1)[0]
+    return per_second * (seconds / steps) / 1024
+
+
+def _run_one(steps: int, traced: bool, work: Path) -> dict[str, float]:
+    env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "VERL_LOGGING_LEVEL": "ERROR"}
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    if traced:
+        env.pop("OTEL_SDK_DISABLED", None)
+    else:
+        env["OTEL_SDK_DISABLED"] = "true"
+    spool = str(work / "spool") if traced else ""
+    code = f"from benchmarks.bench_memory import _child; _child({steps}, {spool!r})"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    samples: dict[str, list[tuple[float, int]]] = {"trainer": []}
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sample, args=(proc.pid, stop, samples), daemon=True)
+    sampler.start()
+    out, _ = proc.communicate(timeout=1800)
+    stop.set()
+    sampler.join()
+    seconds = next((float(line.split()[1]) for line in out.splitlines() if line.startswith("STEPS_SECONDS")), 0.0)
+    if proc.returncode != 0 or not seconds:
+        raise RuntimeError(f"demo run failed (rc {proc.returncode})")
+    workers = [k for k in samples if k.startswith("worker")]
+    return {
+        "trainer": _slope_kib_per_step(samples["trainer"], steps, seconds),
+        "worker": float(np.mean([_slope_kib_per_step(samples[k], steps, seconds) for k in workers]))
+        if workers
+        else float("nan"),
+        "seconds": seconds,
+    }
+
+
+def run(quick: bool) -> list[Result]:
+    steps = 60 if quick else 200
+    with tempfile.TemporaryDirectory(prefix="otel-verl-bench-") as tmp:
+        traced = _run_one(steps, True, Path(tmp))
+        untraced = _run_one(steps, False, Path(tmp))
+    rows = []
+    for proc in ("trainer", "worker"):
+        growth = traced[proc] - untraced[proc]
+        rows.append(
+            Result(
+                f"5. RSS growth per step from instrumentation ({proc})",
+                f"≤ {LIMIT_KIB_PER_STEP:g} KiB/step",
+                f"{growth:+.2f} KiB/step",
+                bool(growth <= LIMIT_KIB_PER_STEP),
+                f"{steps} steps: traced {traced[proc]:+.2f}, untraced {untraced[proc]:+.2f} KiB/step "
+                f"(least squares after 20% warm-up; {traced['seconds']:.0f} s / {untraced['seconds']:.0f} s of steps)",
+            )
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run(quick=True):
+        print(row)
