@@ -60,6 +60,15 @@ def markdown(rows: list[Result], quick: bool, seconds: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def quote_in_readme(text: str, readme: Path = HERE.parent / "README.md") -> None:
+    """Replace the README's results block (between the BEGIN/END RESULTS markers) with ``text``."""
+    begin, end = "<!-- BEGIN RESULTS (benchmarks/RESULTS.md) -->", "<!-- END RESULTS -->"
+    body = readme.read_text()
+    if begin in body and end in body:
+        head, rest = body.split(begin, 1)
+        readme.write_text(head + begin + "\n" + text + rest[rest.index(end) :])
+
+
 @app.command()
 def main(
     quick: bool = typer.Option(False, "--quick", help="Smaller sizes and fewer repetitions (~3 min)."),
@@ -89,8 +98,11 @@ def main(
     for r in rows:
         table.add_row(r.target, r.goal, r.measured, "[green]yes[/]" if r.ok else "[red]NO[/]", r.detail)
     console.print(table)
-    out.write_text(markdown(rows, quick, total))
+    text = markdown(rows, quick, total)
+    out.write_text(text)
     console.print(f"written to {out}")
+    if not only and out.resolve() == (HERE / "RESULTS.md").resolve():
+        quote_in_readme(text)
     raise typer.Exit(0 if all(r.ok for r in rows) else 1)
 
 
