@@ -136,13 +136,11 @@ def iter_file_requests(
 
 
 def _headers() -> dict[str, str]:
+    """The SDK exporters' own parsing (URL-decoded values: ``authorization=Bearer%20<token>``)."""
+    from opentelemetry.util.re import parse_env_headers
+
     raw = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or os.environ.get("OTEL_EXPORTER_OTLP_HEADERS") or ""
-    headers = {}
-    for item in raw.split(","):
-        if "=" in item:
-            key, value = item.split("=", 1)
-            headers[key.strip().lower()] = value.strip()
-    return headers
+    return {key.lower(): value for key, value in parse_env_headers(raw, liberal=True).items()}
 
 
 def resolve_endpoint(endpoint: str | None, protocol: str | None) -> tuple[str, str]:

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import OTEL_SERVICE_NAME, Resource
@@ -99,6 +100,26 @@ def _otlp_endpoint() -> str:
     return os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ""
 
 
+def _certificate_session() -> Any:
+    """A requests session for the OTLP/HTTP exporter in which OTEL_EXPORTER_OTLP_CERTIFICATE is honoured.
+
+    requests lets ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` override ``Session.verify``
+    (psf/requests#3829), and many machines set them: the exporter would then reject a self-signed or
+    private-CA collector although its certificate was configured. Here the session's ``verify`` (the
+    configured certificate) wins; proxies and everything else still come from the environment.
+    """
+    import requests
+
+    class CertificateSession(requests.Session):
+        def merge_environment_settings(self, url, proxies, stream, verify, cert):  # type: ignore[no-untyped-def]
+            settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            if isinstance(self.verify, str) and verify in (None, True):
+                settings["verify"] = self.verify
+            return settings
+
+    return CertificateSession()
+
+
 def _otlp_exporter() -> SpanExporter | None:
     protocol = (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
@@ -111,7 +132,7 @@ def _otlp_exporter() -> SpanExporter | None:
         if protocol in ("http/protobuf", "http/json", "http"):
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HTTPExporter
 
-            return HTTPExporter()
+            return HTTPExporter(session=_certificate_session())
         logger.warning("otel_verl: unknown OTLP protocol %r; OTLP export disabled", protocol)
     except Exception as exc:
         logger.warning("otel_verl: OTLP exporter could not be built (%s); OTLP export disabled", exc)
