@@ -181,7 +181,10 @@ def test_collector_killed_mid_run_and_restarted(stack: Stack, tmp_path: Path):
     stack.start_collector()
     spool_root = tmp_path / "spool"
     out = tmp_path / "killed.json"
-    env = demo_env(OTEL_EXPORTER_OTLP_ENDPOINT=stack.otlp_grpc, OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
+    # the SDK's per-batch retry budget (standard variable) shorter than the outage: batches fail, go to replay
+    env = demo_env(
+        OTEL_EXPORTER_OTLP_ENDPOINT=stack.otlp_grpc, OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_EXPORTER_OTLP_TIMEOUT="2"
+    )
     log_path = tmp_path / "killed.log"
     with log_path.open("w") as log:
         child = subprocess.Popen(
@@ -197,7 +200,7 @@ def test_collector_killed_mid_run_and_restarted(stack: Stack, tmp_path: Path):
         wait_until(delivered_mid_run, 300, "live deliveries and step 2 under way")
         assert child.poll() is None, "the demo ended before the collector could be killed"
         stack.kill_collector()
-        time.sleep(2.0)
+        time.sleep(5.0)
         stack.start_collector()  # same ports
         killed_while_running = child.poll() is None
         assert child.wait(timeout=400) == 0, log_path.read_text()[-5000:]
@@ -218,6 +221,7 @@ def test_collector_killed_mid_run_and_restarted(stack: Stack, tmp_path: Path):
     sent, total = sent_of(first)
     spool_keys = {int(trace_id + span_id, 16) for span_id, trace_id in spool.items()}
     assert total == len(spool) and sent == len(spool_keys - delivered)
+    assert sent > 0, "nothing was left for replay: the outage did not hit an export"
     assert_exactly_once_in_jaeger(stack, spool)
     assert sent_of(replay_cli(run_dir, stack.otlp_grpc)) == (0, len(spool))
     assert_exactly_once_in_jaeger(stack, spool)
