@@ -14,6 +14,7 @@ import pandas as pd
 
 from otel_verl.analysis import model
 from otel_verl.analysis.findings import Finding, evidence, fmt_s, sort_findings
+from otel_verl.analysis.incomplete import find_incomplete_workers
 from otel_verl.analysis.thresholds import Thresholds, far_above
 
 
@@ -455,6 +456,7 @@ def diagnose(spans: pd.DataFrame, thresholds: Thresholds | None = None, tables: 
         + find_slow_events(t, th)
         + find_turn_anomalies(t, th)
         + find_aborted_waste(t, th)
+        + find_incomplete_workers(spans)
     )
     found = _explained_by_gaps(found, gaps, th)
     capped: list[Finding] = []

@@ -7,7 +7,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SEVERITIES = ("critical", "warning", "info")
-KINDS = ("slow_step", "straggler_worker", "idle_gap", "tail_request", "slow_event", "turn_anomaly", "aborted_waste")
+KINDS = (
+    "slow_step",
+    "straggler_worker",
+    "idle_gap",
+    "tail_request",
+    "slow_event",
+    "turn_anomaly",
+    "aborted_waste",
+    "incomplete_worker",
+)
 
 
 @dataclass

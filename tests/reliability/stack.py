@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,6 +118,21 @@ class Stack:
             for ss in rs.get("scopeSpans", [])
             for span in ss.get("spans", [])
         )
+
+
+def wait_while_running(child: subprocess.Popen, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``predicate`` until true; fail at once (with the child's exit code) if ``child`` ends first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise AssertionError(f"the demo exited ({child.returncode}) before {what}")
+        try:
+            if predicate():
+                return
+        except OSError:  # a file appearing or being rotated under us
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def spool_span_ids(root: Path) -> dict[str, str]:

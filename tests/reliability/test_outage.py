@@ -26,7 +26,7 @@ import pytest
 
 from otel_verl.export.journal import JOURNAL_DIR, JOURNAL_SUFFIX, read_counts, read_delivered
 from tests.backends.conftest import REPO, wait_until
-from tests.reliability.stack import Stack, jaeger_copies, spool_line_spans, spool_span_ids
+from tests.reliability.stack import Stack, jaeger_copies, spool_line_spans, spool_span_ids, wait_while_running
 
 pytest.importorskip("verl", reason="needs the verl extra")
 pytestmark = [pytest.mark.backends, pytest.mark.ray, pytest.mark.verl]
@@ -197,7 +197,10 @@ def test_collector_killed_mid_run_and_restarted(stack: Stack, tmp_path: Path):
             steps = list(spool_root.glob("*/step_2"))
             return bool(steps) and any(p.stat().st_size > 0 for p in journals)
 
-        wait_until(delivered_mid_run, 300, "live deliveries and step 2 under way")
+        try:
+            wait_while_running(child, delivered_mid_run, 300, "live deliveries and step 2 under way")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{log_path.read_text()[-4000:]}") from None
         assert child.poll() is None, "the demo ended before the collector could be killed"
         stack.kill_collector()
         time.sleep(5.0)
