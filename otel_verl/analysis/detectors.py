@@ -7,6 +7,7 @@ hard-codes steps, workers or counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -30,13 +31,24 @@ class Tables:
 
     @classmethod
     def build(cls, spans: pd.DataFrame) -> Tables:
+        sp = model.training_spans(spans)  # once: each table used to filter (and copy) the span table again
+        steps = model.steps_table(spans, sp=sp)
+        workers = model.workers_table(spans, sp=sp)
         return cls(
             spans,
-            model.steps_table(spans),
-            model.workers_table(spans),
-            model.requests_table(spans),
-            model.events_table(spans),
+            steps,
+            workers,
+            model.requests_table(spans, sp=sp, steps=steps, workers=workers),
+            model.events_table(spans, sp=sp),
         )
+
+    @cached_property
+    def dominant_event_rows(self) -> pd.Series:
+        """Row label in ``events`` of each request's longest event, by request span row (one groupby for all)."""
+        ev = self.events
+        if ev.empty:
+            return pd.Series(dtype=np.int64)
+        return ev["duration"].groupby(ev["request_span"].to_numpy()).idxmax()
 
     @property
     def median_rollout_s(self) -> float:
@@ -53,33 +65,50 @@ def find_idle_gaps(t: Tables, th: Thresholds) -> list[Finding]:
     """Stretches of a worker's step with requests in flight but no span starting or ending anywhere below it."""
     out: list[Finding] = []
     sp = t.spans
-    below = sp[(sp["worker_span"] >= 0) & (sp["kind"] != "worker") & sp["step"].notna()]
-    if below.empty:
+    keep = (sp["worker_span"] >= 0).to_numpy() & (sp["kind"] != "worker").to_numpy() & sp["step"].notna().to_numpy()
+    step_s, worker_s = model._int(sp["step"])[keep], model._int(sp["worker"])[keep]
+    ok = (step_s.notna() & worker_s.notna()).to_numpy()
+    if not ok.any():
         return out
+    # numpy over (step, worker) slices of one sorted copy: a pandas groupby of 2M rows took minutes
+    steps = step_s.to_numpy(dtype=np.int64, na_value=0)[ok]
+    workers = worker_s.to_numpy(dtype=np.int64, na_value=0)[ok]
+    starts = sp["start_ns"].to_numpy()[keep][ok]
+    ends = sp["end_ns"].to_numpy()[keep][ok]
+    is_req = (sp["kind"].to_numpy()[keep] == "request")[ok]
+    order = np.lexsort((workers, steps))
+    steps, workers, starts, ends, is_req = steps[order], workers[order], starts[order], ends[order], is_req[order]
+    cut = np.flatnonzero((np.diff(steps) != 0) | (np.diff(workers) != 0)) + 1
     med_worker = t.workers.groupby("step")["duration"].median()
-    for (step, worker), grp in below.groupby([model._int(below["step"]), model._int(below["worker"])]):
-        times = np.unique(np.concatenate([grp["start_ns"].to_numpy(), grp["end_ns"].to_numpy()]))
+    wfirst = t.workers.drop_duplicates(["step", "worker"]).set_index(["step", "worker"])
+    for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(steps)], strict=True):
+        step, worker = int(steps[lo]), int(workers[lo])
+        times = np.unique(np.concatenate([starts[lo:hi], ends[lo:hi]]))
         if len(times) < 2:
             continue
         gaps = np.diff(times) / 1e9
         limit = max(th.idle_gap_min_s, th.idle_gap_rel * float(med_worker.get(step, 0.0)))
-        req = grp[grp["kind"] == "request"]
-        wrow = t.workers[(t.workers["step"] == step) & (t.workers["worker"] == worker)]
-        wstart = int(wrow["start_ns"].iloc[0]) if len(wrow) else int(times[0])
-        for i in np.flatnonzero(gaps >= limit):
+        big = np.flatnonzero(gaps >= limit)
+        if not len(big):
+            continue
+        req = is_req[lo:hi]
+        req_start, req_end = starts[lo:hi][req], ends[lo:hi][req]
+        wrow = wfirst.loc[(step, worker)] if (step, worker) in wfirst.index else None
+        wstart = int(wrow["start_ns"]) if wrow is not None else int(times[0])
+        for i in big:
             a, b = times[i], times[i + 1]
-            inflight = int(((req["start_ns"] <= a) & (req["end_ns"] >= b)).sum())
+            inflight = int(((req_start <= a) & (req_end >= b)).sum())
             if inflight < th.idle_gap_min_inflight:
                 continue
             length = (b - a) / 1e9
-            ev = evidence(wrow["trace_id"].iloc[0], wrow["span_id"].iloc[0]) if len(wrow) else []
+            ev = evidence(wrow["trace_id"], wrow["span_id"]) if wrow is not None else []
             rel_a, rel_b = (a - wstart) / 1e9, (b - wstart) / 1e9
             out.append(
                 Finding(
                     kind="idle_gap",
                     severity=_severity(length, t, th),
-                    step=int(step),
-                    worker=int(worker),
+                    step=step,
+                    worker=worker,
                     metric="gap_s",
                     value=length,
                     baseline=limit,
@@ -99,10 +128,10 @@ def find_idle_gaps(t: Tables, th: Thresholds) -> list[Finding]:
 # ------------------------------------------------------------------ stragglers
 def _dominant_event(t: Tables, request_row: int) -> tuple[str, float, Any, Any, Any]:
     """The event (label, seconds, turn, trace, span) that took most of one request's time."""
-    ev = t.events[t.events["request_span"] == request_row]
-    if ev.empty:
+    row = t.dominant_event_rows.get(request_row)
+    if row is None:
         return ("", 0.0, None, None, None)
-    top = ev.loc[ev["duration"].idxmax()]
+    top = t.events.loc[row]
     turn = top["turn_index"]
     return (
         str(top["event"]),
@@ -256,7 +285,8 @@ def _opt_int(v: Any) -> int | None:
 def find_slow_events(t: Tables, th: Thresholds) -> list[Finding]:
     """Single reward/tool/preprocess/parse spans far slower than their own event type's norm."""
     out: list[Finding] = []
-    ev = t.events[t.events["kind"] != "engine"]
+    cols = ["event", "duration", "request_span", "step", "worker", "trace_id", "span_id"]
+    ev = t.events.loc[(t.events["kind"] != "engine").to_numpy(), cols]
     for label, grp in ev.groupby("event"):
         med, mad = model.robust_baseline(grp["duration"].to_numpy())
         limit_mask = (
@@ -290,7 +320,8 @@ def find_slow_events(t: Tables, th: Thresholds) -> list[Finding]:
 # ------------------------------------------------------------------ turn anomalies
 def turn_engine_times(t: Tables) -> pd.DataFrame:
     """Engine seconds per turn span (sum of its engine calls), with step/worker/turn index."""
-    eng = t.events[(t.events["kind"] == "engine") & (t.events["turn_span"] >= 0)]
+    cols = ["turn_span", "duration", "step", "worker", "turn_index", "request_span", "trace_id", "span_id"]
+    eng = t.events.loc[((t.events["kind"] == "engine") & (t.events["turn_span"] >= 0)).to_numpy(), cols]
     if eng.empty:
         return pd.DataFrame(
             columns=["turn_span", "engine_s", "step", "worker", "turn_index", "request_span", "trace_id", "span_id"]
@@ -355,7 +386,7 @@ def aborted_per_step(t: Tables) -> pd.DataFrame:
         )
     ab = r["request_status"] == "aborted"
     tokens = pd.to_numeric(r["response_tokens"], errors="coerce")
-    eng = t.events[t.events["kind"] == "engine"]
+    eng = t.events.loc[(t.events["kind"] == "engine").to_numpy(), ["output_tokens", "request_span"]]
     out_tok = pd.to_numeric(eng["output_tokens"], errors="coerce").groupby(eng["request_span"]).sum()
     tokens = tokens.fillna(r["request_row"].map(out_tok)).fillna(0)
     df = pd.DataFrame(

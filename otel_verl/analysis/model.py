@@ -23,27 +23,34 @@ def event_label(ev: pd.DataFrame) -> pd.Series:
     """Human name of an event: ``engine``, ``tool calc``, ``reward``, ``preprocess initial_prompt``..."""
     label = ev["kind"].astype(object).copy()
     tool = ev["kind"] == "tool"
-    if "tool_name" in ev:
+    if "tool_name" in ev and tool.any():
+        tl = ev.loc[tool]  # only tool rows: string work on 2M event names would dominate the analysis
         names = (
-            ev["tool_name"].astype(object).where(ev["tool_name"].notna(), ev["name"].str.replace("execute_tool ", ""))
+            tl["tool_name"].astype(object).where(tl["tool_name"].notna(), tl["name"].str.replace("execute_tool ", ""))
         )
-        label[tool] = "tool " + names[tool].astype(str)
+        label[tool] = "tool " + names.astype(str)
     other = ev["kind"] == "other"
     label[other] = ev.loc[other, "name"]
     return label
 
 
 def training_spans(spans: pd.DataFrame) -> pd.DataFrame:
-    """Spans with a step, minus validation rollouts (they would skew per-step baselines)."""
-    out = spans[spans["step"].notna()]
-    if "validate" in out and out["validate"].notna().any():
-        out = out[out["validate"].fillna(False) == False]  # noqa: E712 - nullable boolean
-    return out
+    """Spans with a step, minus validation rollouts (they would skew per-step baselines).
+
+    ``spans`` itself (no copy of a multi-GB table) when nothing is left out; callers never modify it.
+    """
+    keep = spans["step"].notna().to_numpy(copy=True)
+    if "validate" in spans and spans["validate"].notna().any():
+        keep &= (spans["validate"].fillna(False) == False).to_numpy()  # noqa: E712 - nullable boolean
+    return spans if keep.all() else spans[keep]
 
 
-def steps_table(spans: pd.DataFrame) -> pd.DataFrame:
-    """One row per step: step span bounds and the rollout window (gen phase, else worker span bounds)."""
-    sp = training_spans(spans)
+def steps_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per step: step span bounds and the rollout window (gen phase, else worker span bounds).
+
+    ``sp``: :func:`training_spans` of ``spans`` when the caller already has it (same for the tables below).
+    """
+    sp = training_spans(spans) if sp is None else sp
     if sp.empty:
         return pd.DataFrame(
             columns=[
@@ -92,9 +99,15 @@ def steps_table(spans: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index().sort_values("step").reset_index(drop=True)
 
 
-def requests_table(spans: pd.DataFrame) -> pd.DataFrame:
+def requests_table(
+    spans: pd.DataFrame,
+    *,
+    sp: pd.DataFrame | None = None,
+    steps: pd.DataFrame | None = None,
+    workers: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """One row per request span, with times relative to its step's rollout start and its worker's start."""
-    sp = training_spans(spans)
+    sp = training_spans(spans) if sp is None else sp
     req = sp[sp["kind"] == "request"].copy()
     cols = [
         "step",
@@ -121,18 +134,18 @@ def requests_table(spans: pd.DataFrame) -> pd.DataFrame:
     counted = idx.map(turns)
     req["num_turns"] = _int(req["num_turns"]).fillna(_int(counted))
     req = volume.with_sampled_out(req, sp)  # requests summarized on worker spans (tail sampling)
-    steps = steps_table(spans).set_index("step")
+    steps = (steps_table(spans, sp=sp) if steps is None else steps).set_index("step")
     req["rel_end_s"] = (req["end_ns"] - req["step"].map(steps["rollout_start_ns"]).astype(float)) / 1e9
-    w = workers_table(spans).set_index(["step", "worker"])["start_ns"]
+    w = (workers_table(spans, sp=sp) if workers is None else workers).set_index(["step", "worker"])["start_ns"]
     keys = pd.MultiIndex.from_arrays([req["step"], req["worker"]])
     req["worker_rel_end_s"] = (req["end_ns"] - w.reindex(keys).to_numpy()) / 1e9
     req["request_row"] = req.index
     return req.reset_index(drop=True)
 
 
-def workers_table(spans: pd.DataFrame) -> pd.DataFrame:
+def workers_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (step, worker): rollout window, request count, barrier wait (verl.barrier duration)."""
-    sp = training_spans(spans)
+    sp = training_spans(spans) if sp is None else sp
     sp = sp[sp["worker"].notna()]
     work = sp[sp["kind"].isin(["worker", "request"])]
     if work.empty:
@@ -176,9 +189,9 @@ def workers_table(spans: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index().sort_values(["step", "worker"]).reset_index(drop=True)
 
 
-def events_table(spans: pd.DataFrame) -> pd.DataFrame:
+def events_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.DataFrame:
     """Event spans below a request (engine, tool, tool_parse, preprocess, reward, other) with their context."""
-    sp = training_spans(spans)
+    sp = training_spans(spans) if sp is None else sp
     ev = sp[sp["kind"].isin(EVENT_KINDS) & (sp["request_span"] >= 0)].copy()
     ev["event"] = event_label(ev)
     ev["step"] = _int(ev["step"])

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +43,14 @@ def _attr_value(value: dict[str, Any]) -> Any:
     return None
 
 
+def _dumps(extra: dict[Any, Any]) -> str:
+    """Compact JSON of the non-contract attributes (orjson: ~10x json.dumps, which a 2M-span load would feel)."""
+    try:
+        return orjson.dumps(extra).decode()
+    except (TypeError, orjson.JSONEncodeError):  # non-str key, int beyond 64 bits...
+        return json.dumps(extra, separators=(",", ":"))
+
+
 def normalize_id(raw: str | None, nbytes: int) -> str:
     """Hex id from OTLP/JSON (hex) or protobuf's default JSON mapping (base64, e.g. Tempo)."""
     if not raw:
@@ -60,7 +69,13 @@ class SpanColumns:
     def __init__(self) -> None:
         self.base: dict[str, list[Any]] = {c: [] for c in BASE_COLUMNS if c != "duration"}
         self.sparse: dict[str, tuple[list[int], list[Any]]] = {col: ([], []) for col, _ in ATTR_COLUMNS.values()}
+        self._targets = {
+            key: (*self.sparse[col], kind == "strlist") for key, (col, kind) in ATTR_COLUMNS.items()
+        }  # attribute key -> (rows, values, join list values)
         self.n = 0
+        self.parts: list[dict[str, Any]] = []
+        """Compact (numpy/Arrow) batches of already converted spans; see :meth:`flush`."""
+        self._flushed = 0
 
     def add_document(self, doc: Any) -> int:
         """Add every span of one ExportTraceServiceRequest (or Jaeger/Tempo wrapper); returns count."""
@@ -77,8 +92,9 @@ class SpanColumns:
         tid_l, sid_l, pid_l, name_l = b["trace_id"], b["span_id"], b["parent_id"], b["name"]
         st_l, en_l, code_l, msg_l = b["start_ns"], b["end_ns"], b["status"], b["status_message"]
         svc_l, links_l, extra_l = b["service"], b["links"], b["extra"]
-        sparse = self.sparse
-        attr_cols = ATTR_COLUMNS
+        targets = self._targets
+        attr_value = _attr_value
+        dumps = _dumps
         before = self.n
         n = self.n
         for rs in resource_spans:
@@ -117,72 +133,155 @@ class SpanColumns:
                         links_l.append("")
                     extra = None
                     for kv in sp.get("attributes", ()):
-                        key = kv.get("key")
-                        target = attr_cols.get(key)
-                        value = _attr_value(kv.get("value") or {})
+                        v = kv.get("value") or {}
+                        # fast path for the common one-key AnyValues; anything else goes through _attr_value
+                        value = v.get("stringValue")
+                        if value is None:
+                            value = v.get("intValue")
+                            value = int(value) if value is not None else attr_value(v)
+                        target = targets.get(kv.get("key"))
                         if target is not None:
-                            rows, vals = sparse[target[0]]
-                            rows.append(n)
-                            if target[1] == "strlist":
-                                value = ",".join(map(str, value)) if isinstance(value, list) else value
-                            vals.append(value)
+                            target[0].append(n)
+                            if target[2] and isinstance(value, list):
+                                value = ",".join(map(str, value))
+                            target[1].append(value)
                         else:
                             if extra is None:
                                 extra = {}
-                            extra[key] = value
-                    extra_l.append(json.dumps(extra) if extra else "")
+                            extra[kv.get("key")] = value
+                    extra_l.append(dumps(extra) if extra else "")
                     n += 1
         self.n = n
         return n - before
 
+    def flush(self) -> None:
+        """Turn the Python lists of the spans added since the last flush into one compact part.
+
+        Why: a span's Python objects cost ~1 kB; converted every ``FLUSH_SPANS`` spans, a 2M-span load
+        holds a few hundred MB of arrays instead of GBs of lists, and a worker process returns parts
+        that pickle as plain buffers.
+        """
+        n = self.n - self._flushed
+        if n == 0:
+            return
+        b = self.base
+        part: dict[str, Any] = {"n": n}
+        for col in ("trace_id", "span_id", "parent_id", "name", "status_message", "service", "links", "extra"):
+            part[col] = _strings(b[col])
+            b[col].clear()
+        for col in ("start_ns", "end_ns"):
+            part[col] = np.asarray(b[col], dtype=np.int64)
+            b[col].clear()
+        part["status"] = np.asarray(b["status"], dtype=np.int8)
+        b["status"].clear()
+        for col, kind in ATTR_COLUMNS.values():
+            rows, vals = self.sparse[col]
+            idx = np.asarray(rows, dtype=np.int64) - self._flushed
+            if kind in ("int", "float"):
+                conv: Any = _floats(vals) if len(idx) else np.empty(0)
+            elif kind == "bool":
+                conv = np.array([bool(v) for v in vals], dtype=bool)
+            else:
+                conv = _strings([None if v is None else str(v) for v in vals])
+            part[col] = (idx, conv)
+            rows.clear()
+            vals.clear()
+        self.parts.append(part)
+        self._flushed = self.n
+
+    def maybe_flush(self) -> None:
+        """:meth:`flush` once ``FLUSH_SPANS`` spans are pending (call between documents)."""
+        if self.n - self._flushed >= FLUSH_SPANS:
+            self.flush()
+
+    def take_parts(self) -> list[dict[str, Any]]:
+        """Every span added so far as parts (emptied here, so each part has one owner)."""
+        self.flush()
+        parts, self.parts = self.parts, []
+        return parts
+
     def frame(self) -> pd.DataFrame:
         """The span table: base columns, ``duration`` in seconds, one column per contract attribute."""
-        n = self.n
-        data: dict[str, Any] = {}
-        b = self.base
-        for col in ("trace_id", "span_id", "parent_id"):
-            nbytes = 16 if col == "trace_id" else 8
-            arr = pa.array(b[col], type=pa.string())
+        return frame_from_parts(self.take_parts())
+
+
+FLUSH_SPANS = 200_000
+
+
+def _strings(values: list[Any]) -> pa.Array | np.ndarray:
+    """Arrow strings (compact); an object array when some value is not a string (kept as it was)."""
+    try:
+        return pa.array(values, type=pa.string())
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return np.array(values, dtype=object)
+
+
+def _concat_strings(chunks: list[pa.Array | np.ndarray]) -> pa.Array | np.ndarray:
+    if all(isinstance(c, pa.Array) for c in chunks):
+        return pa.concat_arrays(chunks) if chunks else pa.array([], type=pa.string())
+    return np.concatenate([c if isinstance(c, np.ndarray) else _objects(c) for c in chunks])
+
+
+def _objects(arr: pa.Array | np.ndarray) -> np.ndarray:
+    """Object array of Python strings (None for nulls), one object per distinct value: ids repeat a lot."""
+    if isinstance(arr, np.ndarray):
+        return arr
+    enc = pc.dictionary_encode(arr)
+    uniques = np.array([*enc.dictionary.to_pylist(), None], dtype=object)
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    if enc.indices.null_count:
+        idx = pc.fill_null(enc.indices, len(uniques) - 1).to_numpy()
+    return uniques[idx]
+
+
+def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
+    """Concatenate parts (from one or several :class:`SpanColumns`) into the span table, in order."""
+    n = sum(p["n"] for p in parts)
+    offsets = np.cumsum([0] + [p["n"] for p in parts])[:-1]
+    data: dict[str, Any] = {}
+    for col in ("trace_id", "span_id", "parent_id"):
+        nbytes = 16 if col == "trace_id" else 8
+        arr = _concat_strings([p[col] for p in parts])
+        if isinstance(arr, np.ndarray):
+            arr = pa.array([normalize_id(v, nbytes) for v in arr], type=pa.string())
+        else:
             lengths = pc.utf8_length(arr)
             odd = pc.and_(pc.not_equal(lengths, 2 * nbytes), pc.not_equal(lengths, 0))
             if pc.any(odd).as_py() or pc.any(pc.match_substring_regex(arr, "[A-F]")).as_py():
-                arr = pa.array([normalize_id(v, nbytes) for v in b[col]], type=pa.string())
-            data[col] = pd.array(arr, dtype=pd.ArrowDtype(pa.string())).astype("str")
-        data["name"] = pd.array(b["name"], dtype=object)
-        start = np.asarray(b["start_ns"], dtype=np.int64)
-        end = np.asarray(b["end_ns"], dtype=np.int64)
-        data["start_ns"] = start
-        data["end_ns"] = end
-        data["duration"] = (end - start) / 1e9
-        data["status"] = np.asarray(b["status"], dtype=np.int8)
-        data["status_message"] = pd.array(b["status_message"], dtype=object)
-        data["service"] = pd.array(b["service"], dtype=object)
-        data["links"] = pd.array(b["links"], dtype=object)
-        data["extra"] = pd.array(b["extra"], dtype=object)
-        for col, kind in ATTR_COLUMNS.values():
-            rows, vals = self.sparse[col]
-            idx = np.asarray(rows, dtype=np.int64)
-            if kind == "int":
-                arr = np.full(n, np.nan)
-                if len(idx):
-                    arr[idx] = _floats(vals)
-                data[col] = pd.array(arr, dtype="Int64") if np.all(np.isnan(arr) | (arr == np.round(arr))) else arr
-            elif kind == "float":
-                arr = np.full(n, np.nan)
-                if len(idx):
-                    arr[idx] = _floats(vals)
-                data[col] = arr
-            elif kind == "bool":
-                obj = np.full(n, None, dtype=object)
-                if len(idx):
-                    obj[idx] = [bool(v) for v in vals]
-                data[col] = pd.array(obj, dtype="boolean")
+                arr = pa.array([normalize_id(v, nbytes) for v in arr.to_pylist()], type=pa.string())
+        data[col] = pd.array(arr, dtype="str")
+    data["name"] = _objects(_concat_strings([p["name"] for p in parts]))
+    start = np.concatenate([p["start_ns"] for p in parts]) if parts else np.empty(0, dtype=np.int64)
+    end = np.concatenate([p["end_ns"] for p in parts]) if parts else np.empty(0, dtype=np.int64)
+    data["start_ns"] = start
+    data["end_ns"] = end
+    data["duration"] = (end - start) / 1e9
+    data["status"] = np.concatenate([p["status"] for p in parts]) if parts else np.empty(0, dtype=np.int8)
+    for col in ("status_message", "service", "links", "extra"):
+        data[col] = _objects(_concat_strings([p[col] for p in parts]))
+    for col, kind in ATTR_COLUMNS.values():
+        idx = np.concatenate([p[col][0] + off for p, off in zip(parts, offsets, strict=True)] or [np.empty(0, int)])
+        if kind in ("int", "float"):
+            arr = np.full(n, np.nan)
+            if len(idx):
+                arr[idx] = np.concatenate([p[col][1] for p in parts])
+            if kind == "int" and np.all(np.isnan(arr) | (arr == np.round(arr))):
+                data[col] = pd.array(arr, dtype="Int64")
             else:
-                obj = np.full(n, None, dtype=object)
-                if len(idx):
-                    obj[idx] = [None if v is None else str(v) for v in vals]
-                data[col] = pd.array(obj, dtype=object)
-        return pd.DataFrame(data)
+                data[col] = arr
+        elif kind == "bool":
+            values = np.zeros(n, dtype=bool)
+            mask = np.ones(n, dtype=bool)
+            if len(idx):
+                values[idx] = np.concatenate([p[col][1] for p in parts])
+                mask[idx] = False
+            data[col] = pd.arrays.BooleanArray(values, mask)
+        else:
+            obj = np.full(n, None, dtype=object)
+            if len(idx):
+                obj[idx] = _objects(_concat_strings([p[col][1] for p in parts]))
+            data[col] = obj
+    return pd.DataFrame(data)
 
 
 def _floats(vals: list[Any]) -> np.ndarray:

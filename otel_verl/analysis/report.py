@@ -108,7 +108,7 @@ def analyze(
     frames: dict[str, pd.DataFrame] = {}
     plotly_figs = []
     for name, compute, plot, plotly_fn in FIGURES:
-        df = compute(spans)
+        df = compute(spans, tables=t)  # the shared tables: each figure used to rebuild them from 2M spans
         frames[name] = df
         files.append(plot(df, out / f"{name}.png"))
         if html_report and not df.empty:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
 
+if TYPE_CHECKING:
+    from otel_verl.analysis.detectors import Tables
 
-def compute_aborted(spans: pd.DataFrame) -> pd.DataFrame:
+
+def compute_aborted(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per step: requests, aborted, tokens_wasted, seconds_wasted, waste_fraction."""
     from otel_verl.analysis.detectors import Tables, aborted_per_step
 
-    return aborted_per_step(Tables.build(spans))
+    return aborted_per_step(tables if tables is not None else Tables.build(spans))
 
 
 def plot_aborted(df: pd.DataFrame, path: str | Path) -> Path:

@@ -8,13 +8,18 @@ event span > idle), or the barrier. Shares therefore add up to 100% per worker.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
+
+if TYPE_CHECKING:
+    from otel_verl.analysis.detectors import Tables
 
 PRIORITY = ("engine", "tool", "reward", "preprocess", "tool_parse", "other", "request")
 BUCKETS = (*PRIORITY, "idle", "barrier")
@@ -27,14 +32,16 @@ def _sweep(lo: int, hi: int, intervals: dict[str, tuple[np.ndarray, np.ndarray]]
     seg = np.diff(bounds) / 1e9
     taken = np.zeros(len(seg), dtype=bool)
     out: dict[str, float] = {}
+    size = len(bounds) + 1
     for cat in PRIORITY:
         if cat not in intervals:
             out[cat] = 0.0
             continue
         s, e = intervals[cat]
-        cnt = np.zeros(len(bounds) + 1)
-        np.add.at(cnt, np.searchsorted(bounds, np.clip(s, lo, hi)), 1)
-        np.add.at(cnt, np.searchsorted(bounds, np.clip(e, lo, hi)), -1)
+        # +1 at each start, -1 at each end: running sum > 0 where some interval of this bucket is open
+        cnt = np.bincount(np.searchsorted(bounds, np.clip(s, lo, hi)), minlength=size) - np.bincount(
+            np.searchsorted(bounds, np.clip(e, lo, hi)), minlength=size
+        )
         active = np.cumsum(cnt)[: len(seg)] > 0
         mine = active & ~taken
         out[cat] = float(seg[mine].sum())
@@ -43,24 +50,43 @@ def _sweep(lo: int, hi: int, intervals: dict[str, tuple[np.ndarray, np.ndarray]]
     return out
 
 
-def compute_event_share(spans: pd.DataFrame) -> pd.DataFrame:
+def compute_event_share(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per (step, event bucket): seconds summed over workers and % of the workers' step time."""
-    w = model.workers_table(spans)
+    w = tables.workers if tables is not None else model.workers_table(spans)
     sp = model.training_spans(spans)
-    sp = sp[sp["kind"].isin((*model.EVENT_KINDS, "request")) & sp["worker"].notna()]
-    sp = sp[(sp["request_span"] >= 0)]
+    keep = (
+        sp["kind"].isin((*model.EVENT_KINDS, "request")).to_numpy()
+        & sp["worker"].notna().to_numpy()
+        & (sp["request_span"] >= 0).to_numpy()
+    )
+    step_s, worker_s = model._int(sp["step"])[keep], model._int(sp["worker"])[keep]
+    ok = (step_s.notna() & worker_s.notna()).to_numpy()
+    # numpy slices of one sorted copy per (step, worker), then per kind: a pandas groupby of 2M rows is minutes
+    steps = step_s.to_numpy(dtype=np.int64, na_value=0)[ok]
+    workers = worker_s.to_numpy(dtype=np.int64, na_value=0)[ok]
+    kind_codes, kind_names = pd.factorize(sp["kind"].to_numpy()[keep][ok], sort=True)
+    starts = sp["start_ns"].to_numpy()[keep][ok]
+    ends = sp["end_ns"].to_numpy()[keep][ok]
+    order = np.lexsort((kind_codes, workers, steps))
+    steps, workers, kind_codes, starts, ends = (a[order] for a in (steps, workers, kind_codes, starts, ends))
+    cut = np.flatnonzero((np.diff(steps) != 0) | (np.diff(workers) != 0)) + 1
+    wfirst = w.drop_duplicates(["step", "worker"]).set_index(["step", "worker"])
     rows = []
-    for (step, worker), g in sp.groupby([model._int(sp["step"]), model._int(sp["worker"])]):
-        wr = w[(w["step"] == step) & (w["worker"] == worker)]
-        if wr.empty:
+    for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(steps)], strict=True):
+        if hi <= lo:
             continue
-        lo, hi = int(wr["start_ns"].iloc[0]), int(wr["end_ns"].iloc[0])
-        intervals = {k: (kg["start_ns"].to_numpy(), kg["end_ns"].to_numpy()) for k, kg in g.groupby("kind")}
-        secs = _sweep(lo, hi, intervals)
-        b = wr["barrier_s"].iloc[0]
+        step, worker = int(steps[lo]), int(workers[lo])
+        if (step, worker) not in wfirst.index:
+            continue
+        wr = wfirst.loc[(step, worker)]
+        kc = kind_codes[lo:hi]
+        kcut = np.r_[lo, lo + np.flatnonzero(np.diff(kc)) + 1, hi]
+        intervals = {str(kind_names[kind_codes[a]]): (starts[a:b], ends[a:b]) for a, b in itertools.pairwise(kcut)}
+        secs = _sweep(int(wr["start_ns"]), int(wr["end_ns"]), intervals)
+        b = wr["barrier_s"]
         secs["barrier"] = 0.0 if pd.isna(b) else float(b)
         for k, v in secs.items():
-            rows.append({"step": int(step), "worker": int(worker), "event": k, "seconds": v})
+            rows.append({"step": step, "worker": worker, "event": k, "seconds": v})
     df = pd.DataFrame(rows, columns=["step", "worker", "event", "seconds"])
     if df.empty:
         return pd.DataFrame(columns=["step", "event", "seconds", "percent"])

@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
+if TYPE_CHECKING:
+    from otel_verl.analysis.detectors import Tables
 
-def compute_outliers(spans: pd.DataFrame, quantile: float = 0.99, max_requests: int = 8) -> pd.DataFrame:
+
+def compute_outliers(
+    spans: pd.DataFrame, quantile: float = 0.99, max_requests: int = 8, tables: Tables | None = None
+) -> pd.DataFrame:
     """One row per event of the slowest requests above each step's ``quantile`` (at most ``max_requests`` overall)."""
-    r = model.requests_table(spans)
+    r = tables.requests if tables is not None else model.requests_table(spans)
     if r.empty:
         return pd.DataFrame(
             columns=["request_id", "step", "worker", "turn_index", "event", "start_rel_s", "duration_s"]
         )
     q = r.groupby("step")["duration"].transform(lambda s: s.quantile(quantile))
     top = r[r["duration"] > q].nlargest(max_requests, "duration")
-    ev = model.events_table(spans)
-    ev = ev[ev["request_span"].isin(top["request_row"])]
+    ev = tables.events if tables is not None else model.events_table(spans)
+    ev = ev[ev["request_span"].isin(top["request_row"]).to_numpy()]
     start = ev["request_span"].map(top.set_index("request_row")["start_ns"])
     out = pd.DataFrame(
         {

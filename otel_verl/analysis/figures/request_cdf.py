@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -10,10 +11,13 @@ import pandas as pd
 from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
+if TYPE_CHECKING:
+    from otel_verl.analysis.detectors import Tables
 
-def compute_request_cdf(spans: pd.DataFrame) -> pd.DataFrame:
+
+def compute_request_cdf(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """One row per request: completion time since its step's rollout start, and its rank fraction in the step."""
-    r = model.requests_table(spans)
+    r = tables.requests if tables is not None else model.requests_table(spans)
     df = r[["step", "worker", "request_id", "request_status", "rel_end_s"]].rename(columns={"rel_end_s": "t_rel_s"})
     df = df.sort_values(["step", "t_rel_s"]).reset_index(drop=True)
     n = df.groupby("step")["t_rel_s"].transform("size")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -10,10 +11,13 @@ import pandas as pd
 from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
+if TYPE_CHECKING:
+    from otel_verl.analysis.detectors import Tables
 
-def compute_step_timing(spans: pd.DataFrame, k: float = 5.0) -> pd.DataFrame:
+
+def compute_step_timing(spans: pd.DataFrame, k: float = 5.0, tables: Tables | None = None) -> pd.DataFrame:
     """Per step: duration, rollout time, interval to the next step start and an ``outlier`` flag."""
-    s = model.steps_table(spans)
+    s = tables.steps if tables is not None else model.steps_table(spans)
     df = pd.DataFrame(
         {
             "step": s["step"],

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
+if TYPE_CHECKING:
+    from otel_verl.analysis.detectors import Tables
 
-def compute_turn_counts(spans: pd.DataFrame) -> pd.DataFrame:
+
+def compute_turn_counts(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per (step, num_turns): requests, their fraction of the step and their mean duration."""
-    r = model.requests_table(spans)
+    r = tables.requests if tables is not None else model.requests_table(spans)
     r = r[r["num_turns"].notna()]
     if r.empty:
         return pd.DataFrame(columns=["step", "num_turns", "requests", "fraction", "mean_duration_s"])

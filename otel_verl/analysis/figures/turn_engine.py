@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
+if TYPE_CHECKING:
+    from otel_verl.analysis.detectors import Tables
 
-def compute_turn_engine(spans: pd.DataFrame) -> pd.DataFrame:
+
+def compute_turn_engine(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per (step, turn index): mean and max engine seconds of a turn, and how many turns."""
-    ev = model.events_table(spans)
-    eng = ev[(ev["kind"] == "engine") & ev["turn_index"].notna()]
+    ev = tables.events if tables is not None else model.events_table(spans)
+    eng = ev.loc[
+        ((ev["kind"] == "engine") & ev["turn_index"].notna()).to_numpy(),
+        ["step", "turn_index", "turn_span", "duration"],
+    ]
     if eng.empty:
         return pd.DataFrame(columns=["step", "turn_index", "mean_engine_s", "max_engine_s", "turns"])
     per_turn = eng.groupby(["step", "turn_index", "turn_span"], as_index=False)["duration"].sum()

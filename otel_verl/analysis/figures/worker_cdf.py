@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
+if TYPE_CHECKING:
+    from otel_verl.analysis.detectors import Tables
 
-def compute_worker_cdf(spans: pd.DataFrame, step: int | None = None) -> pd.DataFrame:
+
+def compute_worker_cdf(spans: pd.DataFrame, step: int | None = None, tables: Tables | None = None) -> pd.DataFrame:
     """Per request: completion seconds since its worker started and the fraction of that worker's requests done."""
-    r = model.requests_table(spans)
+    r = tables.requests if tables is not None else model.requests_table(spans)
     if step is not None:
         r = r[r["step"] == step]
     df = r[["step", "worker", "request_id", "worker_rel_end_s"]].rename(columns={"worker_rel_end_s": "t_rel_s"})
