@@ -121,15 +121,23 @@ def register(app: typer.Typer) -> None:
     @_one_line_errors
     def import_legacy_cmd(
         logdir: Path = typer.Argument(..., help="seed log dir: step_<n>/worker_<rank>.jsonl"),  # noqa: B008
-        spool: Path = typer.Option(..., "--spool", help="spool dir to write"),  # noqa: B008
+        spool: Optional[Path] = typer.Option(None, "--spool", help="spool dir to write"),  # noqa: UP045, B008
+        endpoint: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--endpoint", help="OTLP endpoint to send the spans to (a collector, Jaeger, Tempo)"
+        ),
+        protocol: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--protocol", help="grpc | http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc)"
+        ),
         run: str = typer.Option("legacy", "--run", help="run name under the spool dir"),
         skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines"),
     ) -> None:
-        """Convert SGLangLogManager logs (seeds 000/001/002) into otel_verl spans in a spool."""
+        """Convert SGLangLogManager logs (seeds 000/001/002) into otel_verl spans: a spool and/or OTLP."""
         from otel_verl.analysis.legacy_import import import_legacy
 
-        n = import_legacy(logdir, spool, run=run, skip_bad_lines=skip_bad_lines)
-        print(f"wrote {n} spans to {spool / run}")
+        n = import_legacy(logdir, spool, run=run, skip_bad_lines=skip_bad_lines, endpoint=endpoint, protocol=protocol)
+        done = [f"wrote {n} spans to {spool / run}"] if spool is not None else []
+        done += [f"sent {n} spans to {endpoint}"] if endpoint is not None else []
+        print("; ".join(done))
 
     @app.command("export-legacy")
     @_one_line_errors

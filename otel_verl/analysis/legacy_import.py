@@ -17,7 +17,7 @@ from typing import Any
 from otel_verl import semconv as sc
 from otel_verl.analysis import legacy_events as le
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.spool_write import SpanRecord, stable_id, write_spool
+from otel_verl.analysis.spool_write import SpanRecord, otlp_documents, stable_id, write_spool
 
 _NUM = re.compile(r"(\d+)")
 
@@ -257,7 +257,44 @@ def _worker_records(
     return out
 
 
-def import_legacy(logdir: str | Path, spool: str | Path, run: str = "legacy", skip_bad_lines: bool = False) -> int:
-    """Convert LOGDIR into ``<spool>/<run>/…``; returns the number of spans written."""
-    rows = read_legacy(Path(logdir), skip_bad_lines)
-    return write_spool(legacy_to_records(rows, run), Path(spool), run)
+def import_legacy(
+    logdir: str | Path,
+    spool: str | Path | None = None,
+    run: str = "legacy",
+    skip_bad_lines: bool = False,
+    endpoint: str | None = None,
+    protocol: str | None = None,
+) -> int:
+    """Convert LOGDIR into ``<spool>/<run>/…`` and/or send it to an OTLP ``endpoint``; returns spans converted.
+
+    Sending reuses ``otel-verl replay``'s senders (gRPC or OTLP/HTTP protobuf, ``OTEL_EXPORTER_OTLP_*``
+    headers and certificates), one ExportTraceServiceRequest per spool line's worth of spans.
+    """
+    if spool is None and endpoint is None:
+        raise AnalysisInputError("import-legacy needs --spool DIR and/or --endpoint URL")
+    records = legacy_to_records(read_legacy(Path(logdir), skip_bad_lines), run)
+    if endpoint is not None:
+        send_records(records, endpoint, protocol)
+    if spool is not None:
+        write_spool(records, Path(spool), run)
+    return len(records)
+
+
+def send_records(records: list[SpanRecord], endpoint: str, protocol: str | None = None) -> int:
+    """Send span records over OTLP; a refusing or unreachable endpoint is one :class:`AnalysisInputError`."""
+    from otel_verl.export import replay
+
+    try:
+        endpoint, protocol = replay.resolve_endpoint(endpoint, protocol)
+        send = replay.make_sender(endpoint, protocol)
+        sent = 0
+        for _sub, _fname, doc in otlp_documents(records):
+            request = replay.parse_line(json.dumps(doc))
+            send(request)
+            sent += replay.count_spans(request)
+    except replay.ReplayError as exc:
+        raise AnalysisInputError(str(exc)) from None
+    except Exception as exc:  # grpc.RpcError, requests errors: the endpoint's problem, not a traceback
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise AnalysisInputError(f"{endpoint}: export failed ({type(exc).__name__}: {first})") from None
+    return sent

@@ -1,6 +1,7 @@
 """Write span records as a spool: ``<spool>/<run>/step_<n>/<file>.jsonl``, one ExportTraceServiceRequest a line.
 
-Used by ``import-legacy``; the same OTLP/JSON shape the collector's file exporter writes.
+Used by ``import-legacy``; the same OTLP/JSON shape the collector's file exporter writes, and
+the documents ``import-legacy --endpoint`` sends over OTLP.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,18 +59,18 @@ class SpanRecord:
         return d
 
 
-def write_spool(records: list[SpanRecord], spool: Path, run: str, per_line: int = 256) -> int:
-    """Group records by step and file and append them as OTLP/JSON lines; returns spans written."""
+def otlp_documents(records: list[SpanRecord], per_line: int = 256) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """``(step dir, file name, ExportTraceServiceRequest as OTLP/JSON)`` per spool line, grouped by step and file."""
     groups: dict[tuple[str, str, str], list[SpanRecord]] = defaultdict(list)
     for r in records:
         sub = f"step_{r.step}" if r.step is not None else "no_step"
         groups[(sub, r.file, r.service)].append(r)
     for (sub, fname, service), recs in groups.items():
-        path = Path(spool) / run / sub / fname
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as fh:
-            for i in range(0, len(recs), per_line):
-                doc = {
+        for i in range(0, len(recs), per_line):
+            yield (
+                sub,
+                fname,
+                {
                     "resourceSpans": [
                         {
                             "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
@@ -77,6 +79,15 @@ def write_spool(records: list[SpanRecord], spool: Path, run: str, per_line: int 
                             ],
                         }
                     ]
-                }
-                fh.write(json.dumps(doc) + "\n")
+                },
+            )
+
+
+def write_spool(records: list[SpanRecord], spool: Path, run: str, per_line: int = 256) -> int:
+    """Append the records as OTLP/JSON lines under ``<spool>/<run>/<step dir>/<file>``; returns spans written."""
+    for sub, fname, doc in otlp_documents(records, per_line):
+        path = Path(spool) / run / sub / fname
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as fh:
+            fh.write(json.dumps(doc) + "\n")
     return len(records)
