@@ -74,6 +74,9 @@ def demo(
     trainer: Annotated[
         str, typer.Option(help="legacy: RayPPOTrainer-style blocking rollout; v1: V1 trainer's TransferQueue path.")
     ] = "legacy",
+    val_before_train: Annotated[
+        bool, typer.Option(help="A validation rollout before step 1, as verl does by default (takes the warm-up).")
+    ] = True,
 ) -> None:
     """Run a traced multi-turn rollout on the CPU: real verl code, simulated LLM server.
 
@@ -107,6 +110,7 @@ def demo(
         spool=str(spool) if spool else None,
         trainer=trainer,
         ray_cpus=workers + 2 if trainer == "v1" else None,
+        val_before_train=val_before_train,
     )
     with console.status(f"running {steps} traced steps on {workers} workers ({prompts}×{n} requests/step)…"):
         result = run_demo(opts)

@@ -220,7 +220,7 @@ def find_slow_steps(t: Tables, th: Thresholds, stragglers: list[Finding]) -> lis
         others = np.delete(vals, i)
         med, mad = model.robust_baseline(others, floor=0.05 * float(np.nanmedian(others)))
         v = float(vals[i])
-        if not far_above(v, med, mad, th.slow_step_k, th.slow_step_ratio, 0.0):
+        if not far_above(v, med, mad, th.slow_step_k, th.slow_step_ratio, th.slow_step_min_s):
             continue
         step = int(row["step"])
         culprit = [f for f in stragglers if f.step == step]

@@ -21,7 +21,9 @@ class Thresholds:
     slow_step_k: float = 5.0
     """Step rollout time above median + k·MAD of the *other* steps..."""
     slow_step_ratio: float = 1.5
-    """...and at least this multiple of their median."""
+    """...and at least this multiple of their median..."""
+    slow_step_min_s: float = 5.0
+    """...and at least this many seconds above it (a 0.7 s step among 0.4 s ones is noise, not a slow step)."""
     slow_step_min_steps: int = 3
     """Need this many other steps for a baseline; fewer → no slow_step finding."""
     straggler_min_s: float = 5.0

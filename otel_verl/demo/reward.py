@@ -22,6 +22,7 @@ class _Gsm8kRewardManager:
         self.slow = slow
         self.planted = True
         self.rng = random.Random(seed)
+        self.server: Any = None
 
     async def run_single(self, data: Any) -> dict[str, Any]:
         item = data[0]
@@ -32,15 +33,18 @@ class _Gsm8kRewardManager:
         extra = self.slow.get(index, 0.0) if self.planted else 0.0
         await asyncio.sleep(0.002 * self.rng.lognormvariate(0.0, 0.5) + extra)
         score = float(gsm8k.compute_score(text, ground_truth))
+        if self.server is not None:  # the trajectory is done: the simulated engine counts it for over-sampling
+            self.server.trajectory_done.remote()
         return {"reward_score": score, "reward_extra_info": {"acc": score}}
 
 
 class DemoRewardWorker(RewardLoopWorker):
     """``ray.remote(DemoRewardWorker)``: verl's compute_score path with a GSM8K reward manager."""
 
-    def __init__(self, config: Any, slow: dict[int, float] | None = None, seed: int = 0) -> None:
+    def __init__(self, config: Any, slow: dict[int, float] | None = None, seed: int = 0, server: Any = None) -> None:
         self.config = config
         self.reward_manager = _Gsm8kRewardManager(slow or {}, seed)
+        self.reward_manager.server = server
 
     def begin_step(self, planted: bool) -> None:
         self.reward_manager.planted = planted

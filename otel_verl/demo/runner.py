@@ -56,6 +56,11 @@ class DemoOptions:
     AgentLoopManagerTQ with results collected from TransferQueue."""
     ray_cpus: int | None = None
     """Logical CPUs of the local Ray cluster (default: one per AgentLoopWorker, at least 2)."""
+    val_before_train: bool = False
+    """Like verl's ``trainer.val_before_train`` (verl's default is true; ``otel-verl demo`` turns it on):
+    one validation rollout (``verl.validate``, step 0, n=1) before step 1. It also takes the workers'
+    first-call warm-up (several seconds) out of step 1, which would otherwise be a slow step; the
+    analyzer leaves validation rollouts out of its baselines. Legacy trainer path only."""
 
 
 @dataclass
@@ -167,6 +172,8 @@ class DemoTrainer:
         from otel_verl.instrumentation.trainer import track_trainer
 
         track_trainer(self)
+        if self.opts.val_before_train and self.opts.trainer != "v1":
+            self._validate()
         step_seconds, outputs = [], []
         for step in range(1, self.opts.steps + 1):
             self.global_steps = step
@@ -192,6 +199,16 @@ class DemoTrainer:
                 outputs.append(output)
             self.global_steps += 1
         return step_seconds, outputs
+
+    def _validate(self) -> None:
+        """verl's ``_validate()`` before training: one greedy pass over the prompts, ``validate=True``, step 0."""
+        import ray
+
+        self.global_steps = 0
+        ray.get([self.server.begin_step.remote(None, False), self.reward.begin_step.remote(False)])
+        batch = _batch(DemoOptions(prompts=self.opts.prompts, n=1), 0)
+        batch.meta_info.update({"validate": True, "do_sample": False})
+        self.manager.generate_sequences(batch)
 
     def _v1_rollout(self, step: int, timing: dict[str, float]) -> int:
         """V1 shape: dispatch into TransferQueue inside the step, wait for the results in ``gen``."""
@@ -287,9 +304,10 @@ def _run(opts: DemoOptions, model_path: Path, tool_config: Path, run_id: str) ->
         seed=opts.seed,
         stall=dict(opts.stall),
         slow_turn=dict(opts.slow_turn),
+        trajectories_reported=True,  # the reward actor below reports each finished trajectory
     )
     server = ray.remote(SimLLMServer).options(num_cpus=0).remote(server_config, str(model_path))
-    reward = ray.remote(DemoRewardWorker).options(num_cpus=0).remote(config, dict(opts.slow_reward), opts.seed)
+    reward = ray.remote(DemoRewardWorker).options(num_cpus=0).remote(config, dict(opts.slow_reward), opts.seed, server)
     client = DemoLLMServerClient(config, server)
     manager = manager_cls.create(config, client, None, [reward])
     trainer = DemoTrainer(opts, manager, server, reward)

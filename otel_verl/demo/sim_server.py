@@ -48,6 +48,9 @@ class SimServerConfig:
     """sample index → seconds its first engine call stalls (a planted idle gap)."""
     slow_turn: dict[int, tuple[int, float]] = field(default_factory=dict)
     """sample index → (turn index, extra seconds) for that turn's engine call."""
+    trajectories_reported: bool = False
+    """True when the reward actor reports every finished trajectory (``trajectory_done``, the demo);
+    else a call that answers without a tool call or hits the length cap counts as one finished."""
 
 
 class SimLLMServer:
@@ -77,6 +80,13 @@ class SimLLMServer:
         self.planted = planted
         self.completed = 0
         self.abort_event = asyncio.Event()
+
+    def trajectory_done(self) -> None:
+        """A trajectory finished (the reward actor reports each one): over-sampling counts trajectories,
+        not engine calls, and aborts whatever is still running once ``target`` of them are done."""
+        self.completed += 1
+        if self.step_target is not None and self.completed >= self.step_target:
+            self.abort_event.set()
 
     def stats(self) -> dict[str, Any]:
         return {"generated_tokens": self.generated_tokens, "completed": self.completed}
@@ -168,10 +178,12 @@ class SimLLMServer:
         finally:
             self.active -= 1
         self.generated_tokens += produced
-        if stop_reason != "aborted":
-            self.completed += 1
-            if self.step_target is not None and self.completed >= self.step_target:
-                self.abort_event.set()
+        if (
+            not cfg.trajectories_reported
+            and stop_reason != "aborted"
+            and (stop_reason == "length" or "<tool_call>" not in answer)
+        ):
+            self.trajectory_done()
         if stop_reason == "aborted":
             token_ids = self.tokenizer.encode(("…" * produced)[: max(produced, 0)], add_special_tokens=False)[:produced]
             return {"token_ids": token_ids, "stop_reason": "aborted"}

@@ -36,3 +36,49 @@ def planted_spans(planted_spool: Path):
 @pytest.fixture(scope="session")
 def clean_spans(clean_spool: Path):
     return load_spans(clean_spool)
+
+
+# One planted and one clean CPU-demo run per session (each ~1 min), shared by test_demo_findings.py
+# and test_legacy_contract.py. Planted, in step 3 only: sample 3 (worker 0's chunk) stalls 24 s on
+# its first engine call (idle gap → straggler worker → slow step, tail requests); sample 5 (worker
+# 1) spends 6 s extra on turn 1's engine call; sample 6 (worker 1) 3 s extra in its reward. Every
+# step over-samples by 1/8: 2 of 16 requests aborted. A validation rollout (step 0) runs first, as
+# in verl, so the workers' warm-up is not in step 1.
+DEMO_SIZE = {"steps": 4, "workers": 2, "prompts": 8, "n": 2, "ray_cpus": 2, "val_before_train": True}
+DEMO_PLANTED = {
+    "stall": {3: 24.0},
+    "slow_turn": {5: (1, 6.0)},
+    "slow_reward": {6: 3.0},
+    "slow_step": 3,
+    "oversample": 0.125,
+}
+
+
+def _demo_run(tmp_path_factory: pytest.TempPathFactory, name: str, **planted):
+    pytest.importorskip("verl")
+    from otel_verl.analysis.report import analyze
+    from otel_verl.demo.runner import DemoOptions, run_demo
+    from otel_verl.export import setup
+
+    setup.reset_for_tests()
+    spool = tmp_path_factory.mktemp(f"demo-{name}")
+    opts = DemoOptions(spool=str(spool), **DEMO_SIZE, **planted)
+    try:
+        result = run_demo(opts)
+    finally:
+        setup.reset_for_tests()
+    spans = load_spans(result.spool_dir)
+    out = tmp_path_factory.mktemp(f"report-{name}")
+    return opts, spans, analyze(spans, out), out
+
+
+@pytest.fixture(scope="session")
+def demo_planted(tmp_path_factory: pytest.TempPathFactory):
+    """(options, span table, analysis result, report dir) of the planted demo run."""
+    return _demo_run(tmp_path_factory, "planted", **DEMO_PLANTED)
+
+
+@pytest.fixture(scope="session")
+def demo_clean(tmp_path_factory: pytest.TempPathFactory):
+    """The same demo without planted slowness or over-sampling."""
+    return _demo_run(tmp_path_factory, "clean")
