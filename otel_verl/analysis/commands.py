@@ -133,10 +133,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Convert SGLangLogManager logs (seeds 000/001/002) into otel_verl spans: a spool and/or OTLP."""
         from otel_verl.analysis.legacy_import import import_legacy
+        from otel_verl.analysis.load import LoadStats
 
-        n = import_legacy(logdir, spool, run=run, skip_bad_lines=skip_bad_lines, endpoint=endpoint, protocol=protocol)
+        stats = LoadStats()
+        n = import_legacy(
+            logdir, spool, run=run, skip_bad_lines=skip_bad_lines, endpoint=endpoint, protocol=protocol, stats=stats
+        )
         done = [f"wrote {n} spans to {spool / run}"] if spool is not None else []
         done += [f"sent {n} spans to {endpoint}"] if endpoint is not None else []
+        if stats.bad_lines:
+            done.append(f"{stats.bad_lines} bad lines skipped (first: {stats.first_bad[0]})")
         print("; ".join(done))
 
     @app.command("export-legacy")

@@ -32,8 +32,13 @@ def parse_ts(value: Any) -> int:
     return int(dt.timestamp()) * 10**9 + dt.microsecond * 1000
 
 
-def read_legacy(logdir: Path, skip_bad_lines: bool = False) -> list[dict[str, Any]]:
-    """Every log line as a dict with ``_end``, ``_start`` (ns), ``_step``, ``_worker``, ``_file``, ``_line``."""
+def read_legacy(logdir: Path, skip_bad_lines: bool = False, stats: Any = None) -> list[dict[str, Any]]:
+    """Every log line as a dict with ``_end``, ``_start`` (ns), ``_step``, ``_worker``, ``_file``, ``_line``.
+
+    A line that is not a usable seed line (bad JSON, a wrong-typed or out-of-range value) is an
+    :class:`AnalysisInputError` naming file:line, or with ``skip_bad_lines`` counted in ``stats``
+    (a :class:`~otel_verl.analysis.load.LoadStats`) and skipped.
+    """
     files = sorted(p for p in Path(logdir).rglob("*.jsonl") if p.is_file())
     if not Path(logdir).exists():
         raise AnalysisInputError(f"{logdir}: no such directory")
@@ -51,23 +56,49 @@ def read_legacy(logdir: Path, skip_bad_lines: bool = False) -> list[dict[str, An
                     d = json.loads(raw)
                     if not isinstance(d, dict) or "event" not in d or "timestamp" not in d:
                         raise ValueError("not a seed log line (needs 'timestamp' and 'event')")
+                    if not isinstance(d["event"], str):
+                        raise ValueError(f"'event' is {type(d['event']).__name__}, not a string")
                     end = parse_ts(d["timestamp"])
                     dur = float(d.get("duration_sec") or 0.0)
-                except (ValueError, TypeError) as exc:
-                    if skip_bad_lines:
-                        continue
+                    start = end - int(dur * 1e9)
+                    if not (0 <= start <= end < _MAX_NS):
+                        raise ValueError("timestamp/duration_sec out of range")
+                    step = d.get("step", dir_step)
+                    worker = d.get("workid", file_worker)
+                    d["_step"] = _small_int(step, "step")
+                    d["_worker"] = _small_int(worker, "workid")
+                except (ValueError, TypeError, OverflowError) as exc:
                     why = "truncated last line" if not raw.endswith(b"\n") else str(exc)
+                    if skip_bad_lines:
+                        if stats is not None:
+                            stats.bad_lines += 1
+                            if len(stats.first_bad) < 5:
+                                stats.first_bad.append(f"{path}:{lineno}: {why}")
+                        continue
                     raise AnalysisInputError(f"{path}:{lineno}: {why}") from None
-                d["_end"], d["_start"] = end, end - int(dur * 1e9)
-                step = d.get("step", dir_step)
-                worker = d.get("workid", file_worker)
-                d["_step"] = int(step) if step is not None else None
-                d["_worker"] = int(worker) if worker is not None else None
+                d["_end"], d["_start"] = end, start
                 d["_file"], d["_line"] = path, lineno
                 rows.append(d)
     if not rows:
         raise AnalysisInputError(f"{logdir}: log files are empty")
     return rows
+
+
+_MAX_NS = 2**63  # span times are int64 nanoseconds
+
+
+def _small_int(value: Any, key: str) -> int | None:
+    """step/workid: an integer (or its string), never bool/float junk or beyond int64."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"'{key}' is {type(value).__name__}, not an integer")
+    number = int(value)
+    if not -(2**63) <= number < 2**63:
+        raise ValueError(f"'{key}' out of range")
+    return number
 
 
 def _num(name: str) -> int | None:
@@ -264,6 +295,7 @@ def import_legacy(
     skip_bad_lines: bool = False,
     endpoint: str | None = None,
     protocol: str | None = None,
+    stats: Any = None,
 ) -> int:
     """Convert LOGDIR into ``<spool>/<run>/…`` and/or send it to an OTLP ``endpoint``; returns spans converted.
 
@@ -272,7 +304,7 @@ def import_legacy(
     """
     if spool is None and endpoint is None:
         raise AnalysisInputError("import-legacy needs --spool DIR and/or --endpoint URL")
-    records = legacy_to_records(read_legacy(Path(logdir), skip_bad_lines), run)
+    records = legacy_to_records(read_legacy(Path(logdir), skip_bad_lines, stats), run)
     if endpoint is not None:
         send_records(records, endpoint, protocol)
     if spool is not None:

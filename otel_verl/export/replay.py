@@ -118,12 +118,12 @@ def iter_file_requests(
 ) -> Iterator[tuple[Path, ExportTraceServiceRequest]]:
     for file in files:
         stats.files += 1
-        with open(file, encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
+        with open(file, "rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
                     continue
                 try:
-                    request = parse_line(line)
+                    request = parse_line(raw.decode("utf-8"))  # invalid UTF-8 is a bad line, not silently "fixed"
                 except Exception as exc:
                     if skip_bad_lines:
                         stats.skipped_lines += 1
