@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import orjson
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from otel_verl import semconv as sc
 from otel_verl.analysis import volume
@@ -247,9 +249,22 @@ def load_spans(
         where = f" for service {service!r}" if service else ""
         raise AnalysisInputError(f"{source}: no spans found{where} in the selected time window")
     frame = resolve_hierarchy(frame.reset_index(drop=True))
+    _release_memory()
     stats.spans = len(frame)
     stats.seconds = time.perf_counter() - t0
     return frame
+
+
+def _release_memory() -> None:
+    """Hand the load's freed temporaries back to the OS (Arrow's pool and glibc keep them for reuse otherwise),
+    so the analysis that follows starts from the table's real size."""
+    pa.default_memory_pool().release_unused()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 class _progress:
@@ -331,6 +346,27 @@ def _ancestor(parent_idx: np.ndarray, is_target: np.ndarray) -> np.ndarray:
     return found
 
 
+def _arrow(values: pd.Series) -> pa.Array:
+    """The Arrow array behind a "str" column (no copy), or a converted one."""
+    try:
+        arr = pa.array(values.array)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        arr = None
+    if arr is None or not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = pa.array([None if pd.isna(v) else str(v) for v in values.to_numpy(dtype=object)], type=pa.string())
+    return arr
+
+
+def lookup(keys: pd.Series, values: pd.Series) -> np.ndarray:
+    """Position of each key's first occurrence in ``values``, -1 where absent (``Index.get_indexer`` for unique
+    values). Arrow's hash lookup: 3x faster than pandas' on 2M ids, and no Python set of 2M strings."""
+    k, v = _arrow(keys), _arrow(values)
+    if k.type != v.type:
+        k = k.cast(v.type)
+    found = pc.index_in(k, value_set=v)
+    return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
     """Add ``kind``, ``request_span``, ``worker_span``, ``turn_span`` and inherit step/worker/request ids.
 
@@ -346,7 +382,7 @@ def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
         parent_key = spans["parent_id"].astype(str) + spans["trace_id"].astype(str)
     else:
         parent_key = spans["parent_id"]
-    parent_idx = index.get_indexer(parent_key)
+    parent_idx = index.get_indexer(parent_key) if composite else lookup(parent_key, spans["span_id"])
     kind = spans["kind"].to_numpy()
     parent_idx = volume.adopt_linked_requests(kind, spans["links"], index, parent_idx, composite)
     for target, col in (
@@ -377,11 +413,12 @@ def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
 
 def _inherit(column: pd.Series, missing: np.ndarray, source: np.ndarray) -> Any:
     """``column`` with the rows in ``missing`` taken from rows ``source``, same dtype (vectorized for Int64)."""
-    if isinstance(column.dtype, pd.Int64Dtype):
-        data = column.to_numpy(dtype=np.int64, na_value=0)
+    if isinstance(column.dtype, (pd.Int64Dtype, pd.BooleanDtype)):
+        boolean = isinstance(column.dtype, pd.BooleanDtype)
+        data = column.to_numpy(dtype=bool if boolean else np.int64, na_value=False if boolean else 0)
         mask = column.isna().to_numpy().copy()
         data[missing], mask[missing] = data[source], mask[source]
-        return pd.arrays.IntegerArray(data, mask)
+        return pd.arrays.BooleanArray(data, mask) if boolean else pd.arrays.IntegerArray(data, mask)
     if column.dtype == np.float64:
         values = column.to_numpy(copy=True)
         values[missing] = values[source]

@@ -76,11 +76,13 @@ def steps_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.Da
     out.loc[st.index, "end_ns"] = st["end_ns"].to_numpy()
     out["trace_id"] = st["trace_id"].reindex(out.index)
     out["span_id"] = st["span_id"].reindex(out.index)
-    work = sp[sp["kind"].isin(["worker", "request"])]
+    # boolean masks and only the needed columns: a row filter of the whole table copies ~50 columns
+    kind = sp["kind"].to_numpy()
+    work = sp.loc[(kind == "worker") | (kind == "request"), ["step", "start_ns", "end_ns"]]
     wg = work.groupby(_int(work["step"]))
     out["rollout_start_ns"] = wg["start_ns"].min().reindex(out.index)
     out["rollout_end_ns"] = wg["end_ns"].max().reindex(out.index)
-    bar = sp[sp["kind"] == "barrier"]
+    bar = sp.loc[kind == "barrier", ["step", "end_ns"]]
     if len(bar):
         out["rollout_end_ns"] = np.fmax(
             out["rollout_end_ns"], bar.groupby(_int(bar["step"]))["end_ns"].max().reindex(out.index)
@@ -108,7 +110,7 @@ def requests_table(
 ) -> pd.DataFrame:
     """One row per request span, with times relative to its step's rollout start and its worker's start."""
     sp = training_spans(spans) if sp is None else sp
-    req = sp[sp["kind"] == "request"].copy()
+    kind = sp["kind"].to_numpy()
     cols = [
         "step",
         "worker",
@@ -124,12 +126,13 @@ def requests_table(
         "span_id",
         "worker_span",
     ]
-    req = req[cols].copy()
+    req = sp.loc[kind == "request", cols]
     req["step"] = _int(req["step"])
     req["worker"] = _int(req["worker"])
     req["request_status"] = req["request_status"].fillna("completed").astype(object)
     # turn counts from turn spans when the attribute is missing (sampled instrumentation)
-    turns = sp[sp["kind"] == "turn"].groupby("request_span").size()
+    turn_parents = sp.loc[kind == "turn", "request_span"]
+    turns = turn_parents.groupby(turn_parents.to_numpy()).size()
     idx = pd.Series(req.index, index=req.index)
     counted = idx.map(turns)
     req["num_turns"] = _int(req["num_turns"]).fillna(_int(counted))
@@ -146,8 +149,10 @@ def requests_table(
 def workers_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (step, worker): rollout window, request count, barrier wait (verl.barrier duration)."""
     sp = training_spans(spans) if sp is None else sp
-    sp = sp[sp["worker"].notna()]
-    work = sp[sp["kind"].isin(["worker", "request"])]
+    has_worker = sp["worker"].notna().to_numpy()
+    kind = sp["kind"].to_numpy()
+    cols = ["step", "worker", "kind", "start_ns", "end_ns", "trace_id", "span_id"]
+    work = sp.loc[has_worker & ((kind == "worker") | (kind == "request")), cols]
     if work.empty:
         return pd.DataFrame(
             columns=[
@@ -178,8 +183,11 @@ def workers_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.
         out["span_id"] = None
     reqs = work[work["kind"] == "request"]
     out["num_requests"] = reqs.groupby([_int(reqs["step"]), _int(reqs["worker"])]).size().reindex(out.index).fillna(0)
-    out["num_requests"] += volume.sampled_out_counts(sp).reindex(out.index).fillna(0).to_numpy()
-    bar = sp[sp["kind"] == "barrier"]
+    # sampled-out requests are summarized on worker spans: only those rows are passed
+    out["num_requests"] += (
+        volume.sampled_out_counts(sp.loc[has_worker & (kind == "worker")]).reindex(out.index).fillna(0).to_numpy()
+    )
+    bar = sp.loc[has_worker & (kind == "barrier"), ["step", "worker", "duration", "span_id", "trace_id"]]
     bg = bar.groupby([_int(bar["step"]), _int(bar["worker"])])
     out["barrier_s"] = bg["duration"].sum().reindex(out.index)
     out["barrier_span_id"] = bg["span_id"].first().reindex(out.index)
@@ -189,10 +197,40 @@ def workers_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.
     return out.reset_index().sort_values(["step", "worker"]).reset_index(drop=True)
 
 
+EVENT_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "parent_id",
+    "name",
+    "kind",
+    "start_ns",
+    "end_ns",
+    "duration",
+    "status",
+    "step",
+    "worker",
+    "request_id",
+    "turn_index",
+    "request_span",
+    "worker_span",
+    "turn_span",
+    "operation",
+    "tool_name",
+    "preprocess_kind",
+    "stop_reason",
+    "input_tokens",
+    "output_tokens",
+    "reward_score",
+)
+"""Columns of :func:`events_table` (not every span column: the table has ~80% of all rows)."""
+
+
 def events_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Event spans below a request (engine, tool, tool_parse, preprocess, reward, other) with their context."""
+    """Event spans below a request (engine, tool, tool_parse, preprocess, reward, other) with their context,
+    plus ``event`` (:func:`event_label`); columns: :data:`EVENT_COLUMNS`."""
     sp = training_spans(spans) if sp is None else sp
-    ev = sp[sp["kind"].isin(EVENT_KINDS) & (sp["request_span"] >= 0)].copy()
+    keep = (sp["kind"].isin(EVENT_KINDS) & (sp["request_span"] >= 0)).to_numpy()
+    ev = sp.loc[keep, [c for c in EVENT_COLUMNS if c in sp.columns]]
     ev["event"] = event_label(ev)
     ev["step"] = _int(ev["step"])
     ev["worker"] = _int(ev["worker"])

@@ -23,7 +23,8 @@ def sampled_out_requests(spans: pd.DataFrame) -> pd.DataFrame:
 
     Rows get negative index labels, so they never match a span row (no events, no request span).
     """
-    workers = spans[(spans["kind"] == "worker") & spans["extra"].str.contains(sc.VERL_SAMPLED_OUT_START_NS, na=False)]
+    workers = spans[(spans["kind"] == "worker").to_numpy()]  # first: a str.contains over 2M spans costs seconds
+    workers = workers[workers["extra"].str.contains(sc.VERL_SAMPLED_OUT_START_NS, na=False)]
     parts = []
     for row, worker in workers.iterrows():
         try:
