@@ -43,14 +43,6 @@ def _attr_value(value: dict[str, Any]) -> Any:
     return None
 
 
-def _dumps(extra: dict[Any, Any]) -> str:
-    """Compact JSON of the non-contract attributes (orjson: ~10x json.dumps, which a 2M-span load would feel)."""
-    try:
-        return orjson.dumps(extra).decode()
-    except (TypeError, orjson.JSONEncodeError):  # non-str key, int beyond 64 bits...
-        return json.dumps(extra, separators=(",", ":"))
-
-
 def normalize_id(raw: str | None, nbytes: int) -> str:
     """Hex id from OTLP/JSON (hex) or protobuf's default JSON mapping (base64, e.g. Tempo)."""
     if not raw:
@@ -70,8 +62,9 @@ class SpanColumns:
         self.base: dict[str, list[Any]] = {c: [] for c in BASE_COLUMNS if c != "duration"}
         self.sparse: dict[str, tuple[list[int], list[Any]]] = {col: ([], []) for col, _ in ATTR_COLUMNS.values()}
         self._targets = {
-            key: (*self.sparse[col], kind == "strlist") for key, (col, kind) in ATTR_COLUMNS.items()
-        }  # attribute key -> (rows, values, join list values)
+            key: (self.sparse[col][0].append, self.sparse[col][1].append, kind == "strlist")
+            for key, (col, kind) in ATTR_COLUMNS.items()
+        }  # attribute key -> (append row, append value, join list values)
         self.n = 0
         self.parts: list[dict[str, Any]] = []
         """Compact (numpy/Arrow) batches of already converted spans; see :meth:`flush`."""
@@ -88,13 +81,36 @@ class SpanColumns:
         resource_spans = doc.get("resourceSpans", doc.get("batches"))
         if resource_spans is None:
             raise ValueError("no 'resourceSpans' key: not an OTLP/JSON trace document")
+        mark = self._mark()
+        try:
+            return self._add(resource_spans)
+        except BaseException:
+            self._rollback(mark)  # a bad line adds nothing, so columns stay aligned when it is skipped
+            raise
+
+    def _mark(self) -> tuple[int, dict[str, int], dict[str, int]]:
+        return (
+            self.n,
+            {c: len(v) for c, v in self.base.items()},
+            {c: len(rows) for c, (rows, _) in self.sparse.items()},
+        )
+
+    def _rollback(self, mark: tuple[int, dict[str, int], dict[str, int]]) -> None:
+        self.n, base, sparse = mark
+        for c, length in base.items():
+            del self.base[c][length:]
+        for c, length in sparse.items():
+            rows, vals = self.sparse[c]
+            del rows[length:], vals[length:]
+
+    def _add(self, resource_spans: Any) -> int:
         b = self.base
         tid_l, sid_l, pid_l, name_l = b["trace_id"], b["span_id"], b["parent_id"], b["name"]
         st_l, en_l, code_l, msg_l = b["start_ns"], b["end_ns"], b["status"], b["status_message"]
         svc_l, links_l, extra_l = b["service"], b["links"], b["extra"]
         targets = self._targets
         attr_value = _attr_value
-        dumps = _dumps
+        dumps = orjson.dumps
         before = self.n
         n = self.n
         for rs in resource_spans:
@@ -141,15 +157,22 @@ class SpanColumns:
                             value = int(value) if value is not None else attr_value(v)
                         target = targets.get(kv.get("key"))
                         if target is not None:
-                            target[0].append(n)
-                            if target[2] and isinstance(value, list):
+                            add_row, add_value, join = target
+                            add_row(n)
+                            if join and isinstance(value, list):
                                 value = ",".join(map(str, value))
-                            target[1].append(value)
+                            add_value(value)
                         else:
                             if extra is None:
                                 extra = {}
                             extra[kv.get("key")] = value
-                    extra_l.append(dumps(extra) if extra else "")
+                    if extra:
+                        try:
+                            extra_l.append(dumps(extra))  # bytes; decoded once per part in flush
+                        except (TypeError, orjson.JSONEncodeError):  # non-str key, int beyond 64 bits...
+                            extra_l.append(json.dumps(extra, separators=(",", ":")).encode())
+                    else:
+                        extra_l.append(b"")
                     n += 1
         self.n = n
         return n - before
@@ -166,9 +189,11 @@ class SpanColumns:
             return
         b = self.base
         part: dict[str, Any] = {"n": n}
-        for col in ("trace_id", "span_id", "parent_id", "name", "status_message", "service", "links", "extra"):
+        for col in ("trace_id", "span_id", "parent_id", "name", "status_message", "service", "links"):
             part[col] = _strings(b[col])
             b[col].clear()
+        part["extra"] = pa.array(b["extra"], type=pa.binary()).cast(pa.string())  # compact JSON bytes
+        b["extra"].clear()
         for col in ("start_ns", "end_ns"):
             part[col] = np.asarray(b[col], dtype=np.int64)
             b[col].clear()
@@ -182,7 +207,10 @@ class SpanColumns:
             elif kind == "bool":
                 conv = np.array([bool(v) for v in vals], dtype=bool)
             else:
-                conv = _strings([None if v is None else str(v) for v in vals])
+                try:  # already strings (or None): straight to Arrow
+                    conv = pa.array(vals, type=pa.string())
+                except (pa.ArrowTypeError, pa.ArrowInvalid):
+                    conv = _strings([None if v is None else str(v) for v in vals])
             part[col] = (idx, conv)
             rows.clear()
             vals.clear()
@@ -234,6 +262,18 @@ def _objects(arr: pa.Array | np.ndarray) -> np.ndarray:
     return uniques[idx]
 
 
+def _str_column(arr: pa.Array | np.ndarray) -> Any:
+    """What the DataFrame constructor makes of Python strings: pandas ≥ 3 infers its Arrow-backed "str" dtype
+    (so hand it the Arrow array, no 2M Python objects on the way), older pandas keeps objects."""
+    if isinstance(arr, pa.Array) and _INFER_STR and arr.null_count < len(arr):
+        return pd.array(arr, dtype="str")
+    return _objects(arr)
+
+
+_INFER_STR = pd.DataFrame({"x": np.array(["a"], dtype=object)})["x"].dtype != object
+"""pandas ≥ 3 (or future.infer_string) turns object columns of strings into "str"; probed, not version-parsed."""
+
+
 def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
     """Concatenate parts (from one or several :class:`SpanColumns`) into the span table, in order."""
     n = sum(p["n"] for p in parts)
@@ -250,7 +290,7 @@ def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
             if pc.any(odd).as_py() or pc.any(pc.match_substring_regex(arr, "[A-F]")).as_py():
                 arr = pa.array([normalize_id(v, nbytes) for v in arr.to_pylist()], type=pa.string())
         data[col] = pd.array(arr, dtype="str")
-    data["name"] = _objects(_concat_strings([p["name"] for p in parts]))
+    data["name"] = _str_column(_concat_strings([p["name"] for p in parts]))
     start = np.concatenate([p["start_ns"] for p in parts]) if parts else np.empty(0, dtype=np.int64)
     end = np.concatenate([p["end_ns"] for p in parts]) if parts else np.empty(0, dtype=np.int64)
     data["start_ns"] = start
@@ -258,7 +298,7 @@ def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
     data["duration"] = (end - start) / 1e9
     data["status"] = np.concatenate([p["status"] for p in parts]) if parts else np.empty(0, dtype=np.int8)
     for col in ("status_message", "service", "links", "extra"):
-        data[col] = _objects(_concat_strings([p[col] for p in parts]))
+        data[col] = _str_column(_concat_strings([p[col] for p in parts]))
     for col, kind in ATTR_COLUMNS.values():
         idx = np.concatenate([p[col][0] + off for p, off in zip(parts, offsets, strict=True)] or [np.empty(0, int)])
         if kind in ("int", "float"):
@@ -277,10 +317,18 @@ def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
                 mask[idx] = False
             data[col] = pd.arrays.BooleanArray(values, mask)
         else:
-            obj = np.full(n, None, dtype=object)
-            if len(idx):
-                obj[idx] = _objects(_concat_strings([p[col][1] for p in parts]))
-            data[col] = obj
+            values = _concat_strings([p[col][1] for p in parts])
+            if isinstance(values, pa.Array) and len(idx) and _INFER_STR:
+                # scatter the sparse values into a full-length Arrow array (nulls elsewhere), no Python objects
+                where = np.full(n, -1, dtype=np.int64)
+                where[idx] = np.arange(len(idx))
+                taken = values.take(pa.array(where, mask=where < 0))
+                data[col] = _str_column(taken)
+            else:
+                obj = np.full(n, None, dtype=object)
+                if len(idx):
+                    obj[idx] = _objects(values)
+                data[col] = obj
     return pd.DataFrame(data)
 
 
