@@ -1,0 +1,88 @@
+"""The loader's large-run machinery gives the same table as a plain one-batch load.
+
+Parallel fork workers, compact parts flushed every N spans and the Arrow id lookup exist for 2M-span
+spools (benchmarks/bench_analyzer_scale.py); here they are forced onto the small planted run and
+compared with the one-process, one-part load, column by column.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from builder import PLANTED, TraceBuilder, build_run
+
+from otel_verl.analysis import load as load_mod
+from otel_verl.analysis import otlp
+from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.load import LoadStats, load_spans, lookup
+from otel_verl.analysis.report import analyze
+
+
+@pytest.fixture(scope="module")
+def reference(planted_spool: Path) -> pd.DataFrame:
+    return load_spans(planted_spool)
+
+
+def test_parallel_workers_and_small_parts_give_the_same_table(
+    planted_spool: Path, reference: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(otlp, "FLUSH_SPANS", 97)  # many parts, boundaries inside documents' batches
+    monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", "3")
+    stats = LoadStats()
+    df = load_spans(planted_spool, stats=stats)
+    pd.testing.assert_frame_equal(df, reference)
+    assert stats.files == len(load_mod.trace_files(planted_spool)) and stats.spans == len(reference)
+
+
+def test_parallel_load_keeps_file_line_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    build_run(PLANTED).write(tmp_path)
+    bad = sorted(tmp_path.rglob("worker_2.jsonl"))[3]
+    bad.write_text(bad.read_text() + '{"resourceSpans": [\n')
+    monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", "2")
+    line = len(bad.read_text().splitlines())
+    with pytest.raises(AnalysisInputError, match=rf"{bad.name}:{line}: not JSON"):
+        load_spans(tmp_path)
+    stats = LoadStats()
+    load_spans(tmp_path, skip_bad_lines=True, stats=stats)
+    assert stats.bad_lines == 1 and f"{bad.name}:{line}" in stats.first_bad[0]
+
+
+def test_bad_span_midway_through_a_line_leaves_no_partial_rows(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    b.span("verl.step", 0, 1, step=1, **{"verl.step": 1})
+    run = b.write(tmp_path)
+    f = run / "step_1" / "trainer.jsonl"
+    good = json.loads(f.read_text())
+    spans = good["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    broken = dict(spans[0], spanId="00000000000000aa", startTimeUnixNano="not a number")
+    ok = dict(spans[0], spanId="00000000000000bb", attributes=[{"key": "verl.step", "value": {"intValue": "1"}}])
+    good["resourceSpans"][0]["scopeSpans"][0]["spans"] = [ok, broken]  # ok is added, then broken raises
+    f.write_text(f.read_text() + json.dumps(good) + "\n")
+    stats = LoadStats()
+    df = load_spans(tmp_path, skip_bad_lines=True, stats=stats)
+    assert stats.bad_lines == 1
+    assert list(df["span_id"]) == [spans[0]["spanId"]]  # the bad line's valid first span was rolled back too
+    assert int(df["step"].iloc[0]) == 1
+
+
+def test_lookup_matches_index_get_indexer() -> None:
+    values = pd.Series(["b", "a", "c", "d"], dtype="str")
+    keys = pd.Series(["a", "x", "", "d", "b"], dtype="str")
+    assert list(lookup(keys, values)) == list(pd.Index(values).get_indexer(keys)) == [1, -1, -1, 3, 0]
+    assert list(lookup(keys.astype(object), values)) == [1, -1, -1, 3, 0]
+
+
+def test_report_downsamples_the_cdf_but_not_the_figure_data(planted_spans: pd.DataFrame, tmp_path: Path) -> None:
+    from otel_verl.analysis.figures import request_cdf
+
+    result = analyze(planted_spans, tmp_path)
+    df = result.frames["request_cdf"]
+    step = df[df["step"] == df["step"].iloc[0]]
+    small = request_cdf.downsample_cdf(step, limit=20)
+    assert len(small) == 20 and len(step) > 20
+    assert small["t_rel_s"].iloc[-1] == step["t_rel_s"].max()  # the slowest request is always kept
+    assert small["frac"].is_monotonic_increasing
+    assert len(df) == (planted_spans["kind"] == "request").sum()  # the figure frame itself is complete
