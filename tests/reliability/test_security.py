@@ -1,4 +1,4 @@
-"""Security and privacy by default: no text unless opted in, redaction hook then cap, private spool, local-only stack."""
+"""Security and privacy by default: no text unless opted in, redact then cap, private spool, local-only stack."""
 
 from __future__ import annotations
 
