@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,6 +30,10 @@ from otel_verl.export._encode import encode_request
 logger = logging.getLogger(__name__)
 
 NO_STEP_DIR = "no_step"
+MAX_OPEN_FILES = 4
+"""Open step files kept per exporter. Spans arrive for the current step (and a straggler or two from the
+one before), so a few handles are enough; older ones are fsynced and closed so a long run holds no
+growing set of descriptors and a flush syncs only files written since the last one."""
 
 
 def make_private_dirs(directory: Path) -> None:
@@ -54,7 +59,8 @@ class SpoolSpanExporter(SpanExporter):
     def __init__(self, root: str | os.PathLike[str], run_id: str, file_stem: str) -> None:
         self.run_dir = Path(root) / run_id
         self.file_stem = file_stem
-        self._handles: dict[Path, int] = {}
+        self._handles: OrderedDict[Path, int] = OrderedDict()
+        self._dirty: set[Path] = set()
         self._lock = threading.Lock()
         self._shutdown = False
         self._last_warning = float("-inf")
@@ -70,11 +76,24 @@ class SpoolSpanExporter(SpanExporter):
 
     def _fd(self, path: Path) -> int:
         fd = self._handles.get(path)
-        if fd is None:
-            make_private_dirs(path.parent)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            self._handles[path] = fd
+        if fd is not None:
+            self._handles.move_to_end(path)
+            return fd
+        make_private_dirs(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._handles[path] = fd
+        while len(self._handles) > MAX_OPEN_FILES:
+            self._close(*self._handles.popitem(last=False))
         return fd
+
+    def _close(self, path: Path, fd: int) -> None:
+        try:
+            if path in self._dirty:
+                os.fsync(fd)
+            os.close(fd)
+        except OSError:
+            pass
+        self._dirty.discard(path)
 
     # -- SpanExporter contract
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -93,6 +112,7 @@ class SpoolSpanExporter(SpanExporter):
                     written = 0
                     while written < len(data):
                         written += os.write(fd, data[written:])
+                    self._dirty.add(path)
                     self.lines_written += 1
                     self.spans_written += len(group)
                 except Exception as exc:  # disk full, permissions, bad value: never raise
@@ -109,19 +129,16 @@ class SpoolSpanExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
-            for fd in self._handles.values():
+            for path in self._dirty:
                 try:
-                    os.fsync(fd)
-                except OSError:
+                    os.fsync(self._handles[path])
+                except (KeyError, OSError):
                     pass
+            self._dirty.clear()
         return True
 
     def shutdown(self) -> None:
         with self._lock:
             self._shutdown = True
-            for fd in self._handles.values():
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            self._handles.clear()
+            while self._handles:
+                self._close(*self._handles.popitem(last=False))

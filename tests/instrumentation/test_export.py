@@ -87,6 +87,35 @@ def test_unwritable_spool_never_raises(tmp_path):
     assert exporter.spans_failed == 1
 
 
+def test_spool_keeps_few_files_open_over_a_long_run(tmp_path):
+    """200 steps in one process hold at most MAX_OPEN_FILES descriptors, and every line still lands."""
+    from otel_verl.export import spool
+
+    exporter = SpoolSpanExporter(tmp_path, "run", "trainer")
+    tracer = TracerProvider().get_tracer("t")
+    fd_dir = f"/proc/{os.getpid()}/fd"
+    before = len(os.listdir(fd_dir))
+    for step in range(200):
+        with tracer.start_as_current_span("s", attributes={semconv.VERL_STEP: step}) as span:
+            pass
+        assert exporter.export([span]) is SpanExportResult.SUCCESS
+        if step % 50 == 0:
+            assert exporter.force_flush()
+    assert len(exporter._handles) == spool.MAX_OPEN_FILES
+    assert len(os.listdir(fd_dir)) - before <= spool.MAX_OPEN_FILES
+    exporter.shutdown()
+    assert len(os.listdir(fd_dir)) == before
+    written = sorted(tmp_path.joinpath("run").glob("step_*/trainer.jsonl"))
+    assert len(written) == 200 and all(len(p.read_text().splitlines()) == 1 for p in written)
+    # a late span for an old step reopens its file and appends
+    exporter = SpoolSpanExporter(tmp_path, "run", "trainer")
+    with tracer.start_as_current_span("late", attributes={semconv.VERL_STEP: 3}) as span:
+        pass
+    exporter.export([span])
+    exporter.shutdown()
+    assert len(tmp_path.joinpath("run", "step_3", "trainer.jsonl").read_text().splitlines()) == 2
+
+
 @pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
 def test_otlp_export_through_standard_env(monkeypatch, tmp_path, protocol):
     receiver = Receiver()
