@@ -71,7 +71,7 @@ def test_compose_pins_and_binds():
 
 
 def test_collector_manifest_matches_config():
-    """ocb manifest lists exactly the component types the config (and its tail-sampling overlay) use."""
+    """ocb manifest lists exactly the component types the config and its overlays (every collector/*.yaml) use."""
     import yaml
 
     manifest = yaml.safe_load((REPO / "collector" / "manifest.yaml").read_text())
@@ -83,8 +83,10 @@ def test_collector_manifest_matches_config():
         for kind in ("receivers", "processors", "exporters", "connectors", "extensions")
     }
     used: dict[str, set[str]] = {k: set() for k in built}
-    for f in ("config.yaml", "tail_sampling.yaml"):
-        cfg = yaml.safe_load((REPO / "collector" / f).read_text())
+    configs = sorted(p for p in (REPO / "collector").glob("*.yaml") if p.name != "manifest.yaml")
+    assert {p.name for p in configs} >= {"config.yaml", "tail_sampling.yaml", "durable.yaml", "tls_auth.yaml"}
+    for path in configs:
+        cfg = yaml.safe_load(path.read_text())
         for kind in used:
             for cid in cfg.get(kind) or {}:
                 used[kind].add(cid.split("/")[0])
@@ -92,11 +94,16 @@ def test_collector_manifest_matches_config():
     assert sum(len(manifest.get(k) or []) for k in used) == sum(len(v) for v in used.values())
 
 
-@pytest.mark.parametrize("overlay", [False, True], ids=["default", "tail_sampling"])
-def test_collector_validate(overlay):
+@pytest.mark.parametrize("overlay", [None, "tail_sampling.yaml", "durable.yaml", "tls_auth.yaml"])
+def test_collector_validate(overlay, tmp_path, monkeypatch):
+    """The base config and each documented overlay (collector/*.yaml) pass the built collector's validate."""
     cmd = [binary("otelcol-verl"), "validate", "--config", REPO / "collector" / "config.yaml"]
     if overlay:
-        cmd += ["--config", REPO / "collector" / "tail_sampling.yaml"]
+        cmd += ["--config", REPO / "collector" / overlay]
+    # tls_auth.yaml's variables have no defaults on purpose; durable.yaml's queue directory does
+    monkeypatch.setenv("OTEL_VERL_TLS_CERT", str(tmp_path / "server.crt"))
+    monkeypatch.setenv("OTEL_VERL_TLS_KEY", str(tmp_path / "server.key"))
+    monkeypatch.setenv("OTEL_VERL_BEARER_TOKEN", "validate-only")
     r = run(cmd)
     assert r.returncode == 0, r.stdout + r.stderr
 
