@@ -1,16 +1,15 @@
-"""Cheap per-request recording; spans are built when the request ends.
+"""Cheap per-request recording; spans are completed and emitted when the request ends.
 
-One SDK span per event costs ~20-30 µs (DESIGN.md). A trajectory instead records plain tuples:
-name, start/end ``time_ns``, parent and attributes, with span ids drawn up front so a W3C carrier
-for the engine (and any nested instrumentation) can be made while the request runs. When the
-request ends, the whole subtree becomes ``ReadableSpan`` objects handed to our span processors —
-the same moment a keep/sample decision can be made with the full picture.
+One SDK span per event costs ~20-30 µs (DESIGN.md). A trajectory instead records light nodes
+(:class:`~otel_verl.export.recorded_span.Node`: name, start/end ``time_ns``, parent id, attributes),
+with span ids drawn up front so a W3C carrier for the engine (and any nested instrumentation) can be
+made while the request runs. When the request ends, its nodes — themselves ``ReadableSpan`` objects —
+go to our span processors: the same moment a keep/sample decision can be made with the full picture.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -20,59 +19,17 @@ from typing import Any
 from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
 from opentelemetry.propagate import inject
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from otel_verl import semconv
 from otel_verl.export import setup
+from otel_verl.export.recorded_span import Node, RequestShared, new_trace_id
 from otel_verl.sampling import ChunkSampler
-from otel_verl.version import __version__
 
 logger = logging.getLogger(__name__)
 
-_SCOPE = InstrumentationScope(setup.SCOPE_NAME, __version__)
-_rand = random.Random()
-
 current_request: ContextVar[RequestRecorder | None] = ContextVar("otel_verl_request", default=None)
 """The trajectory being recorded in this asyncio task (copied into tasks it spawns)."""
-
-
-def new_span_id() -> int:
-    span_id = _rand.getrandbits(64)
-    while span_id == 0:
-        span_id = _rand.getrandbits(64)
-    return span_id
-
-
-def new_trace_id() -> int:
-    trace_id = _rand.getrandbits(128)
-    while trace_id == 0:
-        trace_id = _rand.getrandbits(128)
-    return trace_id
-
-
-class Node:
-    """One future span: a few slots, no SDK objects until the request ends."""
-
-    __slots__ = ("attributes", "end_ns", "error", "kind", "name", "parent_id", "span_id", "start_ns")
-
-    def __init__(
-        self,
-        name: str,
-        parent_id: int | None,
-        attributes: dict[str, Any] | None,
-        kind: SpanKind,
-        span_id: int | None = None,
-    ) -> None:
-        self.name = name
-        self.span_id = span_id if span_id is not None else new_span_id()
-        self.parent_id = parent_id
-        self.start_ns = time.time_ns()
-        self.end_ns: int | None = None
-        self.attributes: dict[str, Any] = attributes if attributes is not None else {}
-        self.error: str | None = None
-        self.kind = kind
 
 
 class RequestRecorder:
@@ -97,16 +54,19 @@ class RequestRecorder:
     ) -> None:
         valid = parent is not None and parent.is_valid
         self.sampled = (bool(parent.trace_flags.sampled) if valid else True) and spans
-        self.links: tuple[Link, ...] = ()
+        links: tuple[Link, ...] = ()
         if own_trace or not valid:
-            self.trace_id = new_trace_id()
+            trace_id = new_trace_id()
             parent_id = None
             if valid:
-                self.links = (Link(parent),)
+                links = (Link(parent),)
         else:
-            self.trace_id = parent.trace_id
+            trace_id = parent.trace_id
             parent_id = parent.span_id
-        self.root = Node(semconv.SPAN_REQUEST, parent_id, attributes, SpanKind.INTERNAL)
+        self.trace_id = trace_id
+        self.shared = RequestShared(trace_id)
+        self.root = Node(semconv.SPAN_REQUEST, parent_id, attributes, SpanKind.INTERNAL, self.shared)
+        self.root.links = links
         self.nodes: list[Node] = [self.root]
         self.events = events
         self.spans = spans
@@ -131,7 +91,7 @@ class RequestRecorder:
             return self.detached()
         if parent is None:
             parent = self.current_turn or self.root
-        node = Node(name, parent.span_id, attributes, kind)
+        node = Node(name, parent.span_id, attributes, kind, self.shared)
         self.nodes.append(node)
         return node
 
@@ -139,7 +99,7 @@ class RequestRecorder:
         """The stand-in for unrecorded turns/events: never emitted, carries the request's span id."""
         node = self._detached
         if node is None:
-            node = self._detached = Node("", None, None, SpanKind.INTERNAL, span_id=self.root.span_id)
+            node = self._detached = Node("", None, None, SpanKind.INTERNAL, self.shared, self.root.span_id)
         return node
 
     @staticmethod
@@ -156,7 +116,13 @@ class RequestRecorder:
         """Close the running turn, start turn ``self.turns``."""
         self.close_turn()
         if self.events:
-            turn = Node(semconv.SPAN_TURN, self.root.span_id, {semconv.VERL_TURN_INDEX: self.turns}, SpanKind.INTERNAL)
+            turn = Node(
+                semconv.SPAN_TURN,
+                self.root.span_id,
+                {semconv.VERL_TURN_INDEX: self.turns},
+                SpanKind.INTERNAL,
+                self.shared,
+            )
             self.nodes.append(turn)
         else:
             turn = self.detached()
@@ -206,7 +172,7 @@ class RequestRecorder:
     # -- the end
     def finish(
         self, status: str, attributes: Mapping[str, Any] | None = None, error: BaseException | None = None
-    ) -> list[ReadableSpan]:
+    ) -> list[Node]:
         """End every open node; build the spans and hand them to the processors unless sampled out.
 
         The keep decision (``sampler``, see :mod:`otel_verl.sampling`) is taken here, once the whole
@@ -230,63 +196,33 @@ class RequestRecorder:
             return []
         return self.emit()
 
-    def emit(self) -> list[ReadableSpan]:
-        """Build this finished request's spans and hand them to the processors."""
+    def emit(self) -> list[Node]:
+        """Complete this finished request's spans and hand them to the processors."""
         spans = self.build_spans(self.status or semconv.RequestStatus.COMPLETED.value)
         setup.emit(spans)
         return spans
 
-    def build_spans(self, status: str) -> list[ReadableSpan]:
+    def build_spans(self, status: str) -> list[Node]:
+        """The recorded nodes, completed as spans: end times, status, attributes stamped on children."""
         state = setup.get_state()
-        resource = state.provider.resource if state is not None else None
-        trace_id = self.trace_id
+        shared = self.shared
+        shared.resource = state.provider.resource if state is not None else None
         root = self.root
         end_default = root.end_ns
         root_attrs = root.attributes
-        stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
-        failed = status == semconv.RequestStatus.FAILED.value
-        contexts: dict[int, SpanContext] = {}  # parents come before children: each context is built once
-        spans = []
-        append = spans.append
+        stamp = shared.stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
+        if status == semconv.RequestStatus.FAILED.value and root.error is None:
+            root.status = _ERROR
         for node in self.nodes:
-            context = contexts[node.span_id] = SpanContext(trace_id, node.span_id, False, _SAMPLED)
-            if node is root:
-                attributes = root_attrs
-                links = self.links
-                span_status = _ERROR if failed and node.error is None else _UNSET
-            else:
-                attributes = {**stamp, **node.attributes}
-                links = ()
-                span_status = _UNSET
+            if node.end_ns is None:
+                node.end_ns = end_default
             if node.error is not None:
-                span_status = Status(StatusCode.ERROR, node.error)
-            parent_id = node.parent_id
-            if parent_id is None:
-                parent = None
-            else:
-                parent = contexts.get(parent_id)
-                if parent is None:
-                    parent = SpanContext(trace_id, parent_id, False, _SAMPLED)
-            append(
-                ReadableSpan(
-                    name=node.name,
-                    context=context,
-                    parent=parent,
-                    resource=resource,
-                    attributes=attributes,
-                    links=links,
-                    kind=node.kind,
-                    status=span_status,
-                    start_time=node.start_ns,
-                    end_time=node.end_ns if node.end_ns is not None else end_default,
-                    instrumentation_scope=_SCOPE,
-                )
-            )
-        return spans
+                node.status = Status(StatusCode.ERROR, node.error)
+            if node is not root and stamp:
+                node.attributes = {**stamp, **node.attributes}
+        return self.nodes
 
 
-_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-_UNSET = Status(StatusCode.UNSET)
 _ERROR = Status(StatusCode.ERROR)
 _STAMPED = (semconv.VERL_STEP, semconv.VERL_WORKER_RANK, semconv.VERL_REQUEST_ID)
 """Request attributes copied onto every child span, so a turn or event alone is attributable."""

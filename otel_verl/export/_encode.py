@@ -14,6 +14,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
+from otel_verl.export.recorded_span import Node
+
 logger = logging.getLogger(__name__)
 
 _KIND = {
@@ -80,14 +82,62 @@ def _hex_span(span_id: int) -> str:
     return format(span_id, "016x")
 
 
+def _encode_kind(kind: SpanKind) -> int:
+    return 1 if kind is SpanKind.INTERNAL else _KIND.get(kind, 1)  # enum hashing is slow; INTERNAL is common
+
+
+def _encode_status(code: StatusCode, description: str | None) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if code is not StatusCode.UNSET:
+        status["code"] = _STATUS.get(code, 0)
+    if description:
+        status["message"] = description
+    return status
+
+
+def _encode_links(links: Sequence[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "traceId": _hex_trace(link.context.trace_id),
+            "spanId": _hex_span(link.context.span_id),
+            "attributes": encode_attributes(link.attributes),
+        }
+        for link in links
+    ]
+
+
+def encode_node(node: Node) -> dict[str, Any]:
+    """A request recorder's node: ids, times and attributes read from its slots (no SpanContext built)."""
+    out: dict[str, Any] = {
+        "traceId": node.shared.trace_hex,
+        "spanId": f"{node.span_id:016x}",
+        "name": node.name,
+        "kind": _encode_kind(node.kind),
+        "startTimeUnixNano": str(node.start_ns),
+        "endTimeUnixNano": str(node.end_ns or node.start_ns),
+    }
+    if node.parent_id is not None:
+        out["parentSpanId"] = f"{node.parent_id:016x}"
+    attrs = encode_attributes(node.attributes)
+    if attrs:
+        out["attributes"] = attrs
+    if node.links:
+        out["links"] = _encode_links(node.links)
+    status = node.status
+    out["status"] = _encode_status(status.status_code, status.description)
+    return out
+
+
 def encode_span(span: ReadableSpan) -> dict[str, Any]:
+    if type(span) is Node:
+        return encode_node(span)
     ctx = span.context
     kind = span.kind
     out: dict[str, Any] = {
         "traceId": f"{ctx.trace_id:032x}",
         "spanId": f"{ctx.span_id:016x}",
         "name": span.name,
-        "kind": 1 if kind is SpanKind.INTERNAL else _KIND.get(kind, 1),  # enum hashing is slow; INTERNAL is common
+        "kind": _encode_kind(kind),
         "startTimeUnixNano": str(span.start_time or 0),
         "endTimeUnixNano": str(span.end_time or span.start_time or 0),
     }
@@ -105,22 +155,9 @@ def encode_span(span: ReadableSpan) -> dict[str, Any]:
             for e in span.events
         ]
     if span.links:
-        out["links"] = [
-            {
-                "traceId": _hex_trace(link.context.trace_id),
-                "spanId": _hex_span(link.context.span_id),
-                "attributes": encode_attributes(link.attributes),
-            }
-            for link in span.links
-        ]
-    status: dict[str, Any] = {}
+        out["links"] = _encode_links(span.links)
     span_status = span.status
-    code = span_status.status_code
-    if code is not StatusCode.UNSET:
-        status["code"] = _STATUS.get(code, 0)
-    if span_status.description:
-        status["message"] = span_status.description
-    out["status"] = status
+    out["status"] = _encode_status(span_status.status_code, span_status.description)
     return out
 
 

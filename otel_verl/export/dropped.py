@@ -19,6 +19,8 @@ from opentelemetry import metrics
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from otel_verl.export.recorded_span import Node
+
 logger = logging.getLogger(__name__)
 
 METRIC_NAME = "otel_verl.spans.dropped"
@@ -88,8 +90,14 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
             logger.debug("otel_verl: BatchSpanProcessor internals changed; dropped spans are not counted")
 
     def on_end(self, span: ReadableSpan) -> None:
-        if getattr(self._inner, "_shutdown", False) and span.context is not None and span.context.trace_flags.sampled:
-            _count()  # the SDK ignores spans ended after shutdown
+        inner = self._inner
+        if inner is not None and type(span) is Node:  # always sampled: skip building its SpanContext
+            if inner._shutdown:
+                _count()  # the SDK ignores spans ended after shutdown
+            inner.emit(span)
+            return
+        if getattr(inner, "_shutdown", False) and span.context is not None and span.context.trace_flags.sampled:
+            _count()
         super().on_end(span)
 
 

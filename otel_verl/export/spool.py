@@ -12,7 +12,6 @@ logged (once a minute) and reported as FAILURE to the span processor.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -21,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
+import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
@@ -106,8 +106,7 @@ class SpoolSpanExporter(SpanExporter):
         with self._lock:
             for path, group in groups.items():
                 try:
-                    line = json.dumps(encode_request(group), separators=(",", ":")) + "\n"
-                    data = line.encode()
+                    data = orjson.dumps(encode_request(group), option=orjson.OPT_APPEND_NEWLINE)
                     fd = self._fd(path)
                     written = 0
                     while written < len(data):

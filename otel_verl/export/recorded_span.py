@@ -1,0 +1,171 @@
+"""A request's spans as light ``ReadableSpan`` objects, filled while the request runs.
+
+The request recorder (:mod:`otel_verl.recorder`) makes one :class:`Node` per future span; when the
+request ends the nodes themselves go to the span processors. Kept apart from the recorder so the
+exporters can recognise nodes (and read their ids directly) without importing the instrumentation.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from otel_verl.version import __version__
+
+SCOPE_NAME = "otel_verl"
+SCOPE = InstrumentationScope(SCOPE_NAME, __version__)
+SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+UNSET = Status(StatusCode.UNSET)
+_EMPTY_RESOURCE = Resource.get_empty()
+_rand = random.Random()
+
+
+def new_span_id() -> int:
+    span_id = _rand.getrandbits(64)
+    while span_id == 0:
+        span_id = _rand.getrandbits(64)
+    return span_id
+
+
+def new_trace_id() -> int:
+    trace_id = _rand.getrandbits(128)
+    while trace_id == 0:
+        trace_id = _rand.getrandbits(128)
+    return trace_id
+
+
+class RequestShared:
+    """What a request's spans share: trace id, resource, the attributes stamped onto every child.
+
+    Nodes point here rather than at their recorder, so a finished request is freed by reference
+    counting alone (no recorder ↔ node cycle for the cyclic GC to find).
+    """
+
+    __slots__ = ("resource", "stamp", "trace_hex", "trace_id")
+
+    def __init__(self, trace_id: int) -> None:
+        self.trace_id = trace_id
+        self.trace_hex = f"{trace_id:032x}"
+        self.resource: Resource | None = None
+        self.stamp: dict[str, Any] = {}
+
+
+class Node(ReadableSpan):
+    """One span of a request. It *is* the ``ReadableSpan`` handed to the span processors.
+
+    Recording fills a few slots; nothing else is built on the hot path or when the request ends.
+    ``SpanContext`` objects (~1 µs each) are made only if an exporter asks for ``context``/``parent``
+    (the SDK's OTLP encoder does, on its export thread; the spool's encoder reads the ids directly).
+    ``ReadableSpan.__init__`` is deliberately not called: every property it backs is overridden here.
+    """
+
+    __slots__ = (
+        "_context",
+        "_parent",
+        "attributes",
+        "end_ns",
+        "error",
+        "kind",
+        "links",
+        "name",
+        "parent_id",
+        "shared",
+        "span_id",
+        "start_ns",
+        "status",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        parent_id: int | None,
+        attributes: dict[str, Any] | None,
+        kind: SpanKind,
+        shared: RequestShared,
+        span_id: int | None = None,
+    ) -> None:
+        self.name = name
+        self.span_id = span_id if span_id is not None else new_span_id()
+        self.parent_id = parent_id
+        self.start_ns = time.time_ns()
+        self.end_ns: int | None = None
+        self.attributes: dict[str, Any] = attributes if attributes is not None else {}
+        self.error: str | None = None
+        self.kind = kind
+        self.shared = shared
+        self.status: Status = UNSET
+        self.links: tuple[Link, ...] = ()
+        self._context: SpanContext | None = None
+        self._parent: SpanContext | None = None
+
+    # -- the ReadableSpan interface, read by exporters after the request ended
+    def get_span_context(self) -> SpanContext:
+        context = self._context
+        if context is None:
+            context = self._context = SpanContext(self.shared.trace_id, self.span_id, False, SAMPLED)
+        return context
+
+    @property
+    def context(self) -> SpanContext:  # type: ignore[override]
+        return self.get_span_context()
+
+    @property
+    def parent(self) -> SpanContext | None:  # type: ignore[override]
+        if self.parent_id is None:
+            return None
+        parent = self._parent
+        if parent is None:
+            parent = self._parent = SpanContext(self.shared.trace_id, self.parent_id, False, SAMPLED)
+        return parent
+
+    @property
+    def start_time(self) -> int:  # type: ignore[override]
+        return self.start_ns
+
+    @property
+    def end_time(self) -> int | None:  # type: ignore[override]
+        return self.end_ns
+
+    @property
+    def events(self) -> tuple[()]:  # type: ignore[override]
+        return ()
+
+    @property
+    def resource(self) -> Resource:  # type: ignore[override]
+        resource = self.shared.resource
+        return resource if resource is not None else _EMPTY_RESOURCE
+
+    @property
+    def instrumentation_scope(self) -> InstrumentationScope:  # type: ignore[override]
+        return SCOPE
+
+    @property
+    def instrumentation_info(self) -> None:  # type: ignore[override]
+        return None
+
+    dropped_attributes = dropped_events = dropped_links = 0  # type: ignore[assignment]
+
+    def to_json(self, indent: int | None = 4) -> str:
+        return self.as_sdk_span().to_json(indent)
+
+    def as_sdk_span(self) -> ReadableSpan:
+        """A plain SDK ``ReadableSpan`` with the same content (for code that wants one)."""
+        return ReadableSpan(
+            name=self.name,
+            context=self.context,
+            parent=self.parent,
+            resource=self.resource,
+            attributes=dict(self.attributes),
+            links=self.links,
+            kind=self.kind,
+            status=self.status,
+            start_time=self.start_ns,
+            end_time=self.end_ns,
+            instrumentation_scope=SCOPE,
+        )

@@ -1,0 +1,104 @@
+"""Recorder nodes are the ReadableSpans the processors get: every exporter must see the same span.
+
+The spool encodes nodes from their slots (no SpanContext built); the SDK's OTLP encoder goes through
+the ReadableSpan properties. Both must agree with a plain SDK ``ReadableSpan`` of the same content.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from otel_verl import semconv
+from otel_verl.config import OtelVerlConfig
+from otel_verl.export import setup
+from otel_verl.export._encode import encode_request
+from otel_verl.export.recorded_span import Node
+from otel_verl.recorder import RequestRecorder
+
+
+@pytest.fixture
+def worker_span(tmp_path):
+    setup.reset_for_tests()
+    config = OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="nodes")
+    setup.setup_tracing("agent_loop_worker", worker_rank=3, config=config, set_global=False)
+    span = setup.tracer().start_span(semconv.SPAN_WORKER, attributes={semconv.VERL_STEP: 7})
+    yield span
+    span.end()
+    setup.reset_for_tests()
+
+
+def _record(parent, *, own_trace=False, fail=False) -> RequestRecorder:
+    attrs = {semconv.VERL_STEP: 7, semconv.VERL_WORKER_RANK: 3, semconv.VERL_REQUEST_ID: "r-1"}
+    rec = RequestRecorder(parent, attrs, own_trace=own_trace)
+    rec.end(rec.start(semconv.SPAN_PREPROCESS, attributes={semconv.VERL_PREPROCESS_KIND: "initial_prompt"}))
+    rec.open_turn()
+    engine = rec.start("text_completion m", attributes={semconv.GEN_AI_OPERATION_NAME: "x"}, kind=SpanKind.CLIENT)
+    rec.end(engine, {semconv.GEN_AI_USAGE_OUTPUT_TOKENS: 12, semconv.GEN_AI_RESPONSE_FINISH_REASONS: ["stop"]})
+    tool = rec.start("execute_tool calc")
+    rec.end(tool, error=ValueError("bad"))
+    rec.start(semconv.SPAN_TOOL_PARSE)  # never ended: takes the request's end
+    rec.finish("failed" if fail else "completed", {semconv.VERL_REWARD_SCORE: 0.25})
+    return rec
+
+
+def _by_id(request: dict) -> dict[str, dict]:
+    spans = [s for rs in request["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    return {s["spanId"]: s for s in spans}
+
+
+@pytest.mark.parametrize("own_trace", [False, True], ids=["child", "own_trace"])
+@pytest.mark.parametrize("fail", [False, True], ids=["completed", "failed"])
+def test_spool_encoding_of_nodes_equals_sdk_spans(worker_span, own_trace, fail):
+    rec = _record(worker_span.get_span_context(), own_trace=own_trace, fail=fail)
+    nodes = rec.nodes
+    assert all(type(n) is Node for n in nodes)
+    fast = orjson.loads(orjson.dumps(encode_request(nodes)))
+    plain = orjson.loads(orjson.dumps(encode_request([n.as_sdk_span() for n in nodes])))
+    assert fast == plain
+    spans = _by_id(fast)
+    assert len(spans) == 6  # request, preprocess, turn, engine, tool, tool parse
+    root = spans[f"{rec.root.span_id:016x}"]
+    if own_trace:
+        assert "parentSpanId" not in root and root["links"][0]["spanId"] == f"{worker_span.context.span_id:016x}"
+    else:
+        assert root["parentSpanId"] == f"{worker_span.context.span_id:016x}"
+    assert root["status"] == ({"code": 2} if fail else {})
+    tool = next(s for s in spans.values() if s["name"] == "execute_tool calc")
+    assert tool["status"] == {"code": 2, "message": "ValueError"}
+    parse = next(s for s in spans.values() if s["name"] == semconv.SPAN_TOOL_PARSE)
+    assert parse["endTimeUnixNano"] == root["endTimeUnixNano"]
+    stamped = {a["key"] for a in parse["attributes"]}
+    assert {semconv.VERL_STEP, semconv.VERL_WORKER_RANK, semconv.VERL_REQUEST_ID} <= stamped
+
+
+def test_sdk_otlp_encoder_reads_nodes_like_sdk_spans(worker_span):
+    rec = _record(worker_span.get_span_context())
+    from_nodes = encode_spans(rec.nodes)
+    from_plain = encode_spans([n.as_sdk_span() for n in rec.nodes])
+    assert from_nodes == from_plain
+    spans = from_nodes.resource_spans[0].scope_spans[0].spans
+    assert {s.span_id for s in spans} == {n.span_id.to_bytes(8, "big") for n in rec.nodes}
+    assert from_nodes.resource_spans[0].scope_spans[0].scope.name == "otel_verl"
+
+
+def test_nodes_pass_through_other_sdk_processors(worker_span):
+    """A user's processor gets nodes as ReadableSpans with the usual properties."""
+    exporter = InMemorySpanExporter()
+    processor = SimpleSpanProcessor(exporter)
+    setup.get_state().processors.append(processor)
+    rec = _record(worker_span.get_span_context())
+    got = exporter.get_finished_spans()
+    assert len(got) == len(rec.nodes) and all(isinstance(s, ReadableSpan) for s in got)
+    root = next(s for s in got if s.name == semconv.SPAN_REQUEST)
+    assert root.context.trace_id == worker_span.context.trace_id
+    assert root.parent.span_id == worker_span.context.span_id
+    assert root.attributes[semconv.VERL_REWARD_SCORE] == 0.25
+    assert root.status.status_code is StatusCode.UNSET and root.events == () and root.dropped_attributes == 0
+    assert '"name": "verl.rollout.request"' in root.to_json()
+    assert root.resource is setup.get_state().provider.resource
