@@ -1,10 +1,13 @@
 """Applying and undoing wrappers on verl's seams, lazily and defensively.
 
 A seam is ``(module, "Class.method")``. Wrappers are installed with a post-import hook, so nothing
-is imported (and nothing costs) until verl itself imports the module. A seam missing in the
-installed verl (version drift: class or method renamed, moved to a base class, or turned from a
-coroutine into a plain function) logs one warning naming what is not traced, once per seam and
-process; that seam is left alone and everything else is still traced.
+is imported (and nothing costs) until verl itself imports the module. A seam that differs in the
+installed verl (version drift: class or method renamed, moved to a base class, turned from a
+coroutine into a plain function, or a parameter the wrapper reads renamed, removed or moved, as
+declared with :func:`expect`) logs one warning naming what is not recorded, once per seam and
+process; that seam is left alone and everything else is still traced. A wrapper that cannot read
+a call at run time (drift that only shows in the values verl passes) reports it through
+:func:`call_failed`: one warning per seam, and the call goes through unchanged.
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ import inspect
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 import wrapt
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled, unwrap
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +32,57 @@ _applied: dict[Seam, bool] = {}
 _pending: dict[str, list[tuple[str, WrapperFactory]]] = {}
 _hooked_modules: set[str] = set()
 _warned: set[Seam] = set()
+_call_warned: set[Seam] = set()
 _lock = threading.RLock()
 _active = False
+
+
+class Expected(NamedTuple):
+    """What a wrapper reads from its seam's parameters, and what is not recorded without them.
+
+    ``params`` follows Python's signature syntax, ``self`` left out: the names before ``"*"`` must be
+    the target's leading positional parameters in that order (the wrapper reads ``args[i]`` or the
+    keyword), the names after it must exist as keyword parameters anywhere.
+    """
+
+    params: tuple[str, ...]
+    records: str
+
+
+_expected: dict[Seam, Expected] = {}
+
+
+def expect(declared: Mapping[Seam, Expected]) -> Mapping[Seam, Expected]:
+    """Register the parameters each seam's wrapper reads (checked when the wrapper is applied)."""
+    _expected.update(declared)
+    return declared
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_BY_KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def signature_drift(function: Callable[..., Any], params: tuple[str, ...], bound: bool) -> str | None:
+    """Why ``function``'s signature no longer fits ``params`` (None: it fits, or it cannot be inspected)."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if bound and parameters and parameters[0].kind in _POSITIONAL:
+        parameters = parameters[1:]  # self / cls
+    positional = [p.name for p in parameters if p.kind in _POSITIONAL]
+    names = {p.name for p in parameters}
+    star = params.index("*") if "*" in params else len(params)
+    for index, name in enumerate(params[:star]):
+        if name not in names:
+            return f"missing parameter {name!r}"
+        if index >= len(positional) or positional[index] != name:
+            return f"parameter {name!r} is no longer positional argument {index + 1}"
+    by_keyword = {p.name for p in parameters if p.kind in _BY_KEYWORD}
+    for name in params[star + 1 :]:
+        if name not in by_keyword:
+            return f"missing parameter {name!r}"
+    return None
 
 
 def _resolve(module: Any, path: str) -> tuple[Any, str]:
@@ -58,10 +110,22 @@ def _apply(module: Any, module_name: str, path: str, factory: WrapperFactory) ->
         if inspect.iscoroutinefunction(wrapper) and not inspect.iscoroutinefunction(function):
             # An async wrapper would hand verl a coroutine where it expects a value.
             raise TypeError(f"{path} is no longer a coroutine function (signature changed)")
+        expected = _expected.get(seam)
+        if expected is not None:
+            bound = isinstance(owner, type) and not isinstance(original, staticmethod)
+            drift = signature_drift(function, expected.params, bound)
+            if drift is not None:
+                _warn_signature(seam, drift, expected.records)
+                return
         wrapt.wrap_function_wrapper(module, path, wrapper)
         _applied[seam] = True
     except Exception as exc:
         _warn_untraced(seam, exc)
+
+
+def _records(seam: Seam) -> str:
+    expected = _expected.get(seam)
+    return f"{expected.records} are not recorded; " if expected is not None else ""
 
 
 def _warn_untraced(seam: Seam, exc: Exception) -> None:
@@ -71,11 +135,57 @@ def _warn_untraced(seam: Seam, exc: Exception) -> None:
     _warned.add(seam)
     module_name, path = seam
     logger.warning(
-        "otel_verl: %s.%s is not traced: the installed verl differs (%s); everything else is still traced",
+        "otel_verl: %s.%s is not traced: the installed verl differs (%s); %severything else is still traced",
         module_name,
         path,
         exc,
+        _records(seam),
     )
+
+
+def _warn_signature(seam: Seam, drift: str, records: str) -> None:
+    """The seam exists but a parameter its wrapper reads changed: not wrapped, one warning."""
+    if seam in _warned:
+        return
+    _warned.add(seam)
+    module_name, path = seam
+    logger.warning(
+        "otel_verl: %s.%s changed its signature (%s); %s are not recorded; everything else is still traced",
+        module_name,
+        path,
+        drift,
+        records,
+    )
+
+
+def call_failed(seam: Seam, reason: str | None = None) -> None:
+    """A wrapper could not read a call of ``seam`` (from its ``except`` block, or with ``reason``).
+
+    Drift that the wrap-time check cannot see (other values, other types) shows up here; logging it
+    at debug would let a seam silently stop being traced, so the first one per seam is a warning.
+    """
+    if seam in _call_warned:
+        return
+    _call_warned.add(seam)
+    if reason is None:
+        exc = sys.exc_info()[1]
+        reason = f"{type(exc).__name__}: {str(exc)[:200]}" if exc is not None else "unknown reason"
+    logger.debug("otel_verl: %s.%s call not readable", *seam, exc_info=True)
+    expected = _expected.get(seam)
+    lost = expected.records if expected is not None else "its spans"
+    logger.warning(
+        "otel_verl: a call of %s.%s could not be read (%s); %s of such calls are not recorded "
+        "(the call itself is unaffected; warned once)",
+        *seam,
+        reason,
+        lost,
+    )
+
+
+def reset_warnings() -> None:
+    """Forget which seams warned (tests; a fresh ``instrument()`` after ``uninstrument()``)."""
+    _warned.clear()
+    _call_warned.clear()
 
 
 def _on_import(module: Any) -> None:
@@ -102,6 +212,17 @@ def wrap_seams(seams: Iterable[tuple[str, str, WrapperFactory]]) -> None:
                 wrapt.register_post_import_hook(_on_import, module_name)
 
 
+def _unwrap(owner: Any, attr: str) -> None:
+    """Put back exactly what was wrapped: for a class, the entry of its own ``__dict__``.
+
+    ``getattr`` would return the descriptor's result, so a wrapped ``staticmethod`` came back as a
+    plain function, i.e. an instance method (``DataProto.concat`` after ``uninstrument()``).
+    """
+    current = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
+    if _is_wrapped(current) and hasattr(current, "__wrapped__"):
+        setattr(owner, attr, current.__wrapped__)
+
+
 def unwrap_all() -> None:
     """Undo every wrapper; post-import hooks stay registered but do nothing while inactive."""
     global _active
@@ -114,8 +235,7 @@ def unwrap_all() -> None:
             if module is None:
                 continue
             try:
-                owner, attr = _resolve(module, path)
-                unwrap(owner, attr)
+                _unwrap(*_resolve(module, path))
             except Exception:
                 logger.debug("otel_verl: unwrap of %s.%s failed", module_name, path, exc_info=True)
             _applied[(module_name, path)] = False
@@ -146,7 +266,7 @@ def wrap_actor_class(actor_class: type) -> None:
                 continue
             for path, factory in entries:
                 *owners, attr = path.split(".")
-                if not owners:
+                if not owners or not _applied.get((module_name, path)):  # drifted seams stay unwrapped
                     continue
                 try:
                     owner, _ = _resolve(module, path)
@@ -174,6 +294,9 @@ def _inject_tracing_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
 
 # Only the actor-process side (function_manager's reference); the driver-side class is pickled.
 RAY_SEAMS = ((RAY_FUNCTION_MANAGER, "_inject_tracing_into_class", lambda: _inject_tracing_wrapper),)
+SIGNATURES = expect(
+    {(RAY_FUNCTION_MANAGER, "_inject_tracing_into_class"): Expected(("_cls",), "spans of Ray actor methods")}
+)
 
 
 def applied_seams() -> list[Seam]:

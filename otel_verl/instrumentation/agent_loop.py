@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanContext, Status, StatusCode
 from otel_verl import semconv
 from otel_verl.export import setup
 from otel_verl.instrumentation import propagation
-from otel_verl.instrumentation._wrap import enabled
+from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
 from otel_verl.recorder import RequestRecorder, current_request
 from otel_verl.sampling import ChunkSampler
 
@@ -41,6 +41,10 @@ PROTOCOL_MODULE = "verl.protocol"
 TQ_MODULE = "verl.trainer.ppo.v1.agent_loop_tq"
 
 WORKER_INFO_KEY = semconv.CARRIER_KEY + ".worker"
+MANAGER_GENERATE = (AGENT_LOOP_MODULE, "AgentLoopManager.generate_sequences")
+CONCAT = (PROTOCOL_MODULE, "DataProto.concat")
+WORKER_GENERATE = (AGENT_LOOP_MODULE, "AgentLoopWorker.generate_sequences")
+RUN_AGENT_LOOP = (AGENT_LOOP_MODULE, "AgentLoopWorker._run_agent_loop")
 _ACTOR_RANK = re.compile(r"agent_loop_worker_(\d+)")
 
 # Worker-chunk results collected by the DataProto.concat wrapper, keyed by the manager span id.
@@ -99,7 +103,7 @@ def _manager_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: 
             with _infos_lock:
                 _worker_infos[parent_id] = []
     except Exception:
-        logger.debug("otel_verl: carrier injection failed", exc_info=True)
+        call_failed(MANAGER_GENERATE)
     finalize = _manager_finalizer(prompts, injected, parent_id)
     try:
         result = wrapped(*args, **kwargs)
@@ -173,7 +177,7 @@ def _concat_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> A
                     if bucket is not None:
                         bucket.append(info)
     except Exception:
-        logger.debug("otel_verl: reading worker info failed", exc_info=True)
+        call_failed(CONCAT)
     return wrapped(*args, **kwargs)
 
 
@@ -310,7 +314,7 @@ async def _worker_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwa
     try:
         chunk, tokens = _start_chunk(batch)
     except Exception:
-        logger.debug("otel_verl: worker span could not start", exc_info=True)
+        call_failed(WORKER_GENERATE)
     error: BaseException | None = None
     before = asyncio.all_tasks() if chunk is not None else set()
     try:
@@ -403,7 +407,7 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         if chunk is not None:
             chunk.request_started()
     except Exception:
-        logger.debug("otel_verl: request recorder could not start", exc_info=True)
+        call_failed(RUN_AGENT_LOOP)
         recorder = None
     error: BaseException | None = None
     result = None
@@ -528,11 +532,11 @@ _PARSERS = (
 )
 
 SEAMS = (
-    (AGENT_LOOP_MODULE, "AgentLoopManager.generate_sequences", lambda: _manager_generate_wrapper),
+    (*MANAGER_GENERATE, lambda: _manager_generate_wrapper),
     (TQ_MODULE, "AgentLoopManagerTQ.generate_sequences", lambda: _manager_generate_wrapper),
-    (PROTOCOL_MODULE, "DataProto.concat", lambda: _concat_wrapper),
-    (AGENT_LOOP_MODULE, "AgentLoopWorker.generate_sequences", lambda: _worker_generate_wrapper),
-    (AGENT_LOOP_MODULE, "AgentLoopWorker._run_agent_loop", lambda: _run_agent_loop_wrapper),
+    (*CONCAT, lambda: _concat_wrapper),
+    (*WORKER_GENERATE, lambda: _worker_generate_wrapper),
+    (*RUN_AGENT_LOOP, lambda: _run_agent_loop_wrapper),
     (TOOL_AGENT_MODULE, "ToolAgentLoop.run", lambda: _agent_run_wrapper),
     (SINGLE_TURN_MODULE, "SingleTurnAgentLoop.run", lambda: _agent_run_wrapper),
     (TOOL_AGENT_MODULE, "ToolAgentLoop._handle_generating_state", lambda: _generating_state_wrapper),
@@ -552,4 +556,18 @@ SEAMS = (
         lambda: _event_wrapper(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "merge_context"}),
     ),
     *((TOOL_PARSER_MODULE, f"{name}.extract_tool_calls", lambda: _tool_parse_wrapper) for name in _PARSERS),
+)
+
+_MANAGER = Expected(("prompts",), "verl.barrier spans and the step-to-worker parent links")
+SIGNATURES = expect(
+    {
+        MANAGER_GENERATE: _MANAGER,
+        (TQ_MODULE, "AgentLoopManagerTQ.generate_sequences"): _MANAGER,
+        CONCAT: Expected(("data",), "verl.barrier spans"),
+        WORKER_GENERATE: Expected(("batch",), "verl.rollout.worker spans"),
+        RUN_AGENT_LOOP: Expected(
+            ("sampling_params", "trajectory", "*", "agent_name"),
+            "verl.rollout.request spans and everything below them (turns, engine calls, tools, rewards)",
+        ),
+    }
 )

@@ -22,7 +22,7 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.content import capture_text
 from otel_verl.export import setup
-from otel_verl.instrumentation._wrap import enabled
+from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
 from otel_verl.recorder import Node, current_request
 
 logger = logging.getLogger(__name__)
@@ -34,6 +34,7 @@ SGLANG_TOKENIZER_MANAGER_MODULE = "sglang.srt.managers.tokenizer_manager"
 VLLM_ASYNC_LLM_MODULE = "vllm.v1.engine.async_llm"
 
 LINKED_ENGINES = frozenset({"sglang", "vllm"})
+CLIENT_GENERATE = (LLM_SERVER_MODULE, "LLMServerClient.generate")
 
 _generate_node: ContextVar[Node | None] = ContextVar("otel_verl_generate", default=None)
 engine_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_engine_carrier", default=None)
@@ -166,7 +167,7 @@ async def client_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
             if isinstance(params, dict):
                 call_kwargs = {**kwargs, "sampling_params": {**params, semconv.CARRIER_KEY: recorder.carrier(node)}}
     except Exception:
-        logger.debug("otel_verl: generate span could not start", exc_info=True)
+        call_failed(CLIENT_GENERATE)
     try:
         output = await wrapped(*args, **call_kwargs)
     except BaseException as exc:
@@ -181,7 +182,7 @@ async def client_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         try:
             _finish_generate(recorder, node, output)
         except Exception:
-            logger.debug("otel_verl: generate span could not end", exc_info=True)
+            call_failed(CLIENT_GENERATE)
     return output
 
 
@@ -228,7 +229,7 @@ def vllm_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict
 
 
 SEAMS = (
-    (LLM_SERVER_MODULE, "LLMServerClient.generate", lambda: client_generate_wrapper),
+    (*CLIENT_GENERATE, lambda: client_generate_wrapper),
     (LLM_SERVER_MODULE, "FullyAsyncLLMServerClient.generate", lambda: client_generate_wrapper),
     (SGLANG_SERVER_MODULE, "SGLangHttpServer.generate", lambda: server_generate_wrapper),
     (VLLM_SERVER_MODULE, "vLLMHttpServer.generate", lambda: server_generate_wrapper),
@@ -237,4 +238,17 @@ SEAMS = (
 ENGINE_SEAMS = (
     (SGLANG_TOKENIZER_MANAGER_MODULE, "TokenizerManager.generate_request", lambda: sglang_generate_request_wrapper),
     (VLLM_ASYNC_LLM_MODULE, "AsyncLLM.generate", lambda: vllm_generate_wrapper),
+)
+
+_CLIENT = Expected(("*", "request_id", "prompt_ids", "sampling_params"), "text_completion (engine round trip) spans")
+_LINK = "links of the engine's own spans to the turn"
+SIGNATURES = expect(
+    {
+        CLIENT_GENERATE: _CLIENT,
+        (LLM_SERVER_MODULE, "FullyAsyncLLMServerClient.generate"): _CLIENT,
+        (SGLANG_SERVER_MODULE, "SGLangHttpServer.generate"): Expected(("prompt_ids", "sampling_params"), _LINK),
+        (VLLM_SERVER_MODULE, "vLLMHttpServer.generate"): Expected(("prompt_ids", "sampling_params"), _LINK),
+        (SGLANG_TOKENIZER_MANAGER_MODULE, "TokenizerManager.generate_request"): Expected(("obj",), _LINK),
+        (VLLM_ASYNC_LLM_MODULE, "AsyncLLM.generate"): Expected(("*", "trace_headers"), _LINK),
+    }
 )

@@ -19,7 +19,7 @@ from opentelemetry.trace import Status, StatusCode
 from otel_verl import semconv
 from otel_verl.export import setup
 from otel_verl.instrumentation import propagation
-from otel_verl.instrumentation._wrap import enabled
+from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
 from otel_verl.recorder import current_request
 
 logger = logging.getLogger(__name__)
@@ -28,6 +28,7 @@ AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 REWARD_LOOP_MODULE = "verl.experimental.reward_loop.reward_loop"
 PROTOCOL_MODULE = "verl.protocol"
 SPAN_REWARD_COMPUTE = "verl.reward.compute"
+REMOTE_SCORE = (REWARD_LOOP_MODULE, "RewardLoopWorker.compute_score")
 
 _pending_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_reward_carrier", default=None)
 
@@ -89,7 +90,7 @@ async def reward_worker_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
             attributes[semconv.VERL_STEP] = step
         span = setup.tracer().start_span(SPAN_REWARD_COMPUTE, context=parent, attributes=attributes)
     except Exception:
-        logger.debug("otel_verl: remote reward span could not start", exc_info=True)
+        call_failed(REMOTE_SCORE)
     # current while the reward manager runs: the reward function's own spans (in verl's executor
     # threads too, see threads.py) nest under verl.reward.compute
     token = otel_context.attach(trace.set_span_in_context(span)) if span is not None else None
@@ -118,5 +119,13 @@ async def reward_worker_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
 SEAMS = (
     (AGENT_LOOP_MODULE, "AgentLoopWorker._compute_score", lambda: compute_score_wrapper),
     (PROTOCOL_MODULE, "DataProto.__post_init__", lambda: dataproto_post_init_wrapper),
-    (REWARD_LOOP_MODULE, "RewardLoopWorker.compute_score", lambda: reward_worker_wrapper),
+    (*REMOTE_SCORE, lambda: reward_worker_wrapper),
+)
+SIGNATURES = expect(
+    {
+        (AGENT_LOOP_MODULE, "AgentLoopWorker._compute_score"): Expected(
+            ("outputs",), "verl.reward and verl.reward.compute spans"
+        ),
+        REMOTE_SCORE: Expected(("data",), "verl.reward.compute spans"),
+    }
 )

@@ -16,6 +16,8 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
+from otel_verl.instrumentation._wrap import Expected, expect
+
 EXECUTOR_MODULE = "concurrent.futures.thread"
 THREADING_MODULE = "threading"
 _CONTEXT_ATTR = "_otel_verl_context"
@@ -83,3 +85,5 @@ SEAMS = (  # submit carries each task's context; pool threads themselves carry n
 )
 """Thread subclasses overriding ``run`` keep their own behaviour (the OTel contrib instrumentation's
 limit as well); ``asyncio.to_thread`` needs nothing (it copies contextvars)."""
+
+SIGNATURES = expect({(EXECUTOR_MODULE, "ThreadPoolExecutor.submit"): Expected(("fn",), "executor-thread parent links")})

@@ -15,12 +15,13 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.content import capture_text
 from otel_verl.export import setup
-from otel_verl.instrumentation._wrap import enabled
+from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
 from otel_verl.recorder import current_request
 
 logger = logging.getLogger(__name__)
 
 TOOL_AGENT_MODULE = "verl.experimental.agent_loop.tool_agent_loop"
+CALL_TOOL = (TOOL_AGENT_MODULE, "ToolAgentLoop._call_tool")
 
 
 def _attributes(tool_call: Any) -> dict[str, Any]:
@@ -51,7 +52,7 @@ async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
         attributes = _attributes(tool_call)
         node = recorder.start(semconv.tool_span_name(attributes.get(semconv.GEN_AI_TOOL_NAME)), attributes=attributes)
     except Exception:
-        logger.debug("otel_verl: tool span could not start", exc_info=True)
+        call_failed(CALL_TOOL)
     token = None
     try:
         if node is not None:  # spans the tool makes (HTTP clients, threads, to_thread) nest under execute_tool
@@ -85,4 +86,5 @@ async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
     return result
 
 
-SEAMS = ((TOOL_AGENT_MODULE, "ToolAgentLoop._call_tool", lambda: call_tool_wrapper),)
+SEAMS = ((*CALL_TOOL, lambda: call_tool_wrapper),)
+SIGNATURES = expect({CALL_TOOL: Expected(("tool_call",), "execute_tool spans")})

@@ -20,7 +20,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from otel_verl import semconv
 from otel_verl.export import setup
-from otel_verl.instrumentation._wrap import enabled
+from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
 from otel_verl.recorder import current_request
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,10 @@ def _traced_timer(wrapped: Any, args: tuple, kwargs: dict, name: str) -> Generat
 
 def timer_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     name = args[0] if args else kwargs.get("name")
-    if not enabled() or not isinstance(name, str) or current_request.get() is not None:
+    if not enabled() or current_request.get() is not None:
+        return wrapped(*args, **kwargs)
+    if not isinstance(name, str):
+        call_failed((TIMER_MODULE, "_timer"), f"timer name is {type(name).__name__}, not str")
         return wrapped(*args, **kwargs)
     if name in ROLLOUT_METRIC_TIMERS and _current_step is None and _active_trainer is None:
         return wrapped(*args, **kwargs)
@@ -142,3 +145,4 @@ SEAMS = (
     (LEGACY_TRAINER_MODULE, "RayPPOTrainer.fit", lambda: fit_wrapper),
     (V1_TRAINER_MODULE, "PPOTrainer.fit", lambda: fit_wrapper),
 )
+SIGNATURES = expect({(TIMER_MODULE, "_timer"): Expected(("name",), "verl.step and verl.phase spans")})

@@ -1,4 +1,4 @@
-"""Fault injection: a broken exporter, an unwritable or full spool, verl seams drifted away.
+"""Fault injection: a broken exporter, an unwritable or full spool, verl seams drifted away or re-signed.
 
 Each case runs verl's real AgentLoopWorker (ToolAgentLoop, hermes parser, calculator tool, remote
 reward) and checks: verl returns exactly what an untraced run returns, no exception escapes, exactly
@@ -11,8 +11,9 @@ import asyncio
 import inspect
 import logging
 import os
+import sys
 from collections import Counter
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -27,8 +28,8 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.demo import runner
 from otel_verl.export import setup
-from otel_verl.instrumentation import ALL_SEAMS
-from otel_verl.instrumentation._wrap import wrap_seams
+from otel_verl.instrumentation import ALL_SEAMS, _wrap, tools
+from otel_verl.instrumentation._wrap import signature_drift, wrap_seams
 from tests.reliability.traced_run import digest, problems, run, spool_span_count, traced
 
 pytest.importorskip("verl", reason="needs the verl extra")
@@ -38,6 +39,7 @@ OPTS = runner.DemoOptions(prompts=6, n=2, seed=3)
 REQUESTS = OPTS.prompts * OPTS.n
 TOOL_AGENT = "verl.experimental.agent_loop.tool_agent_loop"
 LLM_SERVER = "verl.workers.rollout.llm_server"
+AGENT_LOOP = "verl.experimental.agent_loop.agent_loop"
 
 
 @pytest.fixture(scope="module")
@@ -63,14 +65,15 @@ class RaisingExporter(SpanExporter):
         raise ConnectionError("exporter on fire")
 
 
-def check_tree(spans: list[ReadableSpan], *, tools: bool = True) -> Counter:
+def check_tree(spans: list[ReadableSpan], *, tools: bool = True, rewards: bool = True) -> Counter:
     """The full tree of a chunk is there: one worker, every request, turns, engine calls, rewards."""
     names = Counter(s.name for s in spans)
     ids = {s.context.span_id for s in spans}
     worker = [s for s in spans if s.name == semconv.SPAN_WORKER]
     assert len(worker) == 1
     assert names[semconv.SPAN_REQUEST] == REQUESTS
-    assert names[semconv.SPAN_REWARD] == REQUESTS == names["verl.reward.compute"]
+    expected_rewards = REQUESTS if rewards else 0
+    assert names[semconv.SPAN_REWARD] == expected_rewards == names["verl.reward.compute"]
     generates = sum(n for name, n in names.items() if name.startswith(semconv.GEN_AI_OP_TEXT_COMPLETION))
     assert generates == names[semconv.SPAN_TURN] >= REQUESTS
     assert names[semconv.SPAN_TOOL_PARSE] > 0 and names[semconv.SPAN_PREPROCESS] >= REQUESTS
@@ -199,6 +202,153 @@ def test_seam_drift(untraced, monkeypatch, caplog, drift, seam, why, tools_trace
     assert len(found) == 1, [r.getMessage() for r in found]
     message = found[0].getMessage()
     assert seam in message and why in message and "everything else is still traced" in message
+
+
+# ------------------------------------------------------------------ a parameter the wrapper reads changed
+def _renamed_tool_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verl release renames ``_call_tool``'s ``tool_call`` (verl itself passes it by position)."""
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+
+    original = ToolAgentLoop.__dict__["_call_tool"]
+
+    async def _call_tool(self: Any, function_call: Any, tools_kwargs: Any, agent_data: Any) -> Any:
+        return await original(self, function_call, tools_kwargs, agent_data)
+
+    monkeypatch.setattr(ToolAgentLoop, "_call_tool", _call_tool)
+
+
+def _renamed_score_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``AgentLoopWorker._compute_score(self, outputs, kwargs)`` → ``(self, agent_outputs, kwargs)``."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    original = AgentLoopWorker.__dict__["_compute_score"]
+
+    async def _compute_score(self: Any, agent_outputs: Any, kwargs: dict) -> None:
+        return await original(self, agent_outputs, kwargs)
+
+    monkeypatch.setattr(AgentLoopWorker, "_compute_score", _compute_score)
+
+
+@pytest.mark.parametrize(
+    ("drift", "message", "tools_traced", "rewards_traced"),
+    [
+        (
+            _renamed_tool_call,
+            f"otel_verl: {TOOL_AGENT}.ToolAgentLoop._call_tool changed its signature (missing parameter "
+            "'tool_call'); execute_tool spans are not recorded; everything else is still traced",
+            False,
+            True,
+        ),
+        (
+            _renamed_score_outputs,
+            f"otel_verl: {AGENT_LOOP}.AgentLoopWorker._compute_score changed its signature (missing parameter "
+            "'outputs'); verl.reward and verl.reward.compute spans are not recorded; everything else is still traced",
+            True,
+            False,
+        ),
+    ],
+    ids=["tool_call-renamed", "outputs-renamed"],
+)
+def test_changed_signature_warns_once_and_skips_the_seam(
+    untraced, monkeypatch, caplog, drift, message, tools_traced, rewards_traced
+):
+    import verl.experimental.agent_loop.tool_agent_loop  # noqa: F401
+
+    drift(monkeypatch)
+    memory = InMemorySpanExporter()
+    caplog.set_level(logging.WARNING)
+    with traced(memory):
+        assert digest(run(OPTS)) == untraced
+        assert digest(run(OPTS)) == untraced  # a second chunk: still no second warning
+        wrap_seams(ALL_SEAMS)
+        setup.flush()
+        spans = list(memory.get_finished_spans())
+    half = len(spans) // 2
+    by_trace = Counter(s.context.trace_id for s in spans)
+    assert len(by_trace) == 2 and set(by_trace.values()) == {half}
+    for trace_id in by_trace:  # each chunk's full tree, less the drifted seam's spans
+        check_tree([s for s in spans if s.context.trace_id == trace_id], tools=tools_traced, rewards=rewards_traced)
+    assert [r.getMessage() for r in problems(caplog.records)] == [message]
+
+
+def test_unreadable_call_warns_once_per_seam(untraced, monkeypatch, caplog):
+    """Drift only visible at call time (the wrapper cannot read a value verl passed): one warning, not debug."""
+    from otel_verl.instrumentation import tools
+
+    def unreadable(tool_call: Any) -> dict[str, Any]:
+        raise TypeError(f"unexpected tool call object {type(tool_call).__name__}")
+
+    monkeypatch.setattr(tools, "_attributes", unreadable)
+    memory = InMemorySpanExporter()
+    caplog.set_level(logging.WARNING)
+    with traced(memory):
+        assert digest(run(OPTS)) == untraced
+        setup.flush()
+        spans = list(memory.get_finished_spans())
+    check_tree(spans, tools=False)
+    assert [r.getMessage() for r in problems(caplog.records)] == [
+        f"otel_verl: a call of {TOOL_AGENT}.ToolAgentLoop._call_tool could not be read (TypeError: unexpected "
+        "tool call object FunctionCall); execute_tool spans of such calls are not recorded (the call itself is "
+        "unaffected; warned once)"
+    ]
+
+
+def test_signature_rules():
+    """What counts as drift: a read parameter missing, renamed or moved; extra parameters are fine."""
+
+    def today(self, tool_call, tools_kwargs, agent_data): ...
+    def extra(self, tool_call, tools_kwargs, agent_data, *, priority=0, **kwargs): ...
+    def renamed(self, call, tools_kwargs, agent_data): ...
+    def moved(self, agent_data, tool_call, tools_kwargs): ...
+    def keyword_only(self, *, tool_call): ...
+    def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs): ...
+    def generate_renamed(self, request_id, *, input_ids, sampling_params, **kwargs): ...
+    def submit(self, fn, /, *args, **kwargs): ...
+    def timer(name, timing_raw): ...
+
+    assert signature_drift(today, ("tool_call",), bound=True) is None
+    assert signature_drift(extra, ("tool_call",), bound=True) is None
+    assert signature_drift(renamed, ("tool_call",), bound=True) == "missing parameter 'tool_call'"
+    moved_away = "parameter 'tool_call' is no longer positional argument 1"
+    assert signature_drift(moved, ("tool_call",), bound=True) == moved_away
+    assert signature_drift(keyword_only, ("tool_call",), bound=True) == moved_away
+    keywords = ("*", "request_id", "prompt_ids", "sampling_params")
+    assert signature_drift(generate, keywords, bound=True) is None
+    assert signature_drift(generate_renamed, keywords, bound=True) == "missing parameter 'prompt_ids'"
+    assert signature_drift(submit, ("fn",), bound=True) is None
+    assert signature_drift(timer, ("name",), bound=False) is None
+    assert signature_drift(timer, ("name",), bound=True) == "missing parameter 'name'"
+
+
+def test_drifted_seam_is_not_wrapped_on_actor_classes_either(monkeypatch, caplog):
+    """Ray's per-actor-class method copies get our seams again; a drifted seam must stay unwrapped there too."""
+    module = ModuleType("fake_verl_drift")
+
+    class Worker:
+        async def _call_tool(self, call, tools_kwargs, agent_data):  # 'tool_call' renamed
+            return call
+
+    class ActorWorker(Worker):
+        _call_tool = Worker.__dict__["_call_tool"]  # Ray's copy on the actor class
+
+    module.Worker = Worker
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    seam = (module.__name__, "Worker._call_tool")
+    monkeypatch.setitem(_wrap._expected, seam, _wrap.Expected(("tool_call",), "execute_tool spans"))
+    caplog.set_level(logging.WARNING)
+    _wrap.reset_warnings()
+    try:
+        wrap_seams([(*seam, lambda: tools.call_tool_wrapper)])
+        _wrap.wrap_actor_class(ActorWorker)
+        assert not _wrap._is_wrapped(Worker.__dict__["_call_tool"])
+        assert not _wrap._is_wrapped(ActorWorker.__dict__["_call_tool"])
+    finally:
+        _wrap.unwrap_all()
+        _wrap._pending.pop(module.__name__, None)
+    assert [r.getMessage() for r in problems(caplog.records)] == [
+        "otel_verl: fake_verl_drift.Worker._call_tool changed its signature (missing parameter 'tool_call'); "
+        "execute_tool spans are not recorded; everything else is still traced"
+    ]
 
 
 # ------------------------------------------------------------------ changed call signatures

@@ -44,7 +44,7 @@ def run(opts: runner.DemoOptions, server: SimServerConfig | None = None, remote_
 def traced(*exporters: SpanExporter, config: OtelVerlConfig | None = None) -> Iterator[setup.TracingState]:
     """otel_verl's provider with ``exporters`` (plus the spool when ``config`` enables it), verl instrumented."""
     setup.reset_for_tests()
-    _wrap._warned.clear()
+    _wrap.reset_warnings()
     config = config or OtelVerlConfig(spool=False)
     state = setup.setup_tracing(
         "agent_loop_worker", config=config, worker_rank=0, extra_exporters=exporters, set_global=False
