@@ -8,6 +8,12 @@ send it unchanged and the analyzer reads spool and collector archives alike.
 
 Files are 0600 in 0700 directories. The exporter never raises: a full or unwritable disk is
 logged (once a minute) and reported as FAILURE to the span processor.
+
+A write that fails part-way (ENOSPC after a short write) is undone: the file is truncated back to
+its size before that line, so the next line does not join a torn one. If even that fails, or a
+file opened for appending does not end with a newline (a writer killed mid-line), the next line
+starts with a newline: the torn fragment stays a line of its own, which readers report as a bad
+line (file:line) or count with ``--skip-bad-lines``, and every later line parses.
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ class SpoolSpanExporter(SpanExporter):
         self.file_stem = file_stem
         self._handles: OrderedDict[Path, int] = OrderedDict()
         self._dirty: set[Path] = set()
+        self._torn: set[Path] = set()
+        """Files whose last line may lack its newline: the next line starts with one."""
         self._lock = threading.Lock()
         self._shutdown = False
         self._last_warning = float("-inf")
@@ -82,6 +90,8 @@ class SpoolSpanExporter(SpanExporter):
         make_private_dirs(path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._handles[path] = fd
+        if os.fstat(fd).st_size and not _ends_with_newline(path):
+            self._torn.add(path)
         while len(self._handles) > MAX_OPEN_FILES:
             self._close(*self._handles.popitem(last=False))
         return fd
@@ -108,9 +118,17 @@ class SpoolSpanExporter(SpanExporter):
                 try:
                     data = orjson.dumps(encode_request(group), option=orjson.OPT_APPEND_NEWLINE)
                     fd = self._fd(path)
+                    if path in self._torn:
+                        data = b"\n" + data
                     written = 0
-                    while written < len(data):
-                        written += os.write(fd, data[written:])
+                    try:
+                        while written < len(data):
+                            written += os.write(fd, data[written:])
+                    except OSError:
+                        if written:
+                            self._undo_partial(path, fd, written)
+                        raise
+                    self._torn.discard(path)
                     self._dirty.add(path)
                     self.lines_written += 1
                     self.spans_written += len(group)
@@ -119,6 +137,13 @@ class SpoolSpanExporter(SpanExporter):
                     result = SpanExportResult.FAILURE
                     self._warn(f"otel_verl: spool write to {path} failed ({exc}); {len(group)} spans not spooled")
         return result
+
+    def _undo_partial(self, path: Path, fd: int, written: int) -> None:
+        """Cut a line that was only partly written; failing that, isolate it with the next newline."""
+        try:
+            os.ftruncate(fd, os.fstat(fd).st_size - written)
+        except OSError:
+            self._torn.add(path)
 
     def _warn(self, message: str) -> None:
         now = time.monotonic()
@@ -141,3 +166,12 @@ class SpoolSpanExporter(SpanExporter):
             self._shutdown = True
             while self._handles:
                 self._close(*self._handles.popitem(last=False))
+
+
+def _ends_with_newline(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            return handle.read(1) == b"\n"
+    except OSError:
+        return True  # unreadable: nothing to repair from here

@@ -8,11 +8,16 @@ one warning names what is not traced, and everything else is still traced.
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
+import json
 import logging
 import os
+import shutil
+import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
@@ -28,8 +33,11 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.demo import runner
 from otel_verl.export import setup
+from otel_verl.export.replay import spool_files, validate
 from otel_verl.instrumentation import ALL_SEAMS, _wrap, tools
 from otel_verl.instrumentation._wrap import signature_drift, wrap_seams
+from tests.backends.conftest import REPO
+from tests.reliability.stack import spool_span_ids
 from tests.reliability.traced_run import digest, problems, run, spool_span_count, traced
 
 pytest.importorskip("verl", reason="needs the verl extra")
@@ -101,28 +109,75 @@ def test_exporter_raising_on_every_call(untraced, tmp_path, caplog):
     assert found[0].exc_info is None  # a clear line, not a traceback
 
 
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def unwritable_case(spool_dir: str) -> dict[str, Any]:
+    """One traced chunk with its spool under ``spool_dir``: what verl returned, spooled, and what was logged."""
+    memory = InMemorySpanExporter()
+    handler = _Records()
+    logging.getLogger().addHandler(handler)
+    try:
+        with traced(memory, config=OtelVerlConfig(spool=True, spool_dir=spool_dir, run_id="ro")) as state:
+            output = digest(run(OPTS))
+            setup.flush()
+            spans = list(memory.get_finished_spans())
+            assert state.spool is not None
+            written, failed = state.spool.spans_written, state.spool.spans_failed
+    finally:
+        logging.getLogger().removeHandler(handler)
+    check_tree(spans)
+    warnings = [r.getMessage() for r in problems(handler.records)]
+    return {"digest": output, "spans": len(spans), "written": written, "failed": failed, "warnings": warnings}
+
+
+def _as_root_without_dac_override(spool_dir: Path) -> dict[str, Any]:
+    """``unwritable_case`` in a child that is root but lacks CAP_DAC_OVERRIDE/READ_SEARCH: permission bits apply."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root and no setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    caps = "-dac_override,-dac_read_search"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = str(REPO)
+    code = (
+        "import json, sys\n"
+        "from tests.reliability.test_faults import unwritable_case\n"
+        "print('RESULT ' + json.dumps(unwritable_case(sys.argv[1])))\n"
+    )
+    cmd = [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}", sys.executable, "-c", code, str(spool_dir)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    (line,) = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+    return json.loads(line.removeprefix("RESULT "))
+
+
 @pytest.mark.parametrize("how", ["read-only directory", "a file where the directory should be"])
-def test_spool_unwritable(untraced, tmp_path, caplog, how):
+def test_spool_unwritable(untraced, tmp_path, how):
+    """Root ignores permission bits through CAP_DAC_OVERRIDE: as root, the read-only case runs in a child without it."""
     if how == "read-only directory":
-        if os.geteuid() == 0:
-            pytest.skip("root ignores directory permissions")
         root = tmp_path / "ro"
-        root.mkdir(mode=0o500)
+        root.mkdir()
+        root.chmod(0o555)
+        try:
+            result = _as_root_without_dac_override(root) if os.geteuid() == 0 else unwritable_case(str(root))
+            assert list(root.iterdir()) == []
+        finally:
+            root.chmod(0o755)
     else:
         (tmp_path / "blocker").write_text("not a directory")
-        root = tmp_path / "blocker" / "spool"
-    memory = InMemorySpanExporter()
-    caplog.set_level(logging.WARNING)
-    with traced(memory, config=OtelVerlConfig(spool=True, spool_dir=str(root), run_id="ro")) as state:
-        assert digest(run(OPTS)) == untraced
-        setup.flush()
-        spans = list(memory.get_finished_spans())
-        assert state.spool is not None and state.spool.spans_written == 0
-        assert state.spool.spans_failed == len(spans)
-    check_tree(spans)
-    found = problems(caplog.records)
-    assert len(found) == 1, [r.getMessage() for r in found]
-    assert "spool write to" in found[0].getMessage() and "not spooled" in found[0].getMessage()
+        result = unwritable_case(str(tmp_path / "blocker" / "spool"))
+    assert result["digest"] == untraced
+    assert result["written"] == 0 and result["failed"] == result["spans"] > 0
+    assert len(result["warnings"]) == 1, result["warnings"]
+    message = result["warnings"][0]
+    assert "spool write to" in message and "not spooled" in message
+    assert ("Permission denied" if how == "read-only directory" else "Not a directory") in message
 
 
 def test_spool_disk_full(untraced, tmp_path, caplog):
@@ -145,6 +200,64 @@ def test_spool_disk_full(untraced, tmp_path, caplog):
     found = problems(caplog.records)
     assert len(found) == 1, [r.getMessage() for r in found]
     assert "No space left on device" in found[0].getMessage()
+
+
+class HalfWriteThenENOSPC:
+    """``os.write`` for spool files: the ``fail_at``-th line is written half, then the disk is full (ENOSPC)."""
+
+    def __init__(self, root: Path, fail_at: int) -> None:
+        self.real = os.write
+        self.root = str(root)
+        self.fail_at = fail_at
+        self.lines = 0
+        self.armed = False
+        self.torn: bytes = b""
+
+    def __call__(self, fd: int, data: Any) -> int:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            target = ""
+        if not (target.startswith(self.root) and target.endswith(".jsonl")):
+            return self.real(fd, data)
+        if self.armed:
+            self.armed = False
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.lines += 1
+        if self.lines == self.fail_at:
+            self.armed, self.torn = True, bytes(data)
+            return self.real(fd, bytes(data[: len(data) // 2]))
+        return self.real(fd, data)
+
+
+def test_spool_partial_write_enospc(untraced, tmp_path, monkeypatch, caplog):
+    """Half a line written, then ENOSPC: the half line is cut off again, so the next line does not join it."""
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "16")  # many lines, so lines follow the torn one
+    fault = HalfWriteThenENOSPC(tmp_path, fail_at=3)
+    monkeypatch.setattr(os, "write", fault)
+    memory = InMemorySpanExporter()
+    caplog.set_level(logging.WARNING)
+    with traced(memory, config=OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="enospc")) as state:
+        assert digest(run(OPTS)) == untraced
+        setup.flush()
+        spans = list(memory.get_finished_spans())
+        assert state.spool is not None
+        written, failed = state.spool.spans_written, state.spool.spans_failed
+    monkeypatch.setattr(os, "write", fault.real)
+    check_tree(spans)
+    torn = json.loads(fault.torn)
+    lost = {s["spanId"] for rs in torn["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]}
+    assert failed == len(lost) > 0 and written + failed == len(spans)
+    assert fault.lines > fault.fail_at  # lines were written after the torn one
+    files = spool_files(tmp_path / "enospc")
+    validate(files, skip_bad_lines=False)  # every line parses: no torn line, nothing joined to one
+    spooled = spool_span_ids(tmp_path / "enospc")
+    assert set(spooled) == {f"{s.context.span_id:016x}" for s in spans} - lost
+    found = problems(caplog.records)
+    assert len(found) == 1, [r.getMessage() for r in found]
+    assert "No space left on device" in found[0].getMessage() and f"{len(lost)} spans not spooled" in (
+        found[0].getMessage()
+    )
 
 
 # ------------------------------------------------------------------ version drift of verl's seams
