@@ -1,14 +1,16 @@
 """Target 1: per-event cost of our recording path vs the seed's ``SGLangLogManager.log``.
 
 Same events both ways: requests of 3 turns, each turn an engine call, a tool parse, a tool call and
-a token merge, plus the initial preprocess and the reward (16 events a request). The baseline is
+a token merge, plus the initial preprocess and the reward (17 events a request). The baseline is
 seed 000's logger re-created line by line (dict + ``datetime.now().isoformat()`` + ``json.dumps`` +
 ``write`` + ``flush`` per event, file opened with ``buffering=1``). Ours is the request recorder with
-the default config writing the spool: start/end per event, ``finish`` (build + emit) per request.
+the default config writing the spool, inside an open rollout chunk as in an AgentLoopWorker:
+start/end per event, ``finish`` per request (spans held until the chunk ends, :mod:`otel_verl.export.hold`).
 
-Two figures: the hot path's wall time (what the event loop pays), and CPU time of the whole process
-until the spool is flushed (the export thread's encoding and writing included). Both are measured
-side by side, alternating, and the median of the repetitions is kept.
+Two figures: the hot path's wall time (what the event loop pays while the chunk runs), and CPU time
+of the whole process until the spool is flushed (encoding and writing the spans included: the work
+the worker does after its chunk, while it waits for the trainer). Both are measured side by side,
+alternating, and the median of the repetitions is kept.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ def run_ours(requests: int) -> float:
 
     state = setup.get_state()
     assert state is not None
+    setup.hold_begin()  # what the worker-chunk wrapper does when verl's AgentLoopWorker starts a chunk
     worker = setup.tracer().start_span(sc.SPAN_WORKER, attributes={sc.VERL_STEP: 1, sc.VERL_WORKER_RANK: 0})
     parent = worker.get_span_context()
     engine = sc.generate_span_name("demo-model")
@@ -122,6 +125,7 @@ def run_ours(requests: int) -> float:
         rec.finish("completed")
     worker.end()
     t0 = time.perf_counter()
+    setup.hold_end()
     setup.flush()
     return time.perf_counter() - t0
 

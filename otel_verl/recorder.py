@@ -219,7 +219,10 @@ class RequestRecorder:
             if node.error is not None:
                 node.status = Status(StatusCode.ERROR, node.error)
             if node is not root and stamp:
-                node.attributes = {**stamp, **node.attributes}
+                own = node.attributes
+                if node.own is None and stamp.keys().isdisjoint(own):
+                    node.own = own  # the spool encodes the stamp once per request, then these
+                node.attributes = {**stamp, **own}
         return self.nodes
 
 

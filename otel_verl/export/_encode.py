@@ -7,14 +7,13 @@ can't be encoded is logged and skipped, never raised (the SDK's trace_encoder do
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
-
-from otel_verl.export.recorded_span import Node
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +27,15 @@ _KIND = {
 _STATUS = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
 
 
+def nonfinite_double(value: float) -> str:
+    """proto3 JSON spells NaN and the infinities as strings (bare NaN is not JSON)."""
+    return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+
+
+def _double(value: float) -> dict[str, Any]:
+    return {"doubleValue": value if math.isfinite(value) else nonfinite_double(value)}
+
+
 def encode_value(value: Any) -> dict[str, Any] | None:
     """One attribute value as an OTLP ``AnyValue``; None when it can't be encoded."""
     if isinstance(value, bool):
@@ -35,7 +43,7 @@ def encode_value(value: Any) -> dict[str, Any] | None:
     if isinstance(value, int):
         return {"intValue": str(value)}
     if isinstance(value, float):
-        return {"doubleValue": value}
+        return _double(value)
     if isinstance(value, str):
         return {"stringValue": value}
     if isinstance(value, bytes):
@@ -62,7 +70,7 @@ def encode_attributes(attributes: Mapping[str, Any] | None) -> list[dict[str, An
         elif t is int:
             append({"key": key, "value": {"intValue": str(value)}})
         elif t is float:
-            append({"key": key, "value": {"doubleValue": value}})
+            append({"key": key, "value": _double(value)})
         elif t is bool:
             append({"key": key, "value": {"boolValue": value}})
         else:
@@ -106,31 +114,7 @@ def _encode_links(links: Sequence[Any]) -> list[dict[str, Any]]:
     ]
 
 
-def encode_node(node: Node) -> dict[str, Any]:
-    """A request recorder's node: ids, times and attributes read from its slots (no SpanContext built)."""
-    out: dict[str, Any] = {
-        "traceId": node.shared.trace_hex,
-        "spanId": f"{node.span_id:016x}",
-        "name": node.name,
-        "kind": _encode_kind(node.kind),
-        "startTimeUnixNano": str(node.start_ns),
-        "endTimeUnixNano": str(node.end_ns or node.start_ns),
-    }
-    if node.parent_id is not None:
-        out["parentSpanId"] = f"{node.parent_id:016x}"
-    attrs = encode_attributes(node.attributes)
-    if attrs:
-        out["attributes"] = attrs
-    if node.links:
-        out["links"] = _encode_links(node.links)
-    status = node.status
-    out["status"] = _encode_status(status.status_code, status.description)
-    return out
-
-
 def encode_span(span: ReadableSpan) -> dict[str, Any]:
-    if type(span) is Node:
-        return encode_node(span)
     ctx = span.context
     kind = span.kind
     out: dict[str, Any] = {

@@ -47,13 +47,15 @@ class RequestShared:
     counting alone (no recorder ↔ node cycle for the cyclic GC to find).
     """
 
-    __slots__ = ("resource", "stamp", "trace_hex", "trace_id")
+    __slots__ = ("resource", "stamp", "stamp_json", "trace_hex", "trace_id")
 
     def __init__(self, trace_id: int) -> None:
         self.trace_id = trace_id
         self.trace_hex = f"{trace_id:032x}"
         self.resource: Resource | None = None
         self.stamp: dict[str, Any] = {}
+        self.stamp_json: str | None = None
+        """``stamp`` encoded by the spool's text encoder, once per request (on the export thread)."""
 
 
 class Node(ReadableSpan):
@@ -74,6 +76,7 @@ class Node(ReadableSpan):
         "kind",
         "links",
         "name",
+        "own",
         "parent_id",
         "shared",
         "span_id",
@@ -101,6 +104,8 @@ class Node(ReadableSpan):
         self.shared = shared
         self.status: Status = UNSET
         self.links: tuple[Link, ...] = ()
+        self.own: dict[str, Any] | None = None
+        """A child's own attributes once ``attributes`` holds the request's stamp too (None: not split)."""
         self._context: SpanContext | None = None
         self._parent: SpanContext | None = None
 

@@ -28,6 +28,7 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig, _env_int, otlp_endpoint_configured
 from otel_verl.export import dropped
 from otel_verl.export.guard import GuardedExporter
+from otel_verl.export.hold import SpanHold
 from otel_verl.export.journal import (
     COUNTS_SUFFIX,
     JOURNAL_DIR,
@@ -37,13 +38,15 @@ from otel_verl.export.journal import (
     exporter_log_gate,
     write_counts,
 )
+from otel_verl.export.recorded_span import SCOPE_NAME
 from otel_verl.export.spool import SpoolSpanExporter
 from otel_verl.version import __version__
 
 logger = logging.getLogger(__name__)
 
-SCOPE_NAME = "otel_verl"
 DEFAULT_SERVICE_NAME = "verl"
+HOLD_MAX_SPANS = 65536
+"""Held request spans released early past this many (bounded memory: ~1 KiB each)."""
 
 
 @dataclass
@@ -62,6 +65,8 @@ class TracingState:
     journaled: JournalingExporter | None = None
     """The live OTLP exporter wrapped with the delivery journal (only when a spool is written)."""
     ended: SpanCounter | None = None
+    hold: SpanHold | None = None
+    """Request spans waiting for their rollout chunk to end (:mod:`otel_verl.export.hold`)."""
 
 
 _state: TracingState | None = None
@@ -224,7 +229,7 @@ def setup_tracing(
             if not isinstance(current, TracerProvider):
                 trace.set_tracer_provider(provider)
                 owns_global = trace.get_tracer_provider() is provider
-        _state = TracingState(
+        state = _state = TracingState(
             provider=provider,
             processors=processors,
             config=config,
@@ -236,6 +241,11 @@ def setup_tracing(
             exporters=exporters,
             journaled=journaled,
             ended=ended,
+        )
+        state.hold = SpanHold(
+            config.rollout_hold_s,
+            max(1, min(HOLD_MAX_SPANS, config.max_queue_size // 2)),
+            lambda batch: _submit(_to_processors, state, batch),
         )
         dropped.register_metric()
         atexit.register(shutdown_tracing)
@@ -255,31 +265,64 @@ def tracer() -> trace.Tracer:
 
 
 def emit(spans: Sequence[ReadableSpan]) -> None:
-    """Hand finished spans straight to our processors (the request recorder's fast path)."""
+    """Finished spans from the request recorder: held while a rollout chunk is open, else to the processors."""
     state = get_state()
     if state is None:
         return
+    if state.hold is not None and state.hold.add(spans):
+        return
+    _to_processors(state, spans)
+
+
+def _to_processors(state: TracingState, spans: Sequence[ReadableSpan]) -> None:
+    processors = state.processors
     for span in spans:
-        for processor in state.processors:
+        for processor in processors:
             try:
                 processor.on_end(span)
             except Exception:  # a processor must never break the caller
                 logger.debug("otel_verl: span processor failed", exc_info=True)
 
 
-def flush_async(timeout_millis: int = 30000) -> None:
-    """Ask every processor to flush, on a background thread (never blocks the caller)."""
-    global _flusher
+def hold_begin() -> None:
+    """A rollout chunk opened in this process: request spans wait for its end (see :mod:`.hold`)."""
     state = get_state()
-    if state is None:
-        return
+    if state is not None and state.hold is not None:
+        state.hold.begin()
+
+
+def hold_end() -> None:
+    """A rollout chunk closed; when it was the last open one, its held spans go to the processors."""
+    state = get_state()
+    if state is not None and state.hold is not None:
+        state.hold.end()
+
+
+def _release_held(state: TracingState) -> None:
+    """Hand every held span to the processors now, on the calling thread (blocking flush, shutdown)."""
+    if state.hold is not None:
+        held = state.hold.drain()
+        if held:
+            _to_processors(state, held)
+
+
+def _submit(fn: Any, *args: Any) -> None:
+    """Run ``fn`` on the single background thread (in order with earlier submissions), never raising."""
+    global _flusher
     with _lock:
         if _flusher is None:
             _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otel-verl-flush")
     try:
-        _flusher.submit(_flush_and_count, state, timeout_millis)
+        _flusher.submit(fn, *args)
     except RuntimeError:  # interpreter shutting down
         pass
+
+
+def flush_async(timeout_millis: int = 30000) -> None:
+    """Ask every processor to flush, on a background thread (never blocks the caller)."""
+    state = get_state()
+    if state is not None:
+        _submit(_flush_and_count, state, timeout_millis)
 
 
 def _flush_and_count(state: TracingState, timeout_millis: int) -> bool:
@@ -314,9 +357,12 @@ def write_run_counts(state: TracingState) -> None:
 
 
 def flush(timeout_millis: int = 30000) -> bool:
-    """Blocking flush, for the end of a run or a test."""
+    """Blocking flush (held spans included), for the end of a run or a test."""
     state = get_state()
-    return _flush_and_count(state, timeout_millis) if state is not None else True
+    if state is None:
+        return True
+    _release_held(state)
+    return _flush_and_count(state, timeout_millis)
 
 
 def shutdown_tracing() -> None:
@@ -327,6 +373,7 @@ def shutdown_tracing() -> None:
         if state is None:
             return
         try:
+            _release_held(state)
             state.provider.shutdown()
         except Exception:
             logger.debug("otel_verl: provider shutdown failed", exc_info=True)

@@ -26,12 +26,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
-import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_verl import semconv
-from otel_verl.export._encode import encode_request
+from otel_verl.export._encode_json import request_line
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +65,7 @@ class SpoolSpanExporter(SpanExporter):
         self.run_dir = Path(root) / run_id
         self.file_stem = file_stem
         self._handles: OrderedDict[Path, int] = OrderedDict()
+        self._paths: dict[int | None, Path] = {}
         self._dirty: set[Path] = set()
         self._torn: set[Path] = set()
         """Files whose last line may lack its newline: the next line starts with one."""
@@ -79,8 +79,15 @@ class SpoolSpanExporter(SpanExporter):
     # -- routing
     def path_for(self, span: ReadableSpan) -> Path:
         step = (span.attributes or {}).get(semconv.VERL_STEP)
-        sub = f"step_{step}" if isinstance(step, int) and not isinstance(step, bool) else NO_STEP_DIR
-        return self.run_dir / sub / f"{self.file_stem}.jsonl"
+        if type(step) is not int:  # bool, float, str …: not a step number
+            step = None
+        path = self._paths.get(step)
+        if path is None:  # one Path per step, not two joins per span
+            sub = f"step_{step}" if step is not None else NO_STEP_DIR
+            if len(self._paths) > 4096:
+                self._paths.clear()
+            path = self._paths[step] = self.run_dir / sub / f"{self.file_stem}.jsonl"
+        return path
 
     def _fd(self, path: Path) -> int:
         fd = self._handles.get(path)
@@ -116,7 +123,7 @@ class SpoolSpanExporter(SpanExporter):
         with self._lock:
             for path, group in groups.items():
                 try:
-                    data = orjson.dumps(encode_request(group), option=orjson.OPT_APPEND_NEWLINE)
+                    data = request_line(group)
                     fd = self._fd(path)
                     if path in self._torn:
                         data = b"\n" + data

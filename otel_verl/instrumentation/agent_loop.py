@@ -228,19 +228,25 @@ class WorkerChunk:
     def maybe_end(self) -> None:
         if self.dispatched and self.outstanding <= 0 and self.pending_tasks <= 0 and self.end_ns is None:
             self.end_ns = time.time_ns()
-            span = self.span
-            if self.sampler is not None:
-                self._close_sampler(span)
-            if span.is_recording():
-                span.set_attribute(semconv.VERL_WORKER_NUM_REQUESTS, self.requests)
-                span.set_attribute(
-                    semconv.VERL_WORKER_NUM_COMPLETED, self.status_counts.get(semconv.RequestStatus.COMPLETED.value, 0)
-                )
-                span.set_attribute(
-                    semconv.VERL_WORKER_NUM_ABORTED, self.status_counts.get(semconv.RequestStatus.ABORTED.value, 0)
-                )
-            span.end(end_time=self.end_ns)
-            setup.flush_async()
+            try:
+                self._end_span()
+            finally:
+                setup.hold_end()  # this chunk's request spans go to the exporters now, off the event loop
+                setup.flush_async()
+
+    def _end_span(self) -> None:
+        span = self.span
+        if self.sampler is not None:
+            self._close_sampler(span)
+        if span.is_recording():
+            span.set_attribute(semconv.VERL_WORKER_NUM_REQUESTS, self.requests)
+            span.set_attribute(
+                semconv.VERL_WORKER_NUM_COMPLETED, self.status_counts.get(semconv.RequestStatus.COMPLETED.value, 0)
+            )
+            span.set_attribute(
+                semconv.VERL_WORKER_NUM_ABORTED, self.status_counts.get(semconv.RequestStatus.ABORTED.value, 0)
+            )
+        span.end(end_time=self.end_ns)
 
     def _close_sampler(self, span: trace.Span) -> None:
         """Emit the held requests that turned out slow; summarize the rest on the worker span."""
@@ -301,6 +307,7 @@ def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
     if config is not None:
         sampler = ChunkSampler(config.sample_ratio, config.sample_keep_slowest, config.detail_at_least("request"))
     chunk = WorkerChunk(span, step if step is not None and step >= 0 else None, rank, manager_span_id, sampler)
+    setup.hold_begin()  # balanced by hold_end() in chunk.maybe_end()
     token = otel_context.attach(trace.set_span_in_context(span))
     chunk_token = _CHUNK.set(chunk)
     return chunk, (token, chunk_token)

@@ -1,23 +1,30 @@
 """Recorder nodes are the ReadableSpans the processors get: every exporter must see the same span.
 
-The spool encodes nodes from their slots (no SpanContext built); the SDK's OTLP encoder goes through
-the ReadableSpan properties. Both must agree with a plain SDK ``ReadableSpan`` of the same content.
+The spool writes JSON text from the nodes' slots (no SpanContext, no dict tree); the SDK's OTLP
+encoder goes through the ReadableSpan properties. Both must agree with a plain SDK ``ReadableSpan``
+of the same content, and the text encoder with the dict encoder on any attribute values.
 """
 
 from __future__ import annotations
 
+import math
+
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.export import setup
 from otel_verl.export._encode import encode_request
+from otel_verl.export._encode_json import request_line
 from otel_verl.export.recorded_span import Node
 from otel_verl.recorder import RequestRecorder
 
@@ -58,9 +65,10 @@ def test_spool_encoding_of_nodes_equals_sdk_spans(worker_span, own_trace, fail):
     rec = _record(worker_span.get_span_context(), own_trace=own_trace, fail=fail)
     nodes = rec.nodes
     assert all(type(n) is Node for n in nodes)
-    fast = orjson.loads(orjson.dumps(encode_request(nodes)))
+    fast = orjson.loads(request_line(nodes))
     plain = orjson.loads(orjson.dumps(encode_request([n.as_sdk_span() for n in nodes])))
     assert fast == plain
+    assert orjson.loads(orjson.dumps(encode_request(nodes))) == plain
     spans = _by_id(fast)
     assert len(spans) == 6  # request, preprocess, turn, engine, tool, tool parse
     root = spans[f"{rec.root.span_id:016x}"]
@@ -102,3 +110,60 @@ def test_nodes_pass_through_other_sdk_processors(worker_span):
     assert root.status.status_code is StatusCode.UNSET and root.events == () and root.dropped_attributes == 0
     assert '"name": "verl.rollout.request"' in root.to_json()
     assert root.resource is setup.get_state().provider.resource
+
+
+_scalars = st.one_of(
+    st.text(max_size=20),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.booleans(),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+_values = st.one_of(
+    _scalars,
+    st.lists(st.one_of(st.text(max_size=5), st.integers(-5, 5)), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(-5, 5), max_size=2),
+    st.binary(max_size=4),
+)
+
+
+def _loads_nan_aware(raw: bytes) -> object:
+    """Parse, mapping NaN (unequal to itself) to a marker so two encodings compare equal."""
+
+    def fix(value: object) -> object:
+        if isinstance(value, float) and math.isnan(value):
+            return "NaN"
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        return value
+
+    return fix(orjson.loads(raw))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    name=st.text(min_size=1, max_size=30),
+    attributes=st.dictionaries(st.text(min_size=1, max_size=12), _values, max_size=6),
+    description=st.one_of(st.none(), st.text(max_size=20)),
+    event_attributes=st.dictionaries(st.text(min_size=1, max_size=5), _scalars, max_size=2),
+)
+def test_text_encoder_equals_dict_encoder(name, attributes, description, event_attributes):
+    """Quotes, control characters, unicode, int64 bounds, NaN/inf, arrays, maps, bytes, events, links."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": name, "n": 1}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer('scope "x"', "1.0")
+    with (
+        tracer.start_as_current_span("parent") as parent,
+        tracer.start_as_current_span(
+            name, attributes=attributes, links=[Link(parent.get_span_context(), attributes)]
+        ) as span,
+    ):
+        span.add_event(name, event_attributes)
+        if description is not None:
+            span.set_status(Status(StatusCode.ERROR, description))
+    spans = exporter.get_finished_spans()
+    text = request_line(spans)
+    assert text.endswith(b"\n") and text.count(b"\n") == 1
+    assert _loads_nan_aware(text) == _loads_nan_aware(orjson.dumps(encode_request(spans)))

@@ -1,0 +1,82 @@
+"""Request spans of an open rollout chunk wait in memory and go to the exporters when it ends.
+
+Why: encoding and writing spans is CPU work in the AgentLoopWorker's process, on an export thread
+that needs the GIL the rollout's event loop is using. While a chunk runs that costs rollout time;
+once the chunk is done the worker waits for the other workers and for the trainer's update phases,
+and the same work is free. So finished requests are held while any chunk of this process is open
+and handed to the span processors, from a background thread, when the last one ends.
+
+Bounded both ways: when the oldest held span has waited ``max_seconds`` or ``max_spans`` are held,
+they are released at once (long rollouts still stream to the collector; a killed worker loses at
+most that much, all of it from the step in flight). ``max_seconds=0`` turns holding off.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+class SpanHold:
+    """Counts open chunks; collects spans while any is open; releases them through ``release``."""
+
+    def __init__(self, max_seconds: float, max_spans: int, release: Callable[[list[Any]], None]) -> None:
+        self.max_seconds = max_seconds
+        self.max_spans = max_spans
+        self._release = release
+        self._lock = threading.Lock()
+        self._open = 0
+        self._held: list[Any] = []
+        self._oldest = 0.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_seconds > 0
+
+    def begin(self) -> None:
+        """A rollout chunk started in this process."""
+        if self.enabled:
+            with self._lock:
+                self._open += 1
+
+    def end(self) -> None:
+        """A chunk ended: when none is left open, release what is held."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self._open = max(0, self._open - 1)
+            batch = self._take() if self._open == 0 else None
+        if batch:
+            self._release(batch)
+
+    def add(self, spans: Sequence[Any]) -> bool:
+        """Hold ``spans`` if a chunk is open (True); False: the caller hands them on itself."""
+        if not self._open:
+            return False
+        batch = None
+        with self._lock:
+            if not self._open:
+                return False
+            if not self._held:
+                self._oldest = time.monotonic()
+            self._held.extend(spans)
+            if len(self._held) >= self.max_spans or time.monotonic() - self._oldest >= self.max_seconds:
+                batch = self._take()
+        if batch:
+            self._release(batch)
+        return True
+
+    def drain(self) -> list[Any]:
+        """Everything held, now (for a blocking flush or shutdown); holding goes on for open chunks."""
+        with self._lock:
+            return self._take()
+
+    def _take(self) -> list[Any]:
+        batch, self._held = self._held, []
+        return batch
+
+    @property
+    def held(self) -> int:
+        return len(self._held)

@@ -1,0 +1,117 @@
+"""Request spans wait while a rollout chunk is open and reach the exporters when it ends (bounded)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+from otel_verl import semconv
+from otel_verl.config import OtelVerlConfig
+from otel_verl.export import setup
+from otel_verl.export.hold import SpanHold
+from otel_verl.recorder import RequestRecorder
+
+
+class Arrivals(SpanProcessor):
+    """Notes when each request span reaches the processors."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.times: list[float] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.names.append(span.name)
+        self.times.append(time.monotonic())
+
+
+def _release_into(out: list) -> SpanHold:
+    return SpanHold(30.0, 100, out.extend)
+
+
+def test_held_while_a_chunk_is_open_released_when_the_last_ends():
+    out: list = []
+    hold = _release_into(out)
+    assert hold.add(["a"]) is False  # no chunk: the caller emits itself
+    hold.begin()
+    hold.begin()  # two overlapping chunks (V1 fire-and-forget)
+    assert hold.add(["b", "c"]) is True and out == []
+    hold.end()
+    assert out == [] and hold.held == 2
+    hold.end()
+    assert out == ["b", "c"] and hold.held == 0
+    hold.end()  # unbalanced end never goes negative or raises
+    assert hold.add(["d"]) is False
+
+
+def test_released_early_by_size_and_age():
+    out: list = []
+    hold = SpanHold(30.0, 3, out.extend)
+    hold.begin()
+    hold.add([1, 2])
+    assert out == []
+    hold.add([3])
+    assert out == [1, 2, 3]  # max_spans reached
+    aged = SpanHold(0.05, 1000, out.extend)
+    aged.begin()
+    aged.add([4])
+    time.sleep(0.06)
+    aged.add([5])
+    assert out[-2:] == [4, 5]  # the oldest waited max_seconds
+    assert aged.drain() == []
+
+
+def test_zero_seconds_turns_holding_off():
+    out: list = []
+    hold = SpanHold(0.0, 100, out.extend)
+    hold.begin()
+    assert hold.add([1]) is False
+
+
+@pytest.fixture
+def traced(tmp_path):
+    setup.reset_for_tests()
+    config = OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="hold")
+    state = setup.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
+    arrivals = Arrivals()
+    state.processors.append(arrivals)
+    yield arrivals
+    setup.reset_for_tests()
+
+
+def _request(parent) -> RequestRecorder:
+    rec = RequestRecorder(parent, {semconv.VERL_STEP: 1})
+    rec.open_turn()
+    rec.end(rec.start("text_completion m"))
+    rec.finish("completed")
+    return rec
+
+
+def test_chunk_spans_reach_processors_after_the_chunk(traced):
+    worker = setup.tracer().start_span(semconv.SPAN_WORKER)
+    setup.hold_begin()
+    for _ in range(5):
+        _request(worker.get_span_context())
+    assert traced.names == []  # nothing exported while the rollout runs
+    chunk_end = time.monotonic()
+    setup.hold_end()
+    setup.flush()  # the release runs on the background thread; flush waits for it
+    assert len(traced.names) == 15 and min(traced.times) >= chunk_end
+    spooled = sum(1 for _ in (setup.get_state().spool.run_dir).rglob("*.jsonl"))
+    assert spooled == 1 and setup.get_state().spool.spans_written == 15
+
+
+def test_blocking_flush_and_shutdown_take_held_spans(traced):
+    setup.hold_begin()
+    _request(None)
+    assert setup.flush() and len(traced.names) == 3  # a blocking flush never leaves spans behind
+    _request(None)
+    spool = setup.get_state().spool
+    setup.shutdown_tracing()  # chunk still open: shutdown exports what is held
+    assert spool.spans_written == 6
+
+
+def test_outside_a_chunk_spans_go_straight_to_the_processors(traced):
+    _request(None)
+    assert len(traced.names) == 3
