@@ -36,9 +36,12 @@ class Finding:
     impact_s: float = 0.0
     evidence: list[dict[str, str]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    window_ns: tuple[int, int] | None = field(default=None, repr=False, compare=False)
+    """Absolute [start, end] of what the finding is about (a gap, a stall): for matching, not written out."""
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("window_ns", None)
         for k, v in list(d.items()):
             if isinstance(v, float):
                 d[k] = None if math.isnan(v) else round(v, 6)
@@ -55,6 +58,11 @@ def evidence(trace_id: Any, span_id: Any) -> list[dict[str, str]]:
 def sort_findings(items: list[Finding]) -> list[Finding]:
     """Severity first (critical → info), then impact in seconds, largest first."""
     return sorted(items, key=lambda f: (SEVERITIES.index(f.severity), -(f.impact_s or 0.0), f.kind))
+
+
+def fmt_range(lo: float, hi: float) -> str:
+    """``5.0 s`` or ``5.0-5.2 s`` (one unit)."""
+    return fmt_s(hi) if fmt_s(lo) == fmt_s(hi) else f"{fmt_s(lo)[:-2]}-{fmt_s(hi)}"
 
 
 def fmt_s(seconds: float) -> str:

@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+import numpy as np
+
 from otel_verl.analysis.errors import AnalysisInputError
 
 
@@ -56,8 +58,18 @@ class Thresholds:
     """...and at least this many seconds above it."""
     aborted_warn_fraction: float = 0.5
     """aborted_waste is a warning when aborted requests used this fraction of the step's request-seconds."""
+    stall_burst_s: float = 0.1
+    """Process stall: slow spans of one worker ending within this many seconds of each other form a burst..."""
+    stall_min_requests: int = 3
+    """...of at least this many requests, that started apart but ended together after a stretch in which
+    nothing else on the worker ended: the process was paused (CPU starvation, GC, a blocked event loop).
+    Reported once as an ``idle_gap`` (``details.pattern = "process_stall"``), not as one slow event per span."""
+    warning_fraction: float = 0.1
+    """An anomaly that cost less than this fraction of the median step rollout time is ``info``..."""
     critical_fraction: float = 0.5
-    """Any anomaly whose excess alone is this fraction of the median step rollout time is critical."""
+    """...one that cost at least this fraction is ``critical``..."""
+    critical_min_s: float = 10.0
+    """...if it also cost at least this many seconds (a 2.6 s hiccup in a 3 s step is a warning at most)."""
     max_findings_per_kind: int = 50
     """Cap per kind so a pathological run still gives a readable report."""
 
@@ -91,6 +103,22 @@ class Thresholds:
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
+
+
+def severity(cost_s: float, median_rollout_s: float, th: Thresholds, min_s: float = 0.0) -> str:
+    """Severity from what an anomaly cost: its share of a typical step's rollout, and its seconds.
+
+    ``cost_s`` is the time the anomaly cost (a gap's length, how much later a straggler or a slow event's
+    worker finished); ``min_s`` the detector's own floor for a warning. Without a step baseline every
+    detected anomaly counts as large.
+    """
+    med = median_rollout_s
+    share = cost_s / med if np.isfinite(med) and med > 0 else float("inf")
+    if cost_s < min_s or share < th.warning_fraction:
+        return "info"
+    if cost_s >= th.critical_min_s and share >= th.critical_fraction:
+        return "critical"
+    return "warning"
 
 
 def far_above(value: float, median: float, mad: float, k: float, ratio: float, min_s: float) -> bool:

@@ -137,9 +137,10 @@ class Plan:
     workers: int = 4
     requests: int = 24
     straggler: tuple[int, int, float, float] | None = None  # step, worker, gap start (s after worker start), gap length
-    slow_reward: tuple[int, int, int, float] | None = None  # step, worker, request index, reward seconds
+    slow_reward: tuple[int, int, int | tuple[int, ...], float] | None = None  # step, worker, request(s), seconds
     slow_turn: tuple[int, int, int, float] | None = None  # step, worker, request index, turn-1 engine seconds
     aborted: tuple[int, int] | None = None  # step, aborted requests per worker
+    pause: tuple[int, int, float, float] | None = None  # step, worker, pause start (s after worker start), length
     seed: int = 1
 
 
@@ -252,7 +253,7 @@ def build_run(plan: Plan) -> TraceBuilder:
                     status = "aborted"
                 else:
                     rdur = 0.05
-                    if plan.slow_reward and plan.slow_reward[:3] == (step, w, r):
+                    if plan.slow_reward and plan.slow_reward[:2] == (step, w) and r in _many(plan.slow_reward[2]):
                         rdur = plan.slow_reward[3]
                     b.span(
                         "verl.reward",
@@ -291,6 +292,9 @@ def build_run(plan: Plan) -> TraceBuilder:
                     keep.append(sp)
                 b.spans = keep
                 req_ends = [min(e, done) for e in req_ends]
+            if plan.pause and plan.pause[:2] == (step, w):
+                _pause_process(b, step, fname, ws + plan.pause[2], plan.pause[3])
+                req_ends = [sp.end for sp in b.spans if sp.step == step and sp.file == fname and sp.name == REQ]
             wsp.end = max(req_ends) + 0.02
             ends[w] = wsp.end
         last = max(ends.values())
@@ -313,6 +317,25 @@ def build_run(plan: Plan) -> TraceBuilder:
         step_sp.end = cur + 0.1
         t = step_sp.end + 0.5
     return b
+
+
+REQ = "verl.rollout.request"
+
+
+def _many(x: int | tuple[int, ...]) -> tuple[int, ...]:
+    return x if isinstance(x, tuple) else (x,)
+
+
+def _pause_process(b: TraceBuilder, step: int, fname: str, at: float, length: float) -> None:
+    """The worker process is paused (CPU starvation, GC) during [at, at + length]: every start or end it
+    would have recorded then is recorded when it resumes, in order, a few ms apart (2 ms per paused second)."""
+
+    def resume(x: float) -> float:
+        return at + length + (x - at) * 0.002 if at <= x < at + length else x
+
+    for sp in b.spans:
+        if sp.step == step and sp.file == fname and sp.name != "verl.rollout.worker":
+            sp.start, sp.end = resume(sp.start), resume(sp.end)
 
 
 PLANTED = Plan(

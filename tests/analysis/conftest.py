@@ -39,16 +39,17 @@ def clean_spans(clean_spool: Path):
 
 
 # One planted and one clean CPU-demo run per session (each ~1 min), shared by test_demo_findings.py
-# and test_legacy_contract.py. Planted, in step 3 only: sample 3 (worker 0's chunk) stalls 24 s on
-# its first engine call (idle gap → straggler worker → slow step, tail requests); sample 5 (worker
-# 1) spends 6 s extra on turn 1's engine call; sample 6 (worker 1) 3 s extra in its reward. Every
-# step over-samples by 1/8: 2 of 16 requests aborted. A validation rollout (step 0) runs first, as
-# in verl, so the workers' warm-up is not in step 1.
+# and test_legacy_contract.py. Planted, in step 3 only: sample 3 (worker 0's chunk: samples 0-3)
+# stalls 24 s on its first engine call (idle gap → straggler worker → slow step, tail requests); on
+# the same stalled worker, before its gap, sample 0 spends 8 s extra on the engine call of turn index
+# 0 and sample 2 5 s extra in its reward; on worker 1, sample 5 spends 6 s extra on turn index 1's
+# engine call and sample 6 3 s extra in its reward. Every step over-samples by 1/8: 2 of 16 requests
+# aborted. A validation rollout (step 0) runs first, as in verl, so the workers' warm-up is not in step 1.
 DEMO_SIZE = {"steps": 4, "workers": 2, "prompts": 8, "n": 2, "ray_cpus": 2, "val_before_train": True}
 DEMO_PLANTED = {
     "stall": {3: 24.0},
-    "slow_turn": {5: (1, 6.0)},
-    "slow_reward": {6: 3.0},
+    "slow_turn": {5: (1, 6.0), 0: (0, 8.0)},
+    "slow_reward": {6: 3.0, 2: 5.0},
     "slow_step": 3,
     "oversample": 0.125,
 }

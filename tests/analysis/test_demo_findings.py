@@ -29,7 +29,9 @@ def test_straggler_worker_with_its_idle_gap(demo_planted):
     assert "worker 0" in straggler.message and "step 3" in straggler.message
     assert "idle gap from" in straggler.message  # the gap that caused it, with its bounds
     (gap,) = _serious(analysis, "idle_gap")
-    assert (gap.step, gap.worker) == (3, 0) and 20.0 <= gap.value <= 30.0  # the 24 s stall
+    # the 24 s stall, from when worker 0's other requests (the slowest planted +8 s) were done
+    assert (gap.step, gap.worker) == (3, 0) and 10.0 <= gap.value <= 24.5
+    assert 23.0 <= gap.details["gap_end_s"] <= 28.0
 
 
 def test_slow_step(demo_planted):
@@ -41,18 +43,39 @@ def test_slow_step(demo_planted):
 
 def test_slow_reward_is_a_slow_event(demo_planted):
     _, spans, analysis, _ = demo_planted
-    rewards = [f for f in _serious(analysis, "slow_event") if f.event == "reward"]
-    assert rewards and {(f.step, f.worker) for f in rewards} == {(3, 1)}
-    assert {f.request_id for f in rewards} == _requests_of(spans, 3, 6)
-    assert all(2.5 <= f.value <= 6.0 and "reward" in f.message for f in rewards)
+    rewards = [f for f in _serious(analysis, "slow_event") if f.event == "reward" and f.worker == 1]
+    (f,) = rewards  # one finding per (step, worker, event), both rollouts of sample 6 in it
+    assert f.step == 3 and set(f.details["request_ids"]) == _requests_of(spans, 3, 6)
+    assert f.details["count"] == 2 and 2.5 <= f.value <= 6.0 and "reward" in f.message
 
 
 def test_slow_turn_is_a_turn_anomaly(demo_planted):
     _, spans, analysis, _ = demo_planted
-    turns = _serious(analysis, "turn_anomaly")
-    assert turns and {(f.step, f.worker) for f in turns} == {(3, 1)}
-    assert {f.request_id for f in turns} == _requests_of(spans, 3, 5)
-    assert all(5.5 <= f.value <= 10.0 and "in the engine" in f.message for f in turns)
+    (f,) = [t for t in _serious(analysis, "turn_anomaly") if t.worker == 1]
+    assert f.step == 3 and f.details["turn_index"] == 1
+    assert set(f.details["request_ids"]) == _requests_of(spans, 3, 5)
+    assert 5.5 <= f.value <= 10.0 and "turn index 1" in f.message and "in the engine" in f.message
+
+
+def test_slow_turn_and_reward_on_the_stalled_worker_are_not_folded_into_its_gap(demo_planted):
+    """Worker 0 stalls; its slow turn (sample 0) and slow reward (sample 2) ran before the gap: they are
+    their own findings, and the gap does not count them as spans it stretched."""
+    _, spans, analysis, _ = demo_planted
+    (gap,) = _serious(analysis, "idle_gap")
+    stretched = {s["request_id"] for s in gap.details.get("stretched", [])}
+    turn0 = _requests_of(spans, 3, 0)
+    turns = [f for f in analysis.findings if f.kind == "turn_anomaly" and (f.step, f.worker) == (3, 0)]
+    (turn,) = [f for f in turns if turn0 & set(f.details["request_ids"])]
+    assert set(turn.details["request_ids"]) == turn0 and turn.details["turn_index"] == 0
+    reward2 = _requests_of(spans, 3, 2)
+    rewards = [f for f in analysis.findings if f.kind == "slow_event" and (f.step, f.worker) == (3, 0)]
+    (reward,) = [f for f in rewards if f.event == "reward"]
+    assert set(reward.details["request_ids"]) == reward2 and 4.5 <= reward.value <= 8.0
+    assert 7.5 <= turn.value <= 12.0
+    assert not (turn0 | reward2) & stretched
+    for f in (turn, reward):
+        assert f.details["last_end_s"] <= gap.details["gap_start_s"] + 1e-6  # before the gap, as planted
+        assert "gap_overlap_s" not in f.details
 
 
 def test_tail_requests_name_what_dominated_them(demo_planted):

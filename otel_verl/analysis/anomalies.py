@@ -1,0 +1,313 @@
+"""slow_event and turn_anomaly: spans far above their own norm, rated by what they cost their worker.
+
+Pipeline (run by :func:`otel_verl.analysis.detectors.diagnose`): flag every span far above the norm of
+its event type (or turn index), fold those an idle gap stretched into that gap (only when the span
+overlaps it), let :mod:`otel_verl.analysis.stalls` take the bursts a paused process released, then
+report what is left once per (step, worker, event[, turn index]) with a count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis import model
+from otel_verl.analysis.findings import Finding, evidence, fmt_range, fmt_s
+from otel_verl.analysis.load import lookup
+from otel_verl.analysis.tables import Tables
+from otel_verl.analysis.thresholds import Thresholds, severity
+
+FLAG_COLUMNS = [
+    "kind",
+    "event",
+    "step",
+    "worker",
+    "request_span",
+    "request_id",
+    "turn_index",
+    "start_ns",
+    "end_ns",
+    "value",
+    "baseline",
+    "trace_id",
+    "span_id",
+]
+MAX_FLAGGED_PER_TYPE = 5000
+"""Flagged spans kept per event type (slowest first): a pathological run still diagnoses in seconds."""
+
+
+def _empty() -> pd.DataFrame:
+    df = pd.DataFrame({c: pd.Series(dtype=object) for c in FLAG_COLUMNS})
+    return df.astype({"request_span": np.int64, "start_ns": np.int64, "end_ns": np.int64, "value": float})
+
+
+def flag_all(t: Tables, th: Thresholds) -> pd.DataFrame:
+    """Every slow event and turn anomaly candidate, one row per span (or turn)."""
+    parts = [f for f in (flag_slow_events(t, th), flag_turns(t, th)) if len(f)]
+    return pd.concat(parts, ignore_index=True) if parts else _empty()
+
+
+def _flags(t: Tables, hit: pd.DataFrame, kind: str, event: str, value: str, med: float) -> pd.DataFrame:
+    rs = hit["request_span"].to_numpy(dtype=np.int64)
+    rid = t.spans["request_id"].to_numpy(dtype=object)[np.where(rs >= 0, rs, 0)]
+    return pd.DataFrame(
+        {
+            "kind": kind,
+            "event": event,
+            "step": hit["step"].to_numpy(),
+            "worker": hit["worker"].to_numpy(),
+            "request_span": rs,
+            "request_id": np.where(rs >= 0, rid, None),
+            "turn_index": hit["turn_index"].to_numpy(),
+            "start_ns": hit["start_ns"].to_numpy(),
+            "end_ns": hit["end_ns"].to_numpy(),
+            "value": hit[value].to_numpy(dtype=float),
+            "baseline": med,
+            "trace_id": hit["trace_id"].to_numpy(),
+            "span_id": hit["span_id"].to_numpy(),
+        }
+    )
+
+
+def _far(values: pd.Series, k: float, ratio: float, min_s: float) -> tuple[pd.Series, float]:
+    med, mad = model.robust_baseline(values.to_numpy())
+    return (values > med + k * mad) & (values >= ratio * med) & (values - med >= min_s), med
+
+
+def flag_slow_events(t: Tables, th: Thresholds) -> pd.DataFrame:
+    """Reward/tool/preprocess/tool_parse/unknown spans far above their event type's norm (all steps)."""
+    if t.events.empty:
+        return _empty()
+    kind = t.events["kind"]
+    # an unknown span inside a known event (the engine's own span under text_completion, verl.reward.compute
+    # under verl.reward) is that event's inside: the event's own finding already names it
+    other = (kind == "other").to_numpy()
+    inner = np.zeros(len(kind), dtype=bool)
+    if other.any():  # hash lookup, and only for "other" rows: isin on 2M Arrow strings took seconds
+        inner[other] = lookup(t.events.loc[other, "parent_id"], t.events.loc[~other, "span_id"]) >= 0
+    cols = ["event", "duration", "request_span", "step", "worker", "turn_index", "start_ns", "end_ns"]
+    ev = t.events.loc[((kind != "engine") & ~inner).to_numpy(), [*cols, "trace_id", "span_id"]]
+    frames = []
+    for label, grp in ev.groupby("event"):
+        mask, med = _far(grp["duration"], th.event_k, th.event_ratio, th.event_min_s)
+        if mask.any():
+            hit = grp[mask].nlargest(MAX_FLAGGED_PER_TYPE, "duration")
+            frames.append(_flags(t, hit, "slow_event", str(label), "duration", med))
+    return pd.concat(frames, ignore_index=True) if frames else _empty()
+
+
+def turn_engine_times(t: Tables) -> pd.DataFrame:
+    """Engine seconds per turn span (sum of its engine calls) and the calls' time range."""
+    cols = ["turn_span", "duration", "step", "worker", "turn_index", "request_span", "start_ns", "end_ns"]
+    ev = t.events
+    if ev.empty:
+        return pd.DataFrame(columns=[*cols, "engine_s", "trace_id", "span_id"])
+    eng = ev.loc[((ev["kind"] == "engine") & (ev["turn_span"] >= 0)).to_numpy(), [*cols, "trace_id", "span_id"]]
+    g = eng.groupby("turn_span")
+    out = pd.DataFrame(
+        {
+            "engine_s": g["duration"].sum(),
+            "step": g["step"].first(),
+            "worker": g["worker"].first(),
+            "turn_index": g["turn_index"].first(),
+            "request_span": g["request_span"].first(),
+            "start_ns": g["start_ns"].min(),
+            "end_ns": g["end_ns"].max(),
+            "trace_id": g["trace_id"].first(),
+            "span_id": g["span_id"].first(),
+        }
+    )
+    return out.reset_index()
+
+
+def flag_turns(t: Tables, th: Thresholds) -> pd.DataFrame:
+    """Turns whose engine time is far above the norm of their turn index (all steps)."""
+    turns = turn_engine_times(t)
+    frames = []
+    for _ti, grp in turns.groupby("turn_index"):
+        mask, med = _far(grp["engine_s"], th.turn_k, th.turn_ratio, th.turn_min_s)
+        if mask.any():
+            hit = grp[mask].nlargest(MAX_FLAGGED_PER_TYPE, "engine_s")
+            frames.append(_flags(t, hit, "turn_anomaly", "engine", "engine_s", med))
+    return pd.concat(frames, ignore_index=True) if frames else _empty()
+
+
+def fold_into_gaps(flagged: pd.DataFrame, gaps: list[Finding], th: Thresholds) -> pd.DataFrame:
+    """Drop the flagged spans an idle gap explains; list them on the gap.
+
+    A span is explained when it overlaps the gap and what is left of its excess outside the gap would not
+    have been flagged (below the detector's ``min_s``). Why: a stall stretches every call in flight, and
+    reporting each would bury the one real cause; but a slow span that ran before or after the gap, or is
+    still far too slow without it, is a culprit of its own (``details.gap_overlap_s`` says how much of it
+    the gap took).
+    """
+    if flagged.empty or not gaps:
+        return flagged
+    flagged = flagged.copy()
+    flagged["gap_overlap_s"] = 0.0
+    keep = np.ones(len(flagged), dtype=bool)
+    step, worker = flagged["step"].to_numpy(dtype=object), flagged["worker"].to_numpy(dtype=object)
+    start, end = flagged["start_ns"].to_numpy(dtype=np.int64), flagged["end_ns"].to_numpy(dtype=np.int64)
+    excess = (flagged["value"] - flagged["baseline"]).to_numpy(dtype=float)
+    min_s = np.where(flagged["kind"].to_numpy() == "turn_anomaly", th.turn_min_s, th.event_min_s)
+    for g in gaps:
+        if g.window_ns is None:
+            continue
+        a, b = g.window_ns
+        overlap = (np.minimum(end, b) - np.maximum(start, a)).clip(min=0) / 1e9
+        mine = keep & (step == g.step) & (worker == g.worker) & (overlap > 0)
+        flagged.loc[mine, "gap_overlap_s"] = np.maximum(flagged.loc[mine, "gap_overlap_s"], overlap[mine])
+        hit = mine & (excess - overlap < min_s)
+        for i in np.flatnonzero(hit):
+            row = flagged.iloc[i]
+            key = "stretched_" + str(row["kind"])
+            g.details[key] = g.details.get(key, 0) + 1
+            listed = g.details.setdefault("stretched", [])
+            if len(listed) < 20:
+                listed.append(
+                    {
+                        "kind": str(row["kind"]),
+                        "event": str(row["event"]),
+                        "request_id": row["request_id"],
+                        "overlap_s": round(float(overlap[i]), 3),
+                    }
+                )
+        keep &= ~hit
+    return flagged[keep]
+
+
+def _normal_end(t: Tables, flagged_rows: set[int]) -> dict[tuple[int, int], int]:
+    """Per (step, worker): when its last unaffected request ended (no slow span of its own, none a gap or a
+    stall stretched), else the worker start."""
+    r = t.requests
+    out: dict[tuple[int, int], int] = {}
+    for _, w in t.workers.iterrows():
+        out[(int(w["step"]), int(w["worker"]))] = int(w["start_ns"])
+    if r.empty:
+        return out
+    normal = r[~r["request_row"].isin(list(flagged_rows)) & r["step"].notna() & r["worker"].notna()]
+    for (s, w), end in normal.groupby(["step", "worker"])["end_ns"].max().items():
+        out[(int(s), int(w))] = int(end)
+    return out
+
+
+def group_findings(t: Tables, th: Thresholds, flagged: pd.DataFrame, flagged_rows: set[int]) -> list[Finding]:
+    """One finding per (kind, step, worker, event[, turn index]), rated by how much later it made its worker finish."""
+    if flagged.empty:
+        return []
+    normal_end = _normal_end(t, flagged_rows)
+    wstart = {(int(w["step"]), int(w["worker"])): int(w["start_ns"]) for _, w in t.workers.iterrows()}
+    req_end = t.requests.set_index("request_row")["end_ns"] if len(t.requests) else pd.Series(dtype=np.int64)
+    turn_key = flagged["turn_index"].where(flagged["kind"] == "turn_anomaly", -1).fillna(-1)
+    # spans a gap partly stretched are a different story from spans slow on their own: not one finding
+    in_gap = flagged["gap_overlap_s"] > 0 if "gap_overlap_s" in flagged else pd.Series(False, index=flagged.index)
+    step, worker = flagged["step"].fillna(-1), flagged["worker"].fillna(-1)
+    keys = [flagged["kind"], step, worker, flagged["event"], turn_key, in_gap]
+    out = []
+    for (kind, step, worker, label, ti, _in_gap), g in flagged.groupby(keys, sort=False):
+        g = g.sort_values("value", ascending=False)
+        out.append(
+            _finding(t, th, g, str(kind), _opt(step), _opt(worker), str(label), _opt(ti), normal_end, wstart, req_end)
+        )
+    return out
+
+
+def _opt(v: Any) -> int | None:
+    return None if pd.isna(v) or int(v) < 0 else int(v)
+
+
+def _finding(
+    t: Tables,
+    th: Thresholds,
+    g: pd.DataFrame,
+    kind: str,
+    step: int | None,
+    worker: int | None,
+    label: str,
+    ti: int | None,
+    normal_end: dict[tuple[int, int], int],
+    wstart: dict[tuple[int, int], int],
+    req_end: pd.Series,
+) -> Finding:
+    top = g.iloc[0]
+    med = float(top["baseline"])
+    excess = float((g["value"] - g["baseline"]).max())
+    rows = [int(r) for r in g["request_span"] if r >= 0]
+    last = int(req_end.reindex(rows).max()) if rows and req_end.reindex(rows).notna().any() else int(g["end_ns"].max())
+    key = (step, worker) if step is not None and worker is not None else None
+    base = normal_end.get(key) if key else None
+    cost = excess if base is None else float(np.clip((last - base) / 1e9, 0.0, excess))
+    min_s = th.turn_min_s if kind == "turn_anomaly" else th.event_min_s
+    sev = severity(cost, t.median_rollout_s, th, min_s)
+    rids = list(dict.fromkeys(r for r in g["request_id"] if isinstance(r, str)))
+    w0 = wstart.get(key) if key else None
+    where = f"worker {_s(worker)}, step {_s(step)}"
+    if w0 is not None:
+        where += (
+            f", {fmt_s((int(g['start_ns'].min()) - w0) / 1e9)} to {fmt_s((int(g['end_ns'].max()) - w0) / 1e9)} "
+            "after the worker started"
+        )
+    n = len(g)
+    took = fmt_range(float(g["value"].min()), float(g["value"].max()))
+    if kind == "turn_anomaly":
+        what = f"turn index {_s(ti)}"
+        head = (
+            f"{what} of request {rids[0] if rids else '?'} ({where}) spent {took} in the engine"
+            if n == 1
+            else f"{what} spent {took} in the engine in {n} requests ({where}; slowest: {rids[0] if rids else '?'})"
+        )
+        norm = f"{what} usually takes {fmt_s(med)}"
+    else:
+        head = (
+            f"{label} took {took} for request {rids[0] if rids else '?'} ({where})"
+            if n == 1
+            else f"{label} took {took} in {n} requests ({where}; slowest: {rids[0] if rids else '?'})"
+        )
+        ratio = float(top["value"]) / med if med else float("inf")
+        norm = f"a {label} usually takes {fmt_s(med)} ({ratio:.0f}× slower)"
+    end_rel = fmt_s((base - w0) / 1e9) if base is not None and w0 is not None else "?"
+    if base is None:
+        effect = ""
+    elif cost > 0:
+        effect = (
+            f"; it kept worker {_s(worker)} busy {fmt_s(cost)} past its last unaffected request (done at {end_rel})"
+        )
+    else:
+        effect = f"; it did not delay worker {_s(worker)}: its unaffected requests ran until {end_rel}"
+    evs = [e for _, x in g.head(5).iterrows() for e in evidence(x["trace_id"], x["span_id"])]
+    details: dict[str, Any] = {
+        "count": n,
+        "request_ids": rids[:20],
+        "excess_s": excess,
+        "worker_delay_s": cost,
+    }
+    if w0 is not None:
+        details["first_start_s"] = (int(g["start_ns"].min()) - w0) / 1e9
+        details["last_end_s"] = (int(g["end_ns"].max()) - w0) / 1e9
+    if kind == "turn_anomaly":
+        details["turn_index"] = ti
+    in_gap = float(g["gap_overlap_s"].max()) if "gap_overlap_s" in g else 0.0
+    if in_gap > 0:
+        details["gap_overlap_s"] = in_gap
+        effect += f"; up to {fmt_s(in_gap)} of it was inside an idle gap of the worker, the rest is its own"
+    return Finding(
+        kind=kind,
+        severity=sev,
+        step=step,
+        worker=worker,
+        request_id=rids[0] if rids else None,
+        event=label,
+        metric="engine_s" if kind == "turn_anomaly" else "duration_s",
+        value=float(top["value"]),
+        baseline=med,
+        impact_s=cost,
+        evidence=evs,
+        details=details,
+        message=f"{head}; {norm}{effect}",
+    )
+
+
+def _s(v: Any) -> str:
+    return "?" if v is None else str(v)
