@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from otel_verl.analysis.detectors import Tables, diagnose
+from otel_verl.analysis.detectors import diagnose
 from otel_verl.analysis.figures import (
     aborted,
     event_share,
@@ -25,6 +25,8 @@ from otel_verl.analysis.figures import (
 )
 from otel_verl.analysis.findings import Finding
 from otel_verl.analysis.load import LoadStats
+from otel_verl.analysis.outputs import prepare_dir, writing
+from otel_verl.analysis.tables import Tables
 from otel_verl.analysis.thresholds import Thresholds
 
 FIGURES = (
@@ -79,15 +81,24 @@ def summarize(
             "duplicate_spans": stats.duplicates,
             "seconds": round(stats.seconds, 3),
             "first_bad_lines": stats.first_bad,
+            "warnings": stats.warnings,
         }
     return summary
 
 
 def write_findings(path: Path, findings: list[Finding], summary: dict[str, Any]) -> Path:
-    path.write_text(
-        json.dumps({"findings": [f.to_json() for f in findings], "summary": summary}, indent=2, default=str)
-    )
+    with writing(path):
+        path.write_text(
+            json.dumps({"findings": [f.to_json() for f in findings], "summary": summary}, indent=2, default=str)
+        )
     return path
+
+
+def named_requests(findings: list[Finding]) -> list[str]:
+    """Request ids the findings point at, most severe first (the outlier figure shows each)."""
+    ids = [f.request_id for f in findings if f.request_id]
+    ids += [r for f in findings for r in f.details.get("request_ids", [])[:3]]
+    return list(dict.fromkeys(ids))
 
 
 def analyze(
@@ -96,10 +107,14 @@ def analyze(
     thresholds: Thresholds | None = None,
     stats: LoadStats | None = None,
     html_report: bool = True,
+    top_requests: int = outliers.DEFAULT_TOP,
 ) -> Analysis:
-    """Run every detector and figure on a span table and write the outputs under ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    """Run every detector and figure on a span table and write the outputs under ``out``.
+
+    ``top_requests``: how many of the slowest requests the outlier figure breaks down (besides every
+    request a finding names).
+    """
+    out = prepare_dir(out)
     th = thresholds or Thresholds()
     t = Tables.build(spans)
     findings = diagnose(spans, th, t)
@@ -107,10 +122,15 @@ def analyze(
     files = [write_findings(out / "findings.json", findings, summary)]
     frames: dict[str, pd.DataFrame] = {}
     plotly_figs = []
+    options: dict[str, dict[str, Any]] = {
+        "outliers": {"max_requests": top_requests, "named": named_requests(findings)},
+    }
     for name, compute, plot, plotly_fn in FIGURES:
-        df = compute(spans, tables=t)  # the shared tables: each figure used to rebuild them from 2M spans
+        # the shared tables: each figure used to rebuild them from 2M spans
+        df = compute(spans, tables=t, **options.get(name, {}))
         frames[name] = df
-        files.append(plot(df, out / f"{name}.png"))
+        with writing(out / f"{name}.png"):
+            files.append(plot(df, out / f"{name}.png"))
         if html_report and not df.empty:
             plotly_figs.append((name, plotly_fn(df)))
     if html_report:
@@ -156,7 +176,8 @@ def write_html(
         parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2>")
         parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
     parts.append("</body></html>")
-    path.write_text("\n".join(parts))
+    with writing(path):
+        path.write_text("\n".join(parts))
     return path
 
 

@@ -51,12 +51,34 @@ def test_worker_cdf_shows_the_gap(planted_spans) -> None:
 
 
 def test_outliers_break_requests_into_events(planted_spans) -> None:
-    df = outliers.compute_outliers(planted_spans)
-    r = df[df["request_id"] == "s5w2r4"]
-    assert r.loc[r["duration_s"].idxmax(), "event"] == "reward"
-    t = df[df["request_id"] == "s6w0r7"]
+    # the 8 slowest are step 3's stalled requests (64 s); the planted reward and turn get in by being named
+    df = outliers.compute_outliers(planted_spans, max_requests=8, named=["s5w2r4", "s6w0r7"])
+    assert df["request_id"].nunique() == 10
+    assert set(df.loc[df["why"] == "named by a finding", "request_id"]) == {"s5w2r4", "s6w0r7"}
+    r = df[(df["request_id"] == "s5w2r4") & (df["depth"] > 0)]
+    assert r.loc[r["duration_s"].idxmax(), "label"] == "reward"
+    t = df[(df["request_id"] == "s6w0r7") & (df["depth"] == 2)]  # events inside turns
     slow = t.loc[t["duration_s"].idxmax()]
-    assert slow["event"] == "engine" and int(slow["turn_index"]) == 1
+    assert slow["label"] == "engine" and int(slow["turn_index"]) == 1
+    assert slow["duration_s"] == pytest.approx(30.0, abs=1e-3)
+
+
+def test_outlier_rows_nest_children_below_parents(planted_spans) -> None:
+    """Each depth is its own row: the request (0), its turns/preprocess/reward (1), events in turns (2);
+    spans on one row never overlap, so no child is drawn over its parent."""
+    df = outliers.compute_outliers(planted_spans, max_requests=3)
+    req = planted_spans[planted_spans["kind"] == "request"].nlargest(3, "duration")
+    assert list(dict.fromkeys(df["request_id"])) == list(req["request_id"])
+    for rid, g in df.groupby("request_id"):
+        assert (g.loc[g["depth"] == 0, "label"] == "request").all() and (g["depth"] == 0).sum() == 1
+        assert set(g.loc[g["depth"] == 1, "label"]) <= {"turn", "preprocess", "reward"}
+        assert "engine" in set(g.loc[g["depth"] == 2, "label"])
+        spans = planted_spans[(planted_spans["request_id"] == rid)]
+        assert len(g) == len(spans)  # every span of the request, once
+        for _, row in g.groupby("depth"):
+            row = row.sort_values("start_rel_s")
+            ends = (row["start_rel_s"] + row["duration_s"]).to_numpy()[:-1]
+            assert (row["start_rel_s"].to_numpy()[1:] >= ends - 1e-6).all()
 
 
 def test_event_share_sums_to_100_and_includes_barrier(planted_spans) -> None:
@@ -104,3 +126,75 @@ def test_analyze_writes_everything(planted_spans, tmp_path: Path) -> None:
     }
     assert all(keys <= set(f) for f in data["findings"])
     assert data["summary"]["requests"] == int((planted_spans["kind"] == "request").sum())
+
+
+def test_worker_phases_split_by_event(planted_spans) -> None:
+    """Each worker's bar is its events, idle time and barrier wait: together exactly its rollout + barrier."""
+    df = worker_phases.compute_worker_phases(planted_spans).set_index(["step", "worker"])
+    parts = df[[p for p in worker_phases.PHASES if p != "barrier"]].sum(axis=1)
+    np.testing.assert_allclose(parts, df["rollout_s"], atol=1e-6)
+    np.testing.assert_allclose(df["barrier"], df["barrier_s"], atol=1e-6)
+    # the builder's requests are mostly engine time, except on the worker whose last request waited 25 s
+    # for its planted reward
+    mostly_engine = df["engine"] > 0.5 * df["rollout_s"]
+    assert list(df.index[~mostly_engine]) == [(5, 2)]
+    assert 20 < df.loc[(5, 2), "reward"] <= 25.0  # while no other request was in the engine
+    assert df.loc[(3, 1), "engine"] > 60  # the stall kept engine calls in flight
+
+
+class _Captured:
+    """Grab the matplotlib figure a plot function saves (its axes, before it is closed)."""
+
+    def __init__(self, monkeypatch) -> None:
+        from otel_verl.analysis.figures import _style
+
+        self.figs: list = []
+        self.empty: list[tuple] = []
+        save, empty = _style.save, _style.empty
+        monkeypatch.setattr(_style, "save", lambda fig, path: (self.figs.append(fig), save(fig, path))[1])
+        monkeypatch.setattr(_style, "empty", lambda path, *a: (self.empty.append(a), empty(path, *a))[1])
+
+
+def test_turn_counts_are_bars_and_durations_lines(planted_spans, tmp_path: Path, monkeypatch) -> None:
+    cap = _Captured(monkeypatch)
+    df = turn_counts.compute_turn_counts(planted_spans)
+    turn_counts.plot_turn_counts(df, tmp_path / "t.png")
+    ax_counts, ax_dur = cap.figs[0].axes
+    heights = sorted(round(p.get_height()) for p in ax_counts.patches if p.get_height() > 0)
+    assert heights == sorted(int(x) for x in df["requests"])  # one bar segment per (step, turns): a count
+    assert ax_counts.get_ylabel() == "requests"
+    lines = {line.get_label(): line for line in ax_dur.get_lines()}
+    for nt, g in df.groupby("num_turns"):
+        np.testing.assert_allclose(lines[f"{nt} turns"].get_ydata(), g.sort_values("step")["mean_duration_s"])
+
+
+def test_no_aborted_requests_says_so(clean_spans, tmp_path: Path, monkeypatch) -> None:
+    from otel_verl.analysis.figures import aborted
+
+    cap = _Captured(monkeypatch)
+    df = aborted.compute_aborted(clean_spans)
+    assert len(df) == 8 and (df["aborted"] == 0).all()
+    aborted.plot_aborted(df, tmp_path / "a.png")
+    assert cap.empty and "no aborted requests in 8 steps" in cap.empty[0][1]
+    fig = aborted.plotly_aborted(df)
+    assert [a.text for a in fig.layout.annotations] == ["no aborted requests in 8 steps"]
+
+
+def test_step_axes_have_integer_ticks(planted_spans, tmp_path: Path, monkeypatch) -> None:
+    """3 steps must not get a 1.5 tick."""
+    from otel_verl.analysis.figures import aborted
+
+    three = planted_spans[planted_spans["step"].isin([1, 2, 3]) | planted_spans["step"].isna()]
+    cap = _Captured(monkeypatch)
+    step_timing.plot_step_timing(step_timing.compute_step_timing(three), tmp_path / "s.png")
+    turn_engine.plot_turn_engine(turn_engine.compute_turn_engine(three), tmp_path / "e.png")
+    event_share.plot_event_share(event_share.compute_event_share(three), tmp_path / "v.png")
+    ab = aborted.compute_aborted(three).assign(aborted=1)
+    aborted.plot_aborted(ab, tmp_path / "a.png")
+    axes = [ax for fig in cap.figs for ax in fig.axes if ax.get_xlabel() == "step"]
+    assert len(axes) == 6
+    for ax in axes:
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    fig = step_timing.plotly_step_timing(step_timing.compute_step_timing(three))
+    assert list(fig.layout.xaxis.tickvals) == [1, 2, 3]

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.detectors import Tables
+    from otel_verl.analysis.tables import Tables
+
+NONE = "no aborted requests"
 
 
 def compute_aborted(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per step: requests, aborted, tokens_wasted, seconds_wasted, waste_fraction."""
-    from otel_verl.analysis.detectors import Tables, aborted_per_step
+    from otel_verl.analysis.detectors import aborted_per_step
+    from otel_verl.analysis.tables import Tables
 
     return aborted_per_step(tables if tables is not None else Tables.build(spans))
 
@@ -23,6 +26,8 @@ def compute_aborted(spans: pd.DataFrame, tables: Tables | None = None) -> pd.Dat
 def plot_aborted(df: pd.DataFrame, path: str | Path) -> Path:
     if df.empty:
         return _style.empty(path, "aborted requests")
+    if not (df["aborted"] > 0).any():
+        return _style.empty(path, "aborted / over-sampled requests", f"{NONE} in {len(df)} steps")
     fig, axes = _style.plt.subplots(1, 3, figsize=(13, 4))
     for ax, col, title in zip(
         axes,
@@ -33,14 +38,17 @@ def plot_aborted(df: pd.DataFrame, path: str | Path) -> Path:
         ax.bar(df["step"], df[col], color="indianred")
         ax.set_title(title)
         ax.set_xlabel("step")
+        _style.integer_steps(ax)
         ax.grid(alpha=0.3)
     return _style.save(fig, path)
 
 
-def plotly_aborted(df: pd.DataFrame):
+def plotly_aborted(df: pd.DataFrame) -> Any:
     import plotly.graph_objects as go
 
     fig = go.Figure()
+    if not (df["aborted"] > 0).any():
+        return _style.plotly_note(fig, f"{NONE} in {len(df)} steps")
     fig.add_trace(
         go.Bar(
             x=df["step"],
@@ -51,4 +59,4 @@ def plotly_aborted(df: pd.DataFrame):
         )
     )
     fig.update_layout(title="Aborted / over-sampled requests per step", xaxis_title="step")
-    return fig
+    return _style.plotly_integer_steps(fig, df["step"])

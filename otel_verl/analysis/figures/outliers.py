@@ -1,100 +1,193 @@
-"""Outlier requests (beyond the step's P99) broken into turns and events: what made them slow."""
+"""Outlier requests broken into turns and events: what made them slow (the seed's outlier_req_1/2).
+
+Shown: the K slowest requests of the run plus every request a finding names (so a planted slow turn
+or reward is on the figure even when a stall made other requests slower). Each request is a block of
+rows, one per depth of its span tree (request; its turns, preprocess and reward; the events inside
+each turn; spans inside those, e.g. the engine's own), so a child is never drawn over its parent.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.detectors import Tables
+    from otel_verl.analysis.tables import Tables
+
+COLUMNS = [
+    "request_id",
+    "step",
+    "worker",
+    "why",
+    "depth",
+    "label",
+    "turn_index",
+    "start_rel_s",
+    "duration_s",
+    "request_duration_s",
+]
+DEFAULT_TOP = 8
+MAX_REQUESTS = 40
+DEPTH_NAMES = ("request", "turns, preprocess, reward", "inside each turn", "inside those")
 
 
 def compute_outliers(
-    spans: pd.DataFrame, quantile: float = 0.99, max_requests: int = 8, tables: Tables | None = None
+    spans: pd.DataFrame,
+    max_requests: int = DEFAULT_TOP,
+    tables: Tables | None = None,
+    named: Iterable[str] = (),
 ) -> pd.DataFrame:
-    """One row per event of the slowest requests above each step's ``quantile`` (at most ``max_requests`` overall)."""
+    """One row per span of the ``max_requests`` slowest requests and of the ``named`` ones, with its depth
+    below the request (0 = the request itself) and its start relative to the request's start."""
     r = tables.requests if tables is not None else model.requests_table(spans)
+    r = r[r["request_row"].isin(spans.index)] if len(r) else r  # sampled-out summaries have no spans
     if r.empty:
-        return pd.DataFrame(
-            columns=["request_id", "step", "worker", "turn_index", "event", "start_rel_s", "duration_s"]
-        )
-    q = r.groupby("step")["duration"].transform(lambda s: s.quantile(quantile))
-    top = r[r["duration"] > q].nlargest(max_requests, "duration")
-    ev = tables.events if tables is not None else model.events_table(spans)
-    ev = ev[ev["request_span"].isin(top["request_row"]).to_numpy()]
-    start = ev["request_span"].map(top.set_index("request_row")["start_ns"])
+        return pd.DataFrame(columns=COLUMNS)
+    top = r.nlargest(max_requests, "duration")
+    named = [n for n in dict.fromkeys(named) if isinstance(n, str)]
+    extra = r[r["request_id"].isin(named) & ~r["request_row"].isin(top["request_row"])]
+    chosen = pd.concat([top.assign(why=f"top {max_requests} slowest"), extra.assign(why="named by a finding")])
+    chosen = chosen.head(MAX_REQUESTS)
+    rows = chosen["request_row"].to_numpy(dtype=np.int64)
+    mask = np.isin(spans["request_span"].to_numpy(), rows)
+    sub = spans.loc[mask, ["span_id", "parent_id", "kind", "name", "tool_name", "request_span", "turn_index"]]
+    sub = sub.assign(
+        start_ns=spans.loc[mask, "start_ns"], duration=spans.loc[mask, "duration"], label=model.event_label(sub)
+    )
+    depth = _depths(sub)
+    info = chosen.set_index("request_row")
+    req_start = sub["request_span"].map(info["start_ns"])
+    turn = pd.to_numeric(sub["turn_index"], errors="coerce")
+    label = sub["label"].where(sub["kind"] != "turn", "turn")
     out = pd.DataFrame(
         {
-            "request_id": ev["request_span"].map(top.set_index("request_row")["request_id"]),
-            "step": ev["step"],
-            "worker": ev["worker"],
-            "turn_index": ev["turn_index"],
-            "event": ev["event"],
-            "start_rel_s": (ev["start_ns"] - start) / 1e9,
-            "duration_s": ev["duration"],
-            "request_duration_s": ev["request_span"].map(top.set_index("request_row")["duration"]),
+            "request_id": sub["request_span"].map(info["request_id"]),
+            "step": sub["request_span"].map(info["step"]),
+            "worker": sub["request_span"].map(info["worker"]),
+            "why": sub["request_span"].map(info["why"]),
+            "depth": depth,
+            "label": label,
+            "turn_index": turn,
+            "start_rel_s": (sub["start_ns"] - req_start) / 1e9,
+            "duration_s": sub["duration"],
+            "request_duration_s": sub["request_span"].map(info["duration"]),
         }
     )
-    return out.sort_values(["request_duration_s", "start_rel_s"], ascending=[False, True]).reset_index(drop=True)
+    order = {rid: i for i, rid in enumerate(chosen["request_id"])}
+    out = out.assign(_o=out["request_id"].map(order)).sort_values(["_o", "depth", "start_rel_s"])
+    return out.drop(columns="_o").reset_index(drop=True)[COLUMNS]
+
+
+def _depths(sub: pd.DataFrame) -> np.ndarray:
+    """Depth of each span below its request (the request is 0); a span whose parent is missing hangs at 1."""
+    parent = dict(zip(sub["span_id"], sub["parent_id"], strict=True))
+    kind = dict(zip(sub["span_id"], sub["kind"], strict=True))
+    memo: dict[str, int] = {}
+
+    def depth(sid: str) -> int:
+        chain, cur = [], sid
+        while cur not in memo:
+            if kind.get(cur) == "request":
+                memo[cur] = 0
+            elif parent.get(cur) not in kind or len(chain) > 64:  # parent sampled away (or a cycle)
+                memo[cur] = 1
+            else:
+                chain.append(cur)
+                cur = parent[cur]
+        d = memo[cur]
+        for s in reversed(chain):
+            d += 1
+            memo[s] = d
+        return memo[sid]
+
+    return np.array([depth(s) for s in sub["span_id"]], dtype=np.int64)
+
+
+def _colors(labels: Iterable[str]) -> dict[str, Any]:
+    cmap = _style.plt.get_cmap("tab10")
+    fixed = {"request": "#dddddd", "turn": "#c9d6ea"}
+    rest = [x for x in sorted(set(labels)) if x not in fixed]
+    return {**fixed, **{x: cmap(i % 10) for i, x in enumerate(rest)}}
 
 
 def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
     if df.empty:
         return _style.empty(path, "outlier requests")
+    colors = _colors(df["label"])
     reqs = list(dict.fromkeys(df["request_id"]))
-    events = sorted(df["event"].unique())
-    cmap = _style.plt.get_cmap("tab10")
-    colors = {e: cmap(i % 10) for i, e in enumerate(events)}
-    fig, ax = _style.new((10, 1 + 0.6 * len(reqs)))
-    for i, rid in enumerate(reqs):
+    blocks = [(rid, int(df.loc[df["request_id"] == rid, "depth"].max()) + 1) for rid in reqs]
+    n_rows = sum(d for _, d in blocks) + len(blocks)
+    fig, ax = _style.new((11, 1 + 0.28 * n_rows))
+    y, ticks, names = 0, [], []
+    for rid, n_depth in blocks:
         g = df[df["request_id"] == rid]
-        for _, row in g.iterrows():
+        for d in range(n_depth):
+            row = g[g["depth"] == d]
+            wide = row["duration_s"] >= 0.08 * row["request_duration_s"]  # room for a label
             ax.barh(
-                i, row["duration_s"], left=row["start_rel_s"], color=colors[row["event"]], edgecolor="black", lw=0.3
+                [y] * len(row),
+                row["duration_s"],
+                left=row["start_rel_s"],
+                color=[colors[x] for x in row["label"]],
+                edgecolor="black",
+                lw=0.3,
+                height=0.8,
             )
-            if row["duration_s"] > 0.1 * g["request_duration_s"].iloc[0] and pd.notna(row["turn_index"]):
-                ax.text(
-                    row["start_rel_s"] + row["duration_s"] / 2,
-                    i,
-                    f"turn {int(row['turn_index']) + 1}",
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                )
-    ax.set_yticks(range(len(reqs)), [f"{r} (step {df[df['request_id'] == r]['step'].iloc[0]})" for r in reqs])
+            for _, sp in row[(row["label"] == "turn") & row["turn_index"].notna() & wide].iterrows():
+                ax.text(sp["start_rel_s"], y, f" turn index {int(sp['turn_index'])}", va="center", fontsize=6)
+            first = g.iloc[0]
+            names.append(
+                f"{rid[:16]} (step {int(first['step'])}, w{_w(first['worker'])})"
+                if d == 0
+                else DEPTH_NAMES[min(d, len(DEPTH_NAMES) - 1)]
+            )
+            ticks.append(y)
+            y += 1
+        y += 1
+    ax.set_yticks(ticks, names, fontsize=7)
     ax.invert_yaxis()
-    handles = [_style.plt.Rectangle((0, 0), 1, 1, color=colors[e]) for e in events]
-    ax.legend(handles, events, fontsize=7, loc="lower right")
+    shown = [x for x in colors if x in set(df["label"])]
+    ax.legend([_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], shown, fontsize=7, loc="best")
     ax.set_xlabel("seconds since request start")
-    ax.set_title("Outlier requests broken into events")
+    ax.set_title("Slowest requests and requests named by findings, broken into turns and events")
     return _style.save(fig, path)
 
 
-def plotly_outliers(df: pd.DataFrame):
+def _w(v: Any) -> str:
+    return "?" if pd.isna(v) else str(int(v))
+
+
+def plotly_outliers(df: pd.DataFrame) -> Any:
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for e, g in df.groupby("event"):
+    ycat = df["request_id"].str.slice(0, 16) + " · " + df["depth"].map(lambda d: DEPTH_NAMES[min(d, 3)])
+    text = df["turn_index"].map(lambda t: "" if pd.isna(t) else f"turn index {int(t)}")
+    for label, g in df.groupby("label", sort=False):
         fig.add_trace(
             go.Bar(
-                y=g["request_id"],
+                y=ycat[g.index],
                 x=g["duration_s"],
                 base=g["start_rel_s"],
                 orientation="h",
-                name=e,
-                text=g["turn_index"].map(lambda t: "" if pd.isna(t) else f"turn {int(t) + 1}"),
-                hovertemplate="%{y}<br>" + e + " %{text}<br>%{x:.2f} s",
+                name=str(label),
+                text=text[g.index],
+                customdata=g[["request_id", "why"]].to_numpy(),
+                hovertemplate="%{customdata[0]} (%{customdata[1]})<br>" + str(label) + " %{text}<br>%{x:.2f} s",
             )
         )
     fig.update_layout(
         barmode="overlay",
-        title="Outlier requests broken into events",
+        title="Slowest requests and requests named by findings, broken into turns and events",
         xaxis_title="seconds since request start",
-        yaxis={"autorange": "reversed"},
+        yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": list(dict.fromkeys(ycat))},
+        height=max(400, 22 * ycat.nunique()),
     )
     return fig

@@ -12,7 +12,7 @@ from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.detectors import Tables
+    from otel_verl.analysis.tables import Tables
 
 
 def compute_request_cdf(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:

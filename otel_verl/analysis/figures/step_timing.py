@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -12,12 +12,14 @@ from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.detectors import Tables
+    from otel_verl.analysis.tables import Tables
 
 
 def compute_step_timing(spans: pd.DataFrame, k: float = 5.0, tables: Tables | None = None) -> pd.DataFrame:
     """Per step: duration, rollout time, interval to the next step start and an ``outlier`` flag."""
     s = tables.steps if tables is not None else model.steps_table(spans)
+    if s.empty:
+        return pd.DataFrame(columns=["step", "start_s", "duration_s", "rollout_s", "interval_s", "robust_z", "outlier"])
     df = pd.DataFrame(
         {
             "step": s["step"],
@@ -42,6 +44,7 @@ def plot_step_timing(df: pd.DataFrame, path: str | Path) -> Path:
     ax.plot(df["step"], df["rollout_s"], marker=".", label="rollout (gen) time")
     out = df[df["outlier"]]
     ax.scatter(out["step"], out["rollout_s"], s=120, facecolors="none", edgecolors="red", label="outlier")
+    _style.integer_steps(ax)
     ax.set_xlabel("step")
     ax.set_ylabel("seconds")
     ax.set_title("Step duration vs interval between steps")
@@ -49,7 +52,7 @@ def plot_step_timing(df: pd.DataFrame, path: str | Path) -> Path:
     return _style.save(fig, path)
 
 
-def plotly_step_timing(df: pd.DataFrame):
+def plotly_step_timing(df: pd.DataFrame) -> Any:
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -70,4 +73,4 @@ def plotly_step_timing(df: pd.DataFrame):
         )
     )
     fig.update_layout(title="Step duration vs interval between steps", xaxis_title="step", yaxis_title="seconds")
-    return fig
+    return _style.plotly_integer_steps(fig, df["step"])

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.detectors import Tables
+    from otel_verl.analysis.tables import Tables
 
 
 def compute_turn_counts(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per (step, num_turns): requests, their fraction of the step and their mean duration."""
     r = tables.requests if tables is not None else model.requests_table(spans)
-    r = r[r["num_turns"].notna()]
+    r = r[r["num_turns"].notna() & r["step"].notna()] if len(r) else r
     if r.empty:
         return pd.DataFrame(columns=["step", "num_turns", "requests", "fraction", "mean_duration_s"])
     g = r.groupby(["step", "num_turns"])["duration"]
@@ -27,36 +28,56 @@ def compute_turn_counts(spans: pd.DataFrame, tables: Tables | None = None) -> pd
 
 
 def plot_turn_counts(df: pd.DataFrame, path: str | Path) -> Path:
+    """Stacked bars: requests per step by number of turns; lines: their mean duration (seconds)."""
     if df.empty:
         return _style.empty(path, "turn counts")
-    fig, (ax1, ax2) = _style.plt.subplots(1, 2, figsize=(12, 4.5))
-    for nt, g in df.groupby("num_turns"):
-        ax1.plot(g["step"], g["fraction"], marker=".", label=f"{nt} turns")
-        ax2.plot(g["step"], g["mean_duration_s"], marker=".", label=f"{nt} turns")
-    ax1.set_title("Fraction of requests by number of turns")
-    ax2.set_title("Mean request duration by number of turns")
-    ax1.set_xlabel("step")
-    ax2.set_xlabel("step")
-    ax2.set_ylabel("seconds")
+    fig, (ax1, ax2) = _style.plt.subplots(1, 2, figsize=(13, 4.5))
+    steps = sorted(df["step"].unique())
+    x = np.arange(len(steps))
+    bottom = np.zeros(len(steps))
+    cmap = _style.plt.get_cmap("viridis")
+    turns = sorted(df["num_turns"].unique())
+    for i, nt in enumerate(turns):
+        g = df[df["num_turns"] == nt].set_index("step").reindex(steps)
+        color = cmap(i / max(1, len(turns) - 1))
+        counts = g["requests"].fillna(0).to_numpy(dtype=float)
+        ax1.bar(x, counts, bottom=bottom, color=color, label=f"{nt} turns")
+        bottom += counts
+        ax2.plot(x, g["mean_duration_s"].to_numpy(dtype=float), marker="o", color=color, label=f"{nt} turns")
+    every = max(1, len(steps) // 30)
     for ax in (ax1, ax2):
+        ax.set_xticks(x[::every], [str(int(s)) for s in steps[::every]])
+        ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
+    ax1.set_ylabel("requests")
+    ax1.set_title("Requests by number of turns")
+    ax2.set_ylabel("seconds")
+    ax2.set_title("Mean request duration by number of turns")
     return _style.save(fig, path)
 
 
-def plotly_turn_counts(df: pd.DataFrame):
+def plotly_turn_counts(df: pd.DataFrame) -> Any:
     import plotly.graph_objects as go
 
     fig = go.Figure()
     for nt, g in df.groupby("num_turns"):
+        fig.add_trace(go.Bar(x=g["step"], y=g["requests"], name=f"{nt} turns: requests"))
         fig.add_trace(
-            go.Bar(
+            go.Scatter(
                 x=g["step"],
-                y=g["requests"],
-                name=f"{nt} turns",
-                customdata=g["mean_duration_s"],
-                hovertemplate="%{y} requests, mean %{customdata:.2f} s",
+                y=g["mean_duration_s"],
+                name=f"{nt} turns: mean s",
+                mode="lines+markers",
+                yaxis="y2",
+                hovertemplate="mean %{y:.2f} s",
             )
         )
-    fig.update_layout(barmode="stack", title="Requests by number of turns (hover: mean duration)", xaxis_title="step")
-    return fig
+    fig.update_layout(
+        barmode="stack",
+        title="Requests (bars) and mean duration (lines) by number of turns",
+        xaxis_title="step",
+        yaxis={"title": "requests"},
+        yaxis2={"title": "mean seconds", "overlaying": "y", "side": "right"},
+    )
+    return _style.plotly_integer_steps(fig, df["step"])

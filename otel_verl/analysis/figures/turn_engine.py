@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -11,7 +11,7 @@ from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.detectors import Tables
+    from otel_verl.analysis.tables import Tables
 
 
 def compute_turn_engine(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
@@ -33,7 +33,8 @@ def plot_turn_engine(df: pd.DataFrame, path: str | Path) -> Path:
         return _style.empty(path, "engine time per turn")
     fig, ax = _style.new()
     for ti, g in df.groupby("turn_index"):
-        ax.plot(g["step"], g["mean_engine_s"], marker="o", label=f"turn {int(ti) + 1}")
+        ax.plot(g["step"], g["mean_engine_s"], marker="o", label=f"turn index {int(ti)}")
+    _style.integer_steps(ax)
     ax.set_xlabel("step")
     ax.set_ylabel("mean engine seconds per turn")
     ax.set_title("Engine generation time per turn index")
@@ -41,7 +42,7 @@ def plot_turn_engine(df: pd.DataFrame, path: str | Path) -> Path:
     return _style.save(fig, path)
 
 
-def plotly_turn_engine(df: pd.DataFrame):
+def plotly_turn_engine(df: pd.DataFrame) -> Any:
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -51,10 +52,10 @@ def plotly_turn_engine(df: pd.DataFrame):
                 x=g["step"],
                 y=g["mean_engine_s"],
                 mode="lines+markers",
-                name=f"turn {int(ti) + 1}",
+                name=f"turn index {int(ti)}",
                 customdata=g["max_engine_s"],
                 hovertemplate="mean %{y:.2f} s, max %{customdata:.2f} s",
             )
         )
     fig.update_layout(title="Engine time per turn index", xaxis_title="step", yaxis_title="mean engine s")
-    return fig
+    return _style.plotly_integer_steps(fig, df["step"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -11,36 +11,48 @@ from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.detectors import Tables
+    from otel_verl.analysis.tables import Tables
 
 
 def compute_worker_cdf(spans: pd.DataFrame, step: int | None = None, tables: Tables | None = None) -> pd.DataFrame:
-    """Per request: completion seconds since its worker started and the fraction of that worker's requests done."""
+    """Per request: completion seconds since its worker started and the fraction of that worker's requests done.
+
+    Requests without a known worker (no worker span, no rank attribute) have no worker timeline: left out.
+    """
     r = tables.requests if tables is not None else model.requests_table(spans)
+    cols = ["step", "worker", "request_id", "worker_rel_end_s"]
+    r = r[r["step"].notna() & r["worker"].notna() & r["worker_rel_end_s"].notna()] if len(r) else r
     if step is not None:
         r = r[r["step"] == step]
-    df = r[["step", "worker", "request_id", "worker_rel_end_s"]].rename(columns={"worker_rel_end_s": "t_rel_s"})
+    df = (
+        r[cols].rename(columns={"worker_rel_end_s": "t_rel_s"})
+        if len(r)
+        else pd.DataFrame(columns=[*cols[:3], "t_rel_s"])
+    )
     df = df.sort_values(["step", "worker", "t_rel_s"]).reset_index(drop=True)
     g = df.groupby(["step", "worker"])
-    df["frac"] = (g.cumcount() + 1) / g["t_rel_s"].transform("size")
+    df["frac"] = (g.cumcount() + 1) / g["t_rel_s"].transform("size") if len(df) else pd.Series(dtype=float)
     return df
 
 
 def pick_step(spans_or_df: pd.DataFrame) -> int | None:
-    """The step whose slowest worker finished last relative to its median worker (most telling for this view)."""
+    """The step whose slowest worker finished last relative to its median worker (most telling for this view);
+    ``None`` when no step has a worker timeline."""
     df = spans_or_df
     if df.empty:
         return None
     last = df.groupby(["step", "worker"])["t_rel_s"].max().groupby("step")
-    spread = last.max() - last.median()
+    spread = (last.max() - last.median()).dropna()
+    if spread.empty:
+        return None
     return int(spread.idxmax())
 
 
 def plot_worker_cdf(df: pd.DataFrame, path: str | Path, step: int | None = None) -> Path:
     step = step if step is not None else pick_step(df)
-    g = df[df["step"] == step] if step is not None else df
+    g = df[df["step"] == step] if step is not None else df.iloc[0:0]
     if g.empty:
-        return _style.empty(path, "worker request CDF")
+        return _style.empty(path, "worker request CDF", "no request with a known worker in this trace")
     fig, ax = _style.new()
     for w, wg in g.groupby("worker"):
         ax.step(wg["t_rel_s"], wg["frac"], where="post", label=f"worker {w}")
@@ -51,11 +63,13 @@ def plot_worker_cdf(df: pd.DataFrame, path: str | Path, step: int | None = None)
     return _style.save(fig, path)
 
 
-def plotly_worker_cdf(df: pd.DataFrame, step: int | None = None):
+def plotly_worker_cdf(df: pd.DataFrame, step: int | None = None) -> Any:
     import plotly.graph_objects as go
 
     step = step if step is not None else pick_step(df)
     fig = go.Figure()
+    if step is None:
+        return _style.plotly_note(fig, "no request with a known worker in this trace")
     for w, wg in df[df["step"] == step].groupby("worker"):
         fig.add_trace(
             go.Scatter(

@@ -1,29 +1,71 @@
-"""Per-worker bars per step: rollout time and barrier wait (the seed's worker_0/worker_1 view)."""
+"""Per-worker phase bars per step: each worker's step split into its main events and the barrier wait
+(the seed's worker_0 / worker_1 bars: which worker computed, which one waited, and on what)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.detectors import Tables
+    from otel_verl.analysis.tables import Tables
+
+PHASES = ("engine", "tool", "reward", "preprocess", "other", "idle", "barrier")
+"""Stack order; ``other`` gathers tool parsing, unknown spans, request time without an event span and
+worker-level events after the barrier (the seed's broadcast)."""
+COLORS = {
+    "engine": "#4c72b0",
+    "tool": "#dd8452",
+    "reward": "#55a868",
+    "preprocess": "#c44e52",
+    "other": "#8172b3",
+    "idle": "#eeeeee",
+    "barrier": "#b0b0b0",
+}
+
+
+def _phase(label: str) -> str:
+    if label.startswith("tool "):
+        return "tool"
+    return label if label in PHASES else "other"
 
 
 def compute_worker_phases(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
-    """Per (step, worker): seconds from rollout start to first request, rollout, barrier wait."""
-    w = tables.workers if tables is not None else model.workers_table(spans)
-    s = (tables.steps if tables is not None else model.steps_table(spans)).set_index("step")
+    """Per (step, worker): seconds in each of :data:`PHASES`, plus rollout window, barrier and start offset."""
+    from otel_verl.analysis.tables import Tables
+
+    t = tables if tables is not None else Tables.build(spans)
+    w, s = t.workers, t.steps.set_index("step")
+    cols = ["step", "worker", "num_requests", "start_offset_s", "rollout_s", "barrier_s", *PHASES]
+    if w.empty:
+        return pd.DataFrame(columns=cols)
     df = pd.DataFrame({"step": w["step"], "worker": w["worker"], "num_requests": w["num_requests"]})
     df["start_offset_s"] = (w["start_ns"] - w["step"].map(s["rollout_start_ns"]).astype(float)) / 1e9
     df["rollout_s"] = w["duration"]
     df["barrier_s"] = w["barrier_s"].fillna((w.groupby("step")["end_ns"].transform("max") - w["end_ns"]) / 1e9)
-    return df
+    ws = t.worker_seconds
+    if len(ws):
+        wide = (
+            ws.assign(phase=ws["event"].map(_phase))
+            .pivot_table(index=["step", "worker"], columns="phase", values="seconds", aggfunc="sum")
+            .reindex(columns=list(PHASES))
+        )
+        keys = pd.MultiIndex.from_arrays([df["step"], df["worker"]])
+        for p in PHASES:
+            df[p] = wide[p].reindex(keys).to_numpy(dtype=float)
+    else:
+        for p in PHASES:
+            df[p] = np.nan
+    # no bucket data (request spans sampled away): the window is rollout, the barrier stays the barrier
+    missing = df[list(PHASES)].isna().all(axis=1)
+    df.loc[missing, "other"] = df.loc[missing, "rollout_s"]
+    df.loc[missing, "barrier"] = df.loc[missing, "barrier_s"]
+    df[list(PHASES)] = df[list(PHASES)].fillna(0.0)
+    return df[cols]
 
 
 def plot_worker_phases(df: pd.DataFrame, path: str | Path) -> Path:
@@ -33,39 +75,43 @@ def plot_worker_phases(df: pd.DataFrame, path: str | Path) -> Path:
     workers = sorted(df["worker"].unique())
     # width grows with the bars but is capped: 100 steps x 8 workers made a 15,000-pixel PNG (30 s to draw)
     fig, ax = _style.new((min(24, max(9, 0.35 * len(steps) * len(workers) / 2)), 5))
-    # hundreds of bar patches (hatched) took most of a 2M-span analysis: past 400 bars, each worker's bars
-    # are one line collection instead, as wide as a bar slot
+    # hundreds of bar patches took most of a 2M-span analysis: past 400 bars, each phase is one line collection
     many = len(steps) * len(workers) > 400
     width = 0.8 / max(1, len(workers))
     lw = 0.8 * 72 * fig.get_figwidth() * width / max(1, len(steps))
-    cmap = _style.plt.get_cmap("tab10")
     for j, w in enumerate(workers):
         g = df[df["worker"] == w].set_index("step").reindex(steps)
         x = np.arange(len(steps)) + j * width
-        roll, wait = g["rollout_s"].to_numpy(dtype=float), g["barrier_s"].to_numpy(dtype=float)
-        if many:
-            ax.vlines(x, 0, roll, colors=[cmap(j % 10)], lw=lw, label=f"worker {w} rollout")
-            ax.vlines(x, roll, roll + wait, colors="lightgrey", lw=lw, label="barrier wait" if j == 0 else None)
-            continue
-        ax.bar(x, roll, width, color=cmap(j % 10), label=f"worker {w} rollout")
-        ax.bar(x, wait, width, bottom=roll, color="lightgrey", hatch="//", label="barrier wait" if j == 0 else None)
+        bottom = np.zeros(len(steps))
+        for p in PHASES:
+            h = g[p].to_numpy(dtype=float)
+            h = np.where(np.isnan(h), 0.0, h)
+            label = p if j == 0 else None
+            if many:
+                ax.vlines(x, bottom, bottom + h, colors=COLORS[p], lw=lw, label=label)
+            else:
+                hatch = "//" if p == "barrier" else None
+                ax.bar(x, h, width, bottom=bottom, color=COLORS[p], hatch=hatch, edgecolor="white", lw=0.3, label=label)
+            bottom += h
+        if not many and len(workers) <= 16:
+            for xi, top in zip(x, bottom, strict=True):
+                ax.text(xi, top, f"w{w}", ha="center", va="bottom", fontsize=6)
     every = max(1, len(steps) // 40)  # at most ~40 tick labels
     ticks = np.arange(len(steps))[::every]
-    ax.set_xticks(ticks + 0.4 - width / 2, [str(steps[i]) for i in ticks])
-    ax.set_xlabel("step")
+    ax.set_xticks(ticks + 0.4 - width / 2, [str(int(steps[i])) for i in ticks])
+    ax.set_xlabel("step (one bar per worker)")
     ax.set_ylabel("seconds")
-    ax.set_title("Per-worker rollout time (color) and barrier wait (grey) per step")
-    if len(workers) <= 16:
-        ax.legend(fontsize=7, ncol=2)
+    ax.set_title("Per-worker step time by event, barrier wait hatched")
+    ax.legend(fontsize=7, ncol=4)
     return _style.save(fig, path)
 
 
-def plotly_worker_phases(df: pd.DataFrame):
+def plotly_worker_phases(df: pd.DataFrame) -> Any:
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    x = [df["step"].astype(str), "w" + df["worker"].astype(str)]
-    fig.add_trace(go.Bar(x=x, y=df["rollout_s"], name="rollout"))
-    fig.add_trace(go.Bar(x=x, y=df["barrier_s"], name="barrier wait", marker_color="lightgrey"))
-    fig.update_layout(barmode="stack", title="Per-worker rollout and barrier wait per step", yaxis_title="seconds")
+    x = [df["step"].astype(int).astype(str), "w" + df["worker"].astype(int).astype(str)]
+    for p in PHASES:
+        fig.add_trace(go.Bar(x=x, y=df[p], name=p, marker_color=COLORS[p]))
+    fig.update_layout(barmode="stack", title="Per-worker step time by event per step", yaxis_title="seconds")
     return fig
