@@ -26,6 +26,7 @@ from otel_verl import semconv as sc
 from otel_verl.analysis import volume
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.otlp import SpanColumns, frame_from_parts
+from otel_verl.analysis.progress import Bar
 
 SOURCE_TYPES = ("auto", "spool", "file", "jaeger", "tempo")
 TRACE_SUFFIXES = (".jsonl", ".json")
@@ -42,12 +43,17 @@ class LoadStats:
     duplicates: int = 0
     first_bad: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    """Things the user must know about the data (e.g. a backend's trace limit reached); shown and saved."""
 
 
 def detect_source_type(source: str) -> str:
-    """Pick the reader from the shape of SOURCE: a URL (Tempo when its port is 3200), a dir or a file."""
+    """Pick the reader from SOURCE: a URL is asked which API it serves (Jaeger or Tempo), a dir is a
+    spool, a file a collector export."""
     if source.startswith(("http://", "https://")):
-        return "tempo" if ":3200" in source or "tempo" in source.lower() else "jaeger"
+        from otel_verl.analysis import remote
+
+        return remote.probe(source)
     path = Path(source)
     if not path.exists():
         raise AnalysisInputError(f"{source}: no such file or directory")
@@ -179,12 +185,26 @@ def _read_parallel(
     return parts
 
 
+SEED_HINT = "convert such logs first: otel-verl import-legacy LOGDIR --spool DIR, then analyze DIR"
+
+
 def _why(raw: bytes, exc: Exception) -> str:
     if isinstance(exc, json.JSONDecodeError):
         if not raw.endswith(b"\n"):
             return f"truncated last line ({exc.msg}); was the writer killed?"
         return f"not JSON ({exc.msg} at column {exc.colno})"
+    if _is_seed_line(raw):
+        return f"a seed SGLangLogManager log line (timestamp/event/duration_sec), not OTLP/JSON; {SEED_HINT}"
     return f"not an OTLP/JSON trace line ({exc})"
+
+
+def _is_seed_line(raw: bytes) -> bool:
+    """The seed profiler's ``{"timestamp", "event", "duration_sec", ...}`` line (import-legacy's input)."""
+    try:
+        doc = _loads(raw)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "event" in doc and "timestamp" in doc and "resourceSpans" not in doc
 
 
 def load_spans(
@@ -197,8 +217,13 @@ def load_spans(
     skip_bad_lines: bool = False,
     progress: bool = False,
     stats: LoadStats | None = None,
+    max_traces: int = 10000,
 ) -> pd.DataFrame:
-    """Load SOURCE into the span table; raise :class:`AnalysisInputError` on anything unusable."""
+    """Load SOURCE into the span table; raise :class:`AnalysisInputError` on anything unusable.
+
+    ``since_ns``/``until_ns`` keep whole traces and steps that overlap the window (:func:`in_window`);
+    ``max_traces`` caps what a Jaeger/Tempo query returns (reaching it is a warning in ``stats``).
+    """
     t0 = time.perf_counter()
     stats = stats if stats is not None else LoadStats()
     source = str(source)
@@ -213,11 +238,11 @@ def load_spans(
         files = trace_files(path)
         total = sum(f.stat().st_size for f in files)
         jobs = _parallelism(total, len(files))
-        with _progress(progress and total > 20_000_000, total, "loading spans") as advance:
+        with Bar(progress and total > 20_000_000, "loading spans", total, "bytes") as bar:
             if jobs > 1 and hasattr(os, "fork"):
-                frame = frame_from_parts(_read_parallel(files, stats, skip_bad_lines, advance, jobs))
+                frame = frame_from_parts(_read_parallel(files, stats, skip_bad_lines, bar.advance, jobs))
             else:
-                _read_files(files, cols, stats, skip_bad_lines, advance)
+                _read_files(files, cols, stats, skip_bad_lines, bar.advance)
                 frame = None
     else:
         from otel_verl.analysis import remote
@@ -226,33 +251,61 @@ def load_spans(
         lo = since_ns if since_ns is not None else now - 24 * 3600 * 10**9
         hi = until_ns if until_ns is not None else now
         fetch = remote.jaeger_documents if kind == "jaeger" else remote.tempo_documents
-        for doc in fetch(source, service, lo, hi):
-            stats.lines += 1
-            try:
-                cols.add_document(doc)
-            except (ValueError, TypeError, AttributeError, KeyError) as exc:
-                raise AnalysisInputError(f"{source}: unexpected response ({exc})") from None
-            cols.maybe_flush()
+        unit = "services" if kind == "jaeger" else "traces"
+        with Bar(progress, f"fetching from {kind.capitalize()} ({unit})") as bar:
+            for doc in fetch(source, service, lo, hi, max_traces, bar, stats.warnings.append):
+                stats.lines += 1
+                try:
+                    cols.add_document(doc)
+                except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                    raise AnalysisInputError(f"{source}: unexpected response ({exc})") from None
+                cols.maybe_flush()
     if kind not in ("spool", "file") or frame is None:
         frame = cols.frame()
     if service and kind in ("spool", "file"):
         frame = frame[frame["service"] == service]
-    if since_ns is not None:
-        frame = frame[frame["start_ns"] >= since_ns]
-    if until_ns is not None:
-        frame = frame[frame["start_ns"] <= until_ns]
+    if since_ns is not None or until_ns is not None:
+        frame = in_window(frame, since_ns, until_ns)
     dup = frame.duplicated(subset=["trace_id", "span_id"], keep="first").to_numpy()
     stats.duplicates = int(dup.sum())
     if stats.duplicates:  # a filter copies the whole table: only when there is something to drop
         frame = frame[~dup]
     if frame.empty:
         where = f" for service {service!r}" if service else ""
-        raise AnalysisInputError(f"{source}: no spans found{where} in the selected time window")
+        skipped = f" ({stats.bad_lines} bad lines skipped; first: {stats.first_bad[0]})" if stats.first_bad else ""
+        raise AnalysisInputError(f"{source}: no spans found{where} in the selected time window{skipped}")
     frame = resolve_hierarchy(frame.reset_index(drop=True))
     _release_memory()
     stats.spans = len(frame)
     stats.seconds = time.perf_counter() - t0
     return frame
+
+
+def in_window(frame: pd.DataFrame, since_ns: int | None, until_ns: int | None) -> pd.DataFrame:
+    """Whole traces (and whole steps) that overlap [since, until], never single spans.
+
+    Why: cutting by span start splits a step (its worker span starts before the window, its requests
+    inside), and the half step then looks like a worker that died. A trace is kept when its time range
+    overlaps the window; a step is kept whole when any trace of it is.
+    """
+    if frame.empty:
+        return frame
+    lo = since_ns if since_ns is not None else np.iinfo(np.int64).min
+    hi = until_ns if until_ns is not None else np.iinfo(np.int64).max
+    codes, _ = pd.factorize(frame["trace_id"], use_na_sentinel=False)
+    first = np.full(codes.max() + 1, np.iinfo(np.int64).max)
+    last = np.full(codes.max() + 1, np.iinfo(np.int64).min)
+    np.minimum.at(first, codes, frame["start_ns"].to_numpy(dtype=np.int64))
+    np.maximum.at(last, codes, frame["end_ns"].to_numpy(dtype=np.int64))
+    keep_trace = (last >= lo) & (first <= hi)
+    keep = keep_trace[codes]
+    if "step" in frame and frame["step"].notna().any():
+        step = frame["step"]
+        kept_steps = pd.unique(step[keep & step.notna().to_numpy()])
+        in_step = step.isin(kept_steps).fillna(False).to_numpy(dtype=bool)
+        keep_trace[np.unique(codes[in_step])] = True  # every trace that holds a span of a kept step
+        keep = keep_trace[codes]
+    return frame if keep.all() else frame[keep]
 
 
 def _release_memory() -> None:
@@ -265,42 +318,6 @@ def _release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
-
-
-class _progress:
-    """Rich progress bar over bytes, only for long loads (a no-op otherwise)."""
-
-    def __init__(self, enabled: bool, total: int, label: str) -> None:
-        self.enabled, self.total, self.label = enabled, total, label
-        self._bar: Any = None
-        self._acc = 0
-
-    def __enter__(self) -> Callable[[int], None]:
-        if not self.enabled:
-            return lambda n: None
-        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-        self._bar = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            DownloadColumn(),
-            TimeRemainingColumn(),
-            transient=True,
-        )
-        self._bar.start()
-        task = self._bar.add_task(self.label, total=self.total)
-
-        def advance(n: int) -> None:
-            self._acc += n
-            if self._acc > 4_000_000:
-                self._bar.update(task, advance=self._acc)
-                self._acc = 0
-
-        return advance
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
 
 
 # ------------------------------------------------------------------ tree resolution

@@ -9,7 +9,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -58,13 +58,70 @@ def _json_documents(url: str, body: bytes) -> Iterator[Any]:
             pos += 1
 
 
+API_SUFFIXES = ("/api/v3/traces", "/api/v3/services", "/api/v3", "/api/search", "/api/v2/traces", "/api/traces", "/api")
+"""Path endings users paste with the base URL; the base is what is left (``…/api/v3`` must not become
+``…/api/v3/api/v3``)."""
+
+
+def base_url(url: str) -> str:
+    """The query API's base URL: trailing slashes and a known API path removed."""
+    base = url.split("?", 1)[0].rstrip("/")
+    for suffix in API_SUFFIXES:
+        if base.endswith(suffix):
+            return base[: -len(suffix)].rstrip("/")
+    return base
+
+
+def probe(url: str) -> str:
+    """``jaeger`` or ``tempo``: which query API answers at ``url`` (Jaeger's ``/api/v3/services``, Tempo's
+    ``/api/echo``), else a one-line error asking for ``--source-type``."""
+    base = base_url(url)
+    status, body = _request(f"{base}/api/v3/services")
+    if status == 200:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and ("services" in doc or "services" in (doc.get("result") or {})):
+            return "jaeger"
+    t_status, t_body = _request(f"{base}/api/echo")
+    if t_status == 200 and t_body.strip().lower() == b"echo":
+        return "tempo"
+    raise AnalysisInputError(
+        f"{url}: neither a Jaeger query API (GET {base}/api/v3/services: HTTP {status}) nor Tempo "
+        f"(GET {base}/api/echo: HTTP {t_status}) answers here; check the URL or pass --source-type jaeger|tempo"
+    )
+
+
 def _rfc3339(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def jaeger_documents(base: str, service: str | None, since_ns: int, until_ns: int, limit: int = 10000) -> Iterator[Any]:
-    """All traces of ``service`` (or of every service) in the window, as OTLP/JSON documents."""
-    base = base.rstrip("/")
+def _trace_ids(doc: Any) -> set[str]:
+    """Trace ids in one OTLP/JSON answer (``{"result": {...}}`` or the bare request)."""
+    inner = doc.get("result", doc) if isinstance(doc, dict) else None
+    ids: set[str] = set()
+    for rs in (inner or {}).get("resourceSpans") or []:
+        for ss in (rs or {}).get("scopeSpans") or []:
+            ids.update(str(sp.get("traceId")) for sp in (ss or {}).get("spans") or [] if isinstance(sp, dict))
+    return ids
+
+
+def jaeger_documents(
+    base: str,
+    service: str | None,
+    since_ns: int,
+    until_ns: int,
+    limit: int = 10000,
+    bar: Any = None,
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[Any]:
+    """All traces of ``service`` (or of every service) in the window, as OTLP/JSON documents.
+
+    ``bar`` (a :class:`~otel_verl.analysis.progress.Bar`) advances once per service; ``warn`` is told
+    when a service returned ``limit`` traces (Jaeger stops there: the window may hold more).
+    """
+    base = base_url(base)
     services = [service] if service else []
     if not services:
         for doc in _json_documents(base, _get(f"{base}/api/v3/services")):
@@ -72,6 +129,8 @@ def jaeger_documents(base: str, service: str | None, since_ns: int, until_ns: in
         services = [s for s in services if not s.startswith("jaeger")]
         if not services:
             raise AnalysisInputError(f"{base}: Jaeger knows no services; is this the right URL?")
+    if bar is not None:
+        bar.set_total(len(services))
     for svc in services:
         query = urllib.parse.urlencode(
             {
@@ -83,13 +142,22 @@ def jaeger_documents(base: str, service: str | None, since_ns: int, until_ns: in
             }
         )
         url = f"{base}/api/v3/traces?{query}"
+        traces: set[str] = set()
         for doc in _json_documents(url, _get(url, accept=(404,))):
             if isinstance(doc, dict) and "error" in doc and "result" not in doc:
                 msg = str(doc["error"])
                 if "not found" in msg.lower():
                     continue
                 raise AnalysisInputError(f"{url}: Jaeger error: {msg}")
+            traces |= _trace_ids(doc)
             yield doc
+        if warn is not None and len(traces) >= limit:
+            warn(
+                f"Jaeger returned {len(traces)} traces of service {svc!r}, its limit (--max-traces {limit}): "
+                "the window may hold more; narrow --since/--until or raise --max-traces"
+            )
+        if bar is not None:
+            bar.advance(1)
 
 
 def _traceql_string(value: str) -> str:
@@ -132,16 +200,33 @@ def tempo_trace_ids(base: str, service: str | None, since_ns: int, until_ns: int
     return [h["traceID"] for h in _search_hits(url, _get(url))]
 
 
-def tempo_documents(base: str, service: str | None, since_ns: int, until_ns: int, limit: int = 10000) -> Iterator[Any]:
+def tempo_documents(
+    base: str,
+    service: str | None,
+    since_ns: int,
+    until_ns: int,
+    limit: int = 10000,
+    bar: Any = None,
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[Any]:
     """Each trace of the window as an OTLP/JSON document: ``/api/v2/traces/<id>``, else ``/api/traces/<id>``.
 
     v2 (Tempo >= 2.5) wraps the trace as ``{"trace": {...}}``; v1 answers ``{"batches": [...]}`` with
     base64 ids and enum names: both go through the spool's decoder. A 404 from v2 on the first trace
     means an older Tempo, and v1 is used for the rest; a trace that vanished since the search is skipped.
+    One GET per trace: ``bar`` advances per trace, ``warn`` is told when the search hit ``limit``.
     """
-    base = base.rstrip("/")
+    base = base_url(base)
     paths = ["/api/v2/traces/", "/api/traces/"]
-    for tid in tempo_trace_ids(base, service, since_ns, until_ns, limit):
+    ids = tempo_trace_ids(base, service, since_ns, until_ns, limit)
+    if warn is not None and len(ids) >= limit:
+        warn(
+            f"Tempo's search returned {len(ids)} traces, the limit (--max-traces {limit}): the window may hold "
+            "more; narrow --since/--until or raise --max-traces"
+        )
+    if bar is not None:
+        bar.set_total(len(ids))
+    for tid in ids:
         for path in list(paths):
             url = f"{base}{path}{tid}"
             status, body = _request(url)
@@ -156,3 +241,5 @@ def tempo_documents(base: str, service: str | None, since_ns: int, until_ns: int
                 if isinstance(inner, dict) and (inner.get("batches") or inner.get("resourceSpans")):
                     yield inner
             break
+        if bar is not None:
+            bar.advance(1)

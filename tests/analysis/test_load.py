@@ -120,4 +120,26 @@ def test_service_and_time_window(planted_spool: Path, planted_spans) -> None:
     only = load_spans(planted_spool, service="verl-worker")
     assert set(only["service"]) == {"verl-worker"}
     cut = int(planted_spans["start_ns"].median())
-    assert (load_spans(planted_spool, since_ns=cut)["start_ns"] >= cut).all()
+    later = load_spans(planted_spool, since_ns=cut)
+    # whole traces: every trace kept ends after the cut, and is kept with all its spans
+    kept = planted_spans[planted_spans["trace_id"].isin(set(later["trace_id"]))]
+    assert len(kept) == len(later) and (later.groupby("trace_id")["end_ns"].max() >= cut).all()
+    dropped = planted_spans[~planted_spans["trace_id"].isin(set(later["trace_id"]))]
+    assert len(dropped) and (dropped["end_ns"] < cut).all()
+
+
+def test_window_keeps_whole_steps(planted_spool: Path, planted_spans) -> None:
+    """--since 1 s into step 3's worker spans and --until 1 s into step 5's: steps 3-5 come back whole.
+    Cutting single spans by start time used to keep step 3's requests without their worker span, and
+    the analyzer then reported a critical incomplete_worker that never happened."""
+    from otel_verl.analysis.detectors import diagnose
+
+    def worker_start(step: int) -> int:
+        w = planted_spans[(planted_spans["kind"] == "worker") & (planted_spans["step"] == step)]
+        return int(w["start_ns"].min())
+
+    got = load_spans(planted_spool, since_ns=worker_start(3) + 10**9, until_ns=worker_start(5) + 10**9)
+    want = planted_spans[planted_spans["step"].isin([3, 4, 5])]
+    assert set(got["span_id"]) == set(want["span_id"]) and len(got) == len(want)
+    assert not [f for f in diagnose(got) if f.kind == "incomplete_worker"]
+    assert [f.step for f in diagnose(got) if f.kind == "straggler_worker" and f.worker == 1] == [3]
