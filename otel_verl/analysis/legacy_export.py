@@ -19,6 +19,8 @@ import pandas as pd
 
 from otel_verl.analysis import legacy_events as le
 from otel_verl.analysis import model
+from otel_verl.analysis.legacy_import import VALIDATION_PREFIX
+from otel_verl.analysis.outputs import prepare_dir, writing
 
 
 def iso(ns: int) -> str:
@@ -89,15 +91,20 @@ def _event_name(kind: str, preprocess_kind: Any) -> str:
 
 
 def export_legacy(spans: pd.DataFrame, out: str | Path) -> int:
-    """Write one log file per (step, worker); returns lines written."""
-    out = Path(out)
+    """Write one log file per (step, worker); returns lines written.
+
+    A validation rollout (``verl.validate``) goes to ``val_step_<n>/`` with ``"validate": true`` on each
+    line: the seed's scripts read ``step_<n>/`` only, and ``import-legacy`` marks it validation again.
+    """
+    out = prepare_dir(out)
     keep = (spans["step"].notna() & spans["worker"].notna()).to_numpy()
     sp = spans[keep]
     pos = np.flatnonzero(keep)  # request_span/turn_span are row positions in ``spans``
     turn_timings = _turn_timings(sp, pos)
     gen_tokens, finish = _request_facts(sp)
-    lines: dict[tuple[int, int], list[tuple[int, dict[str, Any]]]] = {}
-    for p, row in zip(pos, sp.itertuples(index=False), strict=True):
+    val = sp["validate"].fillna(False).to_numpy(dtype=bool) if "validate" in sp else np.zeros(len(sp), dtype=bool)
+    lines: dict[tuple[bool, int, int], list[tuple[int, dict[str, Any]]]] = {}
+    for p, row, is_val in zip(pos, sp.itertuples(index=False), val, strict=True):
         kind = row.kind
         step, worker = int(row.step), int(row.worker)
         extra: dict[str, Any] = {}
@@ -149,13 +156,16 @@ def export_legacy(spans: pd.DataFrame, out: str | Path) -> int:
             entry["extra"] = {k: v for k, v in extra.items() if v is not None}
         entry["workid"] = worker
         entry["step"] = step
-        lines.setdefault((step, worker), []).append((int(row.end_ns), entry))
+        if is_val:
+            entry["validate"] = True
+        lines.setdefault((bool(is_val), step, worker), []).append((int(row.end_ns), entry))
     n = 0
-    for (step, worker), entries in lines.items():
-        path = out / f"step_{step}" / f"worker_{worker}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
+    for (is_val, step, worker), entries in lines.items():
+        path = out / f"{VALIDATION_PREFIX if is_val else ''}step_{step}" / f"worker_{worker}.jsonl"
         entries.sort(key=lambda x: x[0])
-        path.write_text("".join(json.dumps(e) + "\n" for _, e in entries))
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps(e) + "\n" for _, e in entries))
         n += len(entries)
     return n
 

@@ -17,6 +17,8 @@ from typing import Any
 from otel_verl import semconv as sc
 from otel_verl.analysis import legacy_events as le
 from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.outputs import prepare_dir, writing
+from otel_verl.analysis.progress import Bar, interactive
 from otel_verl.analysis.spool_write import SpanRecord, otlp_documents, stable_id, write_spool
 
 _NUM = re.compile(r"(\d+)")
@@ -39,52 +41,74 @@ def read_legacy(logdir: Path, skip_bad_lines: bool = False, stats: Any = None) -
     :class:`AnalysisInputError` naming file:line, or with ``skip_bad_lines`` counted in ``stats``
     (a :class:`~otel_verl.analysis.load.LoadStats`) and skipped.
     """
-    files = sorted(p for p in Path(logdir).rglob("*.jsonl") if p.is_file())
     if not Path(logdir).exists():
         raise AnalysisInputError(f"{logdir}: no such directory")
+    files = sorted(p for p in Path(logdir).rglob("*.jsonl") if p.is_file()) if Path(logdir).is_dir() else []
     if not files:
         raise AnalysisInputError(f"{logdir}: no step_<n>/worker_<rank>.jsonl files found")
     rows: list[dict[str, Any]] = []
-    for path in files:
-        dir_step = _num(path.parent.name)
-        file_worker = _num(path.stem)
-        with path.open("rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    d = json.loads(raw)
-                    if not isinstance(d, dict) or "event" not in d or "timestamp" not in d:
-                        raise ValueError("not a seed log line (needs 'timestamp' and 'event')")
-                    if not isinstance(d["event"], str):
-                        raise ValueError(f"'event' is {type(d['event']).__name__}, not a string")
-                    end = parse_ts(d["timestamp"])
-                    dur = float(d.get("duration_sec") or 0.0)
-                    start = end - int(dur * 1e9)
-                    if not (0 <= start <= end < _MAX_NS):
-                        raise ValueError("timestamp/duration_sec out of range")
-                    step = d.get("step", dir_step)
-                    worker = d.get("workid", file_worker)
-                    d["_step"] = _small_int(step, "step")
-                    d["_worker"] = _small_int(worker, "workid")
-                except (ValueError, TypeError, OverflowError) as exc:
-                    why = "truncated last line" if not raw.endswith(b"\n") else str(exc)
-                    if skip_bad_lines:
-                        if stats is not None:
-                            stats.bad_lines += 1
-                            if len(stats.first_bad) < 5:
-                                stats.first_bad.append(f"{path}:{lineno}: {why}")
-                        continue
-                    raise AnalysisInputError(f"{path}:{lineno}: {why}") from None
-                d["_end"], d["_start"] = end, start
-                d["_file"], d["_line"] = path, lineno
-                rows.append(d)
+    total = sum(p.stat().st_size for p in files)
+    with Bar(interactive() and total > 20_000_000, "reading seed logs", total, "bytes") as bar:
+        for path in files:
+            rows += _read_file(path, skip_bad_lines, stats, bar)
     if not rows:
-        raise AnalysisInputError(f"{logdir}: log files are empty")
+        bad = stats.first_bad if stats is not None else []
+        first = f" ({stats.bad_lines} bad lines skipped; first: {bad[0]})" if bad else ""
+        raise AnalysisInputError(f"{logdir}: no usable log lines{first}")
+    return rows
+
+
+def _read_file(path: Path, skip_bad_lines: bool, stats: Any, bar: Bar) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    dir_step = _num(path.parent.name)
+    file_worker = _num(path.stem)
+    validation = path.parent.name.startswith(VALIDATION_PREFIX)
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            bar.advance(len(raw))
+            if not raw.strip():
+                continue
+            try:
+                d = json.loads(raw)
+                if isinstance(d, dict) and ("resourceSpans" in d or "resourceSpans" in (d.get("result") or {})):
+                    raise ValueError(OTLP_HINT)
+                if not isinstance(d, dict) or "event" not in d or "timestamp" not in d:
+                    raise ValueError("not a seed log line (needs 'timestamp' and 'event')")
+                if not isinstance(d["event"], str):
+                    raise ValueError(f"'event' is {type(d['event']).__name__}, not a string")
+                end = parse_ts(d["timestamp"])
+                dur = float(d.get("duration_sec") or 0.0)
+                start = end - int(dur * 1e9)
+                if not (0 <= start <= end < _MAX_NS):
+                    raise ValueError("timestamp/duration_sec out of range")
+                step = d.get("step", dir_step)
+                worker = d.get("workid", file_worker)
+                d["_step"] = _small_int(step, "step")
+                d["_worker"] = _small_int(worker, "workid")
+            except (ValueError, TypeError, OverflowError) as exc:
+                why = "truncated last line; was the writer killed?" if not raw.endswith(b"\n") else str(exc)
+                if skip_bad_lines:
+                    if stats is not None:
+                        stats.bad_lines += 1
+                        if len(stats.first_bad) < 5:
+                            stats.first_bad.append(f"{path}:{lineno}: {why}")
+                    continue
+                raise AnalysisInputError(f"{path}:{lineno}: {why} (use --skip-bad-lines to skip it)") from None
+            d["_end"], d["_start"] = end, start
+            d["_file"], d["_line"] = path, lineno
+            d["_validate"] = validation or d.get("validate") is True
+            rows.append(d)
     return rows
 
 
 _MAX_NS = 2**63  # span times are int64 nanoseconds
+VALIDATION_PREFIX = "val_"
+"""``val_step_<n>/``: a validation rollout's logs (``export-legacy`` writes them there, each line with
+``"validate": true``), kept apart so the seed's scripts, which read ``step_<n>/``, never count them."""
+OTLP_HINT = (
+    "an OTLP/JSON trace line (a spool or a collector export), not a seed log; analyze it directly: "
+    "otel-verl analyze DIR --out OUT"
+)
 
 
 def _small_int(value: Any, key: str) -> int | None:
@@ -131,53 +155,78 @@ def _turn_durations(timings: Any) -> list[float]:
 
 
 def legacy_to_records(rows: list[dict[str, Any]], run: str) -> list[SpanRecord]:
-    """Build the span tree for all steps/workers."""
+    """Build the span tree for all steps/workers.
+
+    A training step gets a step span and a ``gen`` phase span around its workers. A validation rollout
+    (``val_step_<n>/`` or ``"validate": true``) gets neither: its worker spans are roots marked
+    ``verl.validate``, as the live instrumentation records them, so the analyzer leaves them out of steps.
+    """
     recs: list[SpanRecord] = []
-    by_step: dict[int | None, list[dict[str, Any]]] = {}
+    groups: dict[tuple[bool, int | None], list[dict[str, Any]]] = {}
     for d in rows:
-        by_step.setdefault(d["_step"], []).append(d)
-    for step, srows in sorted(by_step.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-        trace = stable_id(16, run, step)
-        lo, hi = min(d["_start"] for d in srows), max(d["_end"] for d in srows)
-        step_sp = SpanRecord(
-            trace, stable_id(8, run, step, "step"), "", sc.SPAN_STEP, lo, hi, {sc.VERL_STEP: step}, step=step
-        )
-        gen = SpanRecord(
-            trace,
-            stable_id(8, run, step, "gen"),
-            step_sp.span_id,
-            sc.phase_span_name("gen"),
-            lo,
-            hi,
-            {sc.VERL_PHASE_NAME: "gen", sc.VERL_STEP: step},
-            step=step,
-        )
-        recs += [step_sp, gen]
+        groups.setdefault((bool(d.get("_validate")), d["_step"]), []).append(d)
+    for (val, step), srows in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] is None, kv[0][1] or 0)):
+        trace = stable_id(16, run, step, "validate") if val else stable_id(16, run, step)
+        parent = ""
+        if not val:
+            lo, hi = min(d["_start"] for d in srows), max(d["_end"] for d in srows)
+            step_sp = SpanRecord(
+                trace, stable_id(8, run, step, "step"), "", sc.SPAN_STEP, lo, hi, {sc.VERL_STEP: step}, step=step
+            )
+            gen = SpanRecord(
+                trace,
+                stable_id(8, run, step, "gen"),
+                step_sp.span_id,
+                sc.phase_span_name("gen"),
+                lo,
+                hi,
+                {sc.VERL_PHASE_NAME: "gen", sc.VERL_STEP: step},
+                step=step,
+            )
+            recs += [step_sp, gen]
+            parent = gen.span_id
         by_worker: dict[int | None, list[dict[str, Any]]] = {}
         for d in srows:
             by_worker.setdefault(d["_worker"], []).append(d)
         for worker, wrows in by_worker.items():
-            recs += _worker_records(trace, run, step, worker, gen, wrows)
+            recs += _worker_records(trace, run, step, worker, parent, wrows, val)
     return recs
 
 
+def _rollout_rows(wrows: list[dict[str, Any]], kinds: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Split a worker's non-barrier lines into its rollout and what came after its barrier wait.
+
+    Why: the seed logs ``broadcast_duration`` (and the like) after ``barrier_wait_duration``; inside the
+    worker span they would stretch every worker to the end of the step, hiding the straggler.
+    """
+    body = [d for d, k in zip(wrows, kinds, strict=True) if k not in ("barrier", "worker")]
+    barriers = [d for d, k in zip(wrows, kinds, strict=True) if k == "barrier"]
+    if not barriers:
+        return body, []
+    cut = min(d["_start"] for d in barriers)
+    return [d for d in body if d["_start"] < cut], [d for d in body if d["_start"] >= cut]
+
+
 def _worker_records(
-    trace: str, run: str, step: Any, worker: Any, gen: SpanRecord, wrows: list[dict[str, Any]]
+    trace: str, run: str, step: Any, worker: Any, parent: str, wrows: list[dict[str, Any]], val: bool = False
 ) -> list[SpanRecord]:
     fname = f"worker_{worker}.jsonl" if worker is not None else "worker.jsonl"
     common = {"step": step, "file": fname}
     out: list[SpanRecord] = []
     kinds = [le.kind_of(str(d["event"])) for d in wrows]
     wroll = [d for d, k in zip(wrows, kinds, strict=True) if k == "worker"]
-    body = [d for d, k in zip(wrows, kinds, strict=True) if k != "barrier"]
-    w_lo = min(d["_start"] for d in (wroll or body or wrows))
-    w_hi = max(d["_end"] for d in (wroll or body or wrows))
+    body, after = _rollout_rows(wrows, kinds)
+    post = {id(d) for d in after}
+    window = wroll or body or [d for d in wrows if id(d) not in post] or wrows
+    w_lo = min(d["_start"] for d in window)
+    w_hi = max(d["_end"] for d in window)
     wextra = _extra(wroll[0]) if wroll else {}
     n_req = sum(k in ("request", "aborted") for k in kinds)
+    flag = {sc.VERL_VALIDATE: True} if val else {}
     wsp = SpanRecord(
         trace,
-        stable_id(8, run, step, worker, "worker"),
-        gen.span_id,
+        stable_id(8, run, step, worker, "validate" if val else "worker"),
+        parent,
         sc.SPAN_WORKER,
         w_lo,
         w_hi,
@@ -187,10 +236,12 @@ def _worker_records(
             sc.VERL_WORKER_NUM_REQUESTS: wextra.get("total_requests", n_req),
             sc.VERL_WORKER_NUM_COMPLETED: wextra.get("completed_count"),
             sc.VERL_EVENT_ORIGIN: wroll[0]["event"] if wroll else None,
+            **flag,
         },
         **common,
     )
     out.append(wsp)
+    outer = parent or wsp.span_id  # barrier and post-barrier events: beside the worker span, not in it
     requests: dict[str, SpanRecord] = {}
     turns: dict[tuple[str, int], SpanRecord] = {}
     for d, k in zip(wrows, kinds, strict=True):
@@ -220,6 +271,7 @@ def _worker_records(
                 sc.VERL_REQUEST_PROMPT_TOKENS: e.get("prompt_tokens"),
                 sc.VERL_SAMPLE_INDEX: e.get("batch_data_id") if isinstance(e.get("batch_data_id"), int) else None,
                 sc.VERL_EVENT_ORIGIN: d["event"],
+                **flag,
             },
             **common,
         )
@@ -244,7 +296,7 @@ def _worker_records(
                 SpanRecord(
                     trace,
                     sid,
-                    gen.span_id,
+                    outer,
                     sc.SPAN_BARRIER,
                     d["_start"],
                     d["_end"],
@@ -258,7 +310,7 @@ def _worker_records(
         turn_i = e.get("turn", e.get("turn_index"))
         if parent is not None and turn_i is not None and (rid, int(turn_i)) in turns:
             parent = turns[(rid, int(turn_i))]
-        parent_id = parent.span_id if parent is not None else wsp.span_id
+        parent_id = parent.span_id if parent is not None else outer if id(d) in post else wsp.span_id
         attrs: dict[str, Any] = {sc.VERL_EVENT_ORIGIN: d["event"]}
         if parent is None:
             attrs.update({sc.VERL_STEP: step, sc.VERL_WORKER_RANK: worker})
@@ -304,11 +356,14 @@ def import_legacy(
     """
     if spool is None and endpoint is None:
         raise AnalysisInputError("import-legacy needs --spool DIR and/or --endpoint URL")
+    if spool is not None:
+        prepare_dir(spool, "--spool")
     records = legacy_to_records(read_legacy(Path(logdir), skip_bad_lines, stats), run)
     if endpoint is not None:
         send_records(records, endpoint, protocol)
     if spool is not None:
-        write_spool(records, Path(spool), run)
+        with writing(Path(spool) / run):
+            write_spool(records, Path(spool), run)
     return len(records)
 
 

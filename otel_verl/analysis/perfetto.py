@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from otel_verl.analysis.outputs import prepare_file, writing
+
 BARRIER_TID = 0
 
 
@@ -80,7 +82,8 @@ def perfetto_events(spans: pd.DataFrame) -> list[dict]:
 
 def write_perfetto(spans: pd.DataFrame, out: str | Path) -> int:
     """Write ``{"traceEvents": [...]}``; returns the number of complete events."""
+    out = prepare_file(out)
     events = perfetto_events(spans)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
+    with writing(out):
+        out.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
     return sum(e["ph"] == "X" for e in events)

@@ -92,10 +92,34 @@ def test_layout_the_scripts_open(exported, demo_planted):
     opts = demo_planted[0]
     # step_<n>/worker_<rank>.jsonl; the per-worker scripts open step_N/worker_0.jsonl and
     # turn_distribution.py sorts the step_* dirs by int(name.split('_')[-1])
-    assert all(re.fullmatch(r"step_\d+/worker_\d+\.jsonl", rel) for rel in lines)
-    steps = sorted(int(p.name.split("_")[-1]) for p in out.iterdir() if p.is_dir())
-    assert set(range(1, opts.steps + 1)) <= set(steps)
+    # the validation rollout before step 1 goes to val_step_0/, which the scripts' step_* never match
+    assert all(re.fullmatch(r"(val_)?step_\d+/worker_\d+\.jsonl", rel) for rel in lines)
+    steps = sorted(int(p.name.split("_")[-1]) for p in out.iterdir() if p.is_dir() and p.name.startswith("step_"))
+    assert steps == list(range(1, opts.steps + 1))
     assert all((out / f"step_{s}" / "worker_0.jsonl").exists() for s in range(1, opts.steps + 1))
+
+
+def test_validation_is_marked_and_kept_apart(exported, demo_planted):
+    """verl's val_before_train rollout: its own val_step_0/ dir, every line "validate": true, never in step_<n>/;
+    imported back it is validation again, not a training step."""
+    from otel_verl.analysis.legacy_import import import_legacy
+    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.tables import Tables
+
+    out, lines = exported
+    _opts, spans, _analysis, _ = demo_planted
+    val = {rel: f for rel, f in lines.items() if rel.startswith("val_")}
+    assert val and all(rel.startswith("val_step_0/") for rel in val)
+    assert all(e.get("validate") is True for f in val.values() for e in f)
+    assert not any(e.get("validate") for rel, f in lines.items() if rel not in val for e in f)
+    n_val = int(((spans["kind"] == "request") & spans["validate"].fillna(False).astype(bool)).sum())
+    assert sum(e["event"] == "async_rollout_request_complete" for f in val.values() for e in f) == n_val > 0
+    back_dir = out.parent / (out.name + "-back")
+    import_legacy(out, back_dir)
+    back = load_spans(back_dir)
+    req = back[back["kind"] == "request"]
+    assert int(req["validate"].fillna(False).astype(bool).sum()) == n_val
+    assert list(Tables.build(back).steps["step"]) == sorted(int(s) for s in spans.loc[spans["kind"] == "step", "step"])
 
 
 def test_every_field_the_scripts_read(exported):
@@ -129,9 +153,11 @@ def test_phase_events_belong_to_requests(exported):
 def test_requests_and_turns_match_the_spans(exported, demo_planted):
     _out, lines = exported
     _opts, spans, _analysis, _ = demo_planted
-    req = spans[spans["kind"] == "request"]
+    req = spans[(spans["kind"] == "request") & ~spans["validate"].fillna(False).astype(bool)]
     by_step: dict[int, Counter] = defaultdict(Counter)
     for rel, file in lines.items():
+        if rel.startswith("val_"):
+            continue  # validation, checked above
         step = int(rel.split("/")[0].split("_")[1])
         for e in file:
             by_step[step][e["event"]] += 1
