@@ -48,7 +48,7 @@ def demo(
         Path | None, typer.Option(help="Write the spool here (also when an OTLP endpoint is set).")
     ] = None,
     report: Annotated[
-        Path | None, typer.Option(help="Analyzer output dir (default: ./otel-verl-report/<run>).")
+        Path | None, typer.Option(help="Analyzer output dir (default: `./otel-verl-report/<run>`).")
     ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the analysis after the run.")] = False,
     workers: Annotated[int, typer.Option(min=1, help="AgentLoopWorker actors.")] = 2,
@@ -64,7 +64,11 @@ def demo(
         list[str] | None, typer.Option(help="IDX:SEC — sample IDX's first engine call stalls SEC s (idle gap).")
     ] = None,
     slow_turn: Annotated[
-        list[str] | None, typer.Option(help="IDX:TURN:SEC — extra SEC s on that turn's engine call.")
+        list[str] | None,
+        typer.Option(
+            help="IDX:TURN:SEC — extra SEC s on the engine call of sample IDX's turn index TURN (0-based, as "
+            "`verl.turn.index`: 1 = the second turn; findings say `turn index 1`)."
+        ),
     ] = None,
     slow_reward: Annotated[
         list[str] | None, typer.Option(help="IDX:SEC — extra SEC s in that sample's reward.")
@@ -86,13 +90,22 @@ def demo(
     analyzer writes findings.json, report.html and figures.
 
     Plant a problem for the analyzer to find: `--stall 3:20` (sample 3 stalls 20 s: a straggler
-    worker with an idle gap), `--slow-turn 5:1:8`, `--slow-reward 7:5`, `--slow-step 2`.
+    worker with an idle gap), `--slow-turn 5:1:8` (8 s more on turn index 1, the second turn, of
+    sample 5), `--slow-reward 7:5`, `--slow-step 2`.
     """
+    from otel_verl.analysis.errors import AnalysisInputError
+    from otel_verl.analysis.outputs import prepare_dir
     from otel_verl.demo.runner import DemoOptions, run_demo
 
     if trainer not in ("legacy", "v1"):
         console.print(f"error: --trainer {trainer!r}: use legacy or v1")
         raise typer.Exit(code=2)
+    if report is not None and not no_report:
+        try:  # a bad report path found after minutes of rollout would waste the run
+            prepare_dir(report, "--report")
+        except AnalysisInputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(code=2) from None
     opts = DemoOptions(
         steps=steps,
         workers=workers,
@@ -127,7 +140,16 @@ def demo(
     if no_report:
         return
     out = report or Path("otel-verl-report") / result.run_id
-    analysis_commands.run_analysis(result.spool_dir, out)
+    try:
+        analysis_commands.run_analysis(result.spool_dir, out)
+    except (AnalysisInputError, OSError) as exc:
+        why = f"{exc.filename or ''}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
+        print(
+            f"error: analysis failed: {why} (the traces are kept in {result.spool_dir}; "
+            f"analyze them with: otel-verl analyze {result.spool_dir} --out DIR)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(code=2) from None
 
 
 @app.command()
@@ -146,7 +168,7 @@ def replay(
     """Send a spool to any OTLP endpoint (a collector, Jaeger, Tempo), each span once.
 
     Spans the live exporter (or an earlier replay) delivered are listed in the run's delivery journal
-    (<run>/.delivery/) and skipped, so replaying twice sends nothing the second time.
+    (`<run>/.delivery/`) and skipped, so replaying twice sends nothing the second time.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 

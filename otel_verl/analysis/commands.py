@@ -1,6 +1,8 @@
 """CLI commands of the analyzer (analyze, import-legacy, export-legacy, export-perfetto).
 
-Thin: parse options, call the library, turn :class:`AnalysisInputError` into one line + exit code 2.
+Thin: parse options, call the library, turn :class:`AnalysisInputError` (and any OS error on a path)
+into one line + exit code 2. Help texts are markdown (typer's mode): placeholders such as `<n>` go in
+backticks, or markdown drops them as HTML tags.
 """
 
 from __future__ import annotations
@@ -9,16 +11,24 @@ import functools
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.thresholds import Thresholds
+
+EXIT_CODES = (
+    "**Exit codes**: 0 = done (whatever was found); 2 = bad input or option (unreadable source, malformed "
+    "line, unwritable output), one line on stderr naming the file or path; 1 = a bug in otel-verl "
+    "(please report the traceback)."
+)
 
 
-def _one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Bad input → ``error: <file:line: why>`` on stderr and exit 2, never a traceback."""
 
     @functools.wraps(fn)
@@ -27,6 +37,9 @@ def _one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except AnalysisInputError as exc:
             print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(code=2) from None
+        except OSError as exc:  # a path the checks did not foresee: still one line, naming it
+            print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
             raise typer.Exit(code=2) from None
 
     return wrapper
@@ -66,72 +79,158 @@ def _load(
     lookback: str | None,
     skip_bad_lines: bool,
     stats: Any = None,
+    max_traces: int = 10000,
 ) -> Any:
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.load import LoadStats, load_spans
+    from otel_verl.analysis.progress import interactive
 
     since_ns, until_ns = _parse_time(since, "since"), _parse_time(until, "until")
     if lookback:
         until_ns = until_ns or time.time_ns()
         since_ns = until_ns - _parse_duration(lookback)
-    return load_spans(
+    stats = stats if stats is not None else LoadStats()
+    spans = load_spans(
         source,
         source_type=source_type,
         service=service,
         since_ns=since_ns,
         until_ns=until_ns,
         skip_bad_lines=skip_bad_lines,
-        progress=sys.stderr.isatty(),
+        progress=interactive(),
         stats=stats,
+        max_traces=max_traces,
     )
+    for w in stats.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return spans
 
 
-SOURCE_HELP = "spool dir | collector file-exporter file/dir | Jaeger URL (http://host:16686) | Tempo URL"
+# ------------------------------------------------------------------ shared options
+SOURCE_HELP = (
+    "a spool dir, a collector file-exporter file (or its dir), a Jaeger v2 query URL (`http://host:16686`) "
+    "or a Tempo URL (`http://host:3200`)"
+)
+Source = Annotated[str, typer.Argument(help=SOURCE_HELP, metavar="SOURCE", show_default=False)]
+SourceType = Annotated[
+    str,
+    typer.Option(
+        "--source-type",
+        help="`auto` (default): a URL is asked which API it serves (Jaeger's `/api/v3/services`, Tempo's "
+        "`/api/echo`), a directory is a spool, a file a collector export; or force `spool`, `file`, `jaeger`, `tempo`",
+    ),
+]
+Service = Annotated[
+    str | None,
+    typer.Option("--service", help="only spans of this `service.name` (Jaeger: which service to query)"),
+]
+Since = Annotated[
+    str | None,
+    typer.Option("--since", help="window start, ISO-8601 or epoch seconds; whole steps overlapping it are kept"),
+]
+Until = Annotated[str | None, typer.Option("--until", help="window end, ISO-8601 or epoch seconds")]
+Lookback = Annotated[
+    str | None,
+    typer.Option("--lookback", help="window = the last `30m`, `2h`, `1d` (until `--until` or now)"),
+]
+MaxTraces = Annotated[
+    int,
+    typer.Option("--max-traces", min=1, help="Jaeger/Tempo: traces fetched at most (reaching it is a warning)"),
+]
+SkipBadLines = Annotated[
+    bool,
+    typer.Option(
+        "--skip-bad-lines",
+        help="count and skip malformed or truncated lines instead of stopping at the first one (`file:line`)",
+    ),
+]
+
+
+def _threshold_list() -> str:
+    return ", ".join(f"`{f.name}={f.default}`" for f in fields(Thresholds))
+
+
+ANALYZE_HELP = f"""Diagnose a run: `findings.json`, `report.html` and the seed's figures as PNGs in `--out`.
+
+SOURCE is read by its kind (auto-detected; force it with `--source-type`):
+
+* spool dir: `otel-verl analyze ./otel-verl-spool --out report`
+* collector file exporter: `otel-verl analyze /var/otel/traces.jsonl --out report`
+* Jaeger v2: `otel-verl analyze http://jaeger:16686 --service verl --lookback 2h --out report`
+* Tempo: `otel-verl analyze http://tempo:3200 --since 2026-08-01T10:00 --until 2026-08-01T12:00 --out report`
+
+Seed `step_<n>/worker_<rank>.jsonl` logs: convert them first with `otel-verl import-legacy LOGDIR --spool DIR`.
+
+**Thresholds** (`--set name=value`, repeatable, or `--thresholds file.json` as `{{"thresholds": {{...}}}}`;
+meanings in docs/analyzer.md): {_threshold_list()}.
+
+{EXIT_CODES}"""
 
 
 def register(app: typer.Typer) -> None:
     """Add the analyzer's commands to the main ``otel-verl`` app."""
 
-    @app.command("analyze")
-    @_one_line_errors
+    @app.command("analyze", help=ANALYZE_HELP)
+    @one_line_errors
     def analyze_cmd(
-        source: str = typer.Argument(..., help=SOURCE_HELP),
-        out: Path = typer.Option(..., "--out", help="output dir: findings.json, report.html, PNGs"),  # noqa: B008
-        source_type: str = typer.Option("auto", "--source-type", help="auto|spool|file|jaeger|tempo"),
-        service: Optional[str] = typer.Option(None, "--service", help="only spans of this service.name"),  # noqa: UP045
-        since: Optional[str] = typer.Option(None, "--since", help="ISO-8601 or epoch seconds"),  # noqa: UP045
-        until: Optional[str] = typer.Option(None, "--until", help="ISO-8601 or epoch seconds"),  # noqa: UP045
-        lookback: Optional[str] = typer.Option(None, "--lookback", help="e.g. 30m, 2h (until now)"),  # noqa: UP045
-        skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines", help="count and skip malformed lines"),
-        set_: list[str] = typer.Option([], "--set", help="threshold override name=value (repeatable)"),  # noqa: B008
-        thresholds_file: Optional[Path] = typer.Option(None, "--thresholds", help="JSON file of thresholds"),  # noqa: UP045, B008
-        no_html: bool = typer.Option(False, "--no-html", help="skip report.html"),
+        source: Source,
+        out: Annotated[Path, typer.Option("--out", help="output dir: `findings.json`, `report.html`, PNGs")],
+        source_type: SourceType = "auto",
+        service: Service = None,
+        since: Since = None,
+        until: Until = None,
+        lookback: Lookback = None,
+        max_traces: MaxTraces = 10000,
+        skip_bad_lines: SkipBadLines = False,
+        set_: Annotated[
+            list[str] | None,
+            typer.Option("--set", help="threshold override `name=value` (repeatable; names above)"),
+        ] = None,
+        thresholds_file: Annotated[
+            Path | None,
+            typer.Option("--thresholds", help='JSON file of thresholds: `{"thresholds": {"event_k": 20}}`'),
+        ] = None,
+        top_requests: Annotated[
+            int, typer.Option("--top-requests", min=1, help="slowest requests the outlier figure breaks down")
+        ] = 8,
+        no_html: Annotated[bool, typer.Option("--no-html", help="skip `report.html`")] = False,
     ) -> None:
-        """Diagnose a run: findings.json, report.html and the seed's figures as PNGs."""
         from otel_verl.analysis.load import LoadStats
+        from otel_verl.analysis.outputs import prepare_dir
         from otel_verl.analysis.report import analyze
-        from otel_verl.analysis.thresholds import Thresholds
 
-        th = Thresholds().with_overrides(set_, thresholds_file)
+        th = Thresholds().with_overrides(set_ or [], thresholds_file)
+        prepare_dir(out)  # before a load that may take minutes
         stats = LoadStats()
-        spans = _load(source, source_type, service, since, until, lookback, skip_bad_lines, stats)
-        result = analyze(spans, out, th, stats, html_report=not no_html)
+        spans = _load(source, source_type, service, since, until, lookback, skip_bad_lines, stats, max_traces)
+        result = analyze(spans, out, th, stats, html_report=not no_html, top_requests=top_requests)
         _print_summary(result, stats, out)
 
-    @app.command("import-legacy")
-    @_one_line_errors
+    @app.command(
+        "import-legacy",
+        help="Convert the seed's SGLangLogManager logs (seeds 000/001/002, `step_<n>/worker_<rank>.jsonl`) "
+        "into otel_verl spans: a spool (`--spool`) and/or OTLP (`--endpoint`). A validation rollout's "
+        f"`val_step_<n>/` logs are marked validation.\n\n{EXIT_CODES}",
+    )
+    @one_line_errors
     def import_legacy_cmd(
-        logdir: Path = typer.Argument(..., help="seed log dir: step_<n>/worker_<rank>.jsonl"),  # noqa: B008
-        spool: Optional[Path] = typer.Option(None, "--spool", help="spool dir to write"),  # noqa: UP045, B008
-        endpoint: Optional[str] = typer.Option(  # noqa: UP045
-            None, "--endpoint", help="OTLP endpoint to send the spans to (a collector, Jaeger, Tempo)"
-        ),
-        protocol: Optional[str] = typer.Option(  # noqa: UP045
-            None, "--protocol", help="grpc | http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc)"
-        ),
-        run: str = typer.Option("legacy", "--run", help="run name under the spool dir"),
-        skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines"),
+        logdir: Annotated[
+            Path, typer.Argument(help="seed log dir: `step_<n>/worker_<rank>.jsonl`", show_default=False)
+        ],
+        spool: Annotated[
+            Path | None,
+            typer.Option("--spool", help="spool dir to write (`<spool>/<run>/step_<n>/*.jsonl`)"),
+        ] = None,
+        endpoint: Annotated[
+            str | None,
+            typer.Option("--endpoint", help="OTLP endpoint to send the spans to (a collector, Jaeger, Tempo)"),
+        ] = None,
+        protocol: Annotated[
+            str | None,
+            typer.Option("--protocol", help="`grpc` | `http/protobuf` (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc)"),
+        ] = None,
+        run: Annotated[str, typer.Option("--run", help="run name: the `<run>` dir under `--spool`")] = "legacy",
+        skip_bad_lines: SkipBadLines = False,
     ) -> None:
-        """Convert SGLangLogManager logs (seeds 000/001/002) into otel_verl spans: a spool and/or OTLP."""
         from otel_verl.analysis.legacy_import import import_legacy
         from otel_verl.analysis.load import LoadStats
 
@@ -145,33 +244,53 @@ def register(app: typer.Typer) -> None:
             done.append(f"{stats.bad_lines} bad lines skipped (first: {stats.first_bad[0]})")
         print("; ".join(done))
 
-    @app.command("export-legacy")
-    @_one_line_errors
+    @app.command(
+        "export-legacy",
+        help="Write the seed's `step_<n>/worker_<rank>.jsonl` logs so its plotting scripts run on otel_verl "
+        f"data (a validation rollout goes to `val_step_<n>/`).\n\n{EXIT_CODES}",
+    )
+    @one_line_errors
     def export_legacy_cmd(
-        source: str = typer.Argument(..., help=SOURCE_HELP),
-        out: Path = typer.Option(..., "--out", help="log dir in the seed's layout"),  # noqa: B008
-        source_type: str = typer.Option("auto", "--source-type"),
-        skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines"),
+        source: Source,
+        out: Annotated[Path, typer.Option("--out", help="log dir in the seed's layout (created)")],
+        source_type: SourceType = "auto",
+        service: Service = None,
+        since: Since = None,
+        until: Until = None,
+        lookback: Lookback = None,
+        max_traces: MaxTraces = 10000,
+        skip_bad_lines: SkipBadLines = False,
     ) -> None:
-        """Write the seed's step_<n>/worker_<rank>.jsonl logs so its plotting scripts run on otel_verl data."""
         from otel_verl.analysis.legacy_export import export_legacy
+        from otel_verl.analysis.outputs import prepare_dir
 
-        spans = _load(source, source_type, None, None, None, None, skip_bad_lines)
+        prepare_dir(out)
+        spans = _load(source, source_type, service, since, until, lookback, skip_bad_lines, max_traces=max_traces)
         n = export_legacy(spans, out)
         print(f"wrote {n} log lines to {out}")
 
-    @app.command("export-perfetto")
-    @_one_line_errors
+    @app.command(
+        "export-perfetto",
+        help="Chrome/Perfetto trace JSON (open in ui.perfetto.dev): one process per worker, one lane per "
+        f"concurrent request.\n\n{EXIT_CODES}",
+    )
+    @one_line_errors
     def export_perfetto_cmd(
-        source: str = typer.Argument(..., help=SOURCE_HELP),
-        out: Path = typer.Option(..., "--out", help="trace JSON file (open in ui.perfetto.dev)"),  # noqa: B008
-        source_type: str = typer.Option("auto", "--source-type"),
-        skip_bad_lines: bool = typer.Option(False, "--skip-bad-lines"),
+        source: Source,
+        out: Annotated[Path, typer.Option("--out", help="trace JSON file to write (e.g. `trace.json`)")],
+        source_type: SourceType = "auto",
+        service: Service = None,
+        since: Since = None,
+        until: Until = None,
+        lookback: Lookback = None,
+        max_traces: MaxTraces = 10000,
+        skip_bad_lines: SkipBadLines = False,
     ) -> None:
-        """Chrome/Perfetto trace JSON: one process per worker, one lane per concurrent request."""
+        from otel_verl.analysis.outputs import prepare_file
         from otel_verl.analysis.perfetto import write_perfetto
 
-        spans = _load(source, source_type, None, None, None, None, skip_bad_lines)
+        prepare_file(out)
+        spans = _load(source, source_type, service, since, until, lookback, skip_bad_lines, max_traces=max_traces)
         n = write_perfetto(spans, out)
         print(f"wrote {n} trace events to {out}")
 
@@ -201,7 +320,6 @@ def run_analysis(source: str, out: Path) -> None:
     """Analyze with default thresholds and print the summary (used by ``otel-verl demo``)."""
     from otel_verl.analysis.load import LoadStats
     from otel_verl.analysis.report import analyze
-    from otel_verl.analysis.thresholds import Thresholds
 
     stats = LoadStats()
     spans = _load(str(source), "auto", None, None, None, None, False, stats)

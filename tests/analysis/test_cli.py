@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import fields
 from pathlib import Path
 
+import pytest
+import typer
 from typer.testing import CliRunner
 
+from otel_verl.analysis.thresholds import Thresholds
 from otel_verl.cli import app
 
 runner = CliRunner()
@@ -34,3 +39,160 @@ def test_bad_line_is_one_line_exit_2(tmp_path: Path) -> None:
 def test_bad_threshold_and_missing_source(tmp_path: Path) -> None:
     res = runner.invoke(app, ["analyze", str(tmp_path / "nope"), "--out", str(tmp_path)])
     assert res.exit_code == 2 and "no such file" in res.output
+
+
+# ------------------------------------------------------------------ output paths (one line, exit 2)
+def _one_line_error(res, *needles: str, progress_lines: bool = False) -> str:
+    """Exit 2, no traceback, exactly one line on stderr: ``error: ...`` containing every needle (the demo
+    also reports its run on stderr before: ``progress_lines``)."""
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and isinstance(res.exception, SystemExit)
+    lines = [x for x in res.stderr.splitlines() if x.strip() and (not progress_lines or x.startswith("error"))]
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "command, out_kind",
+    [
+        ("analyze", "file"),
+        ("analyze", "proc"),
+        ("export-legacy", "file"),
+        ("export-legacy", "proc"),
+        ("export-perfetto", "dir"),
+        ("export-perfetto", "proc"),
+    ],
+)
+def test_bad_output_paths(planted_spool: Path, tmp_path: Path, command: str, out_kind: str) -> None:
+    target = {"file": tmp_path / "a-file", "dir": tmp_path / "a-dir", "proc": Path("/proc/no-such/x")}[out_kind]
+    (tmp_path / "a-file").write_text("keep me")
+    (tmp_path / "a-dir").mkdir()
+    res = runner.invoke(app, [command, str(planted_spool), "--out", str(target)])
+    _one_line_error(res, str(target))
+    assert (tmp_path / "a-file").read_text() == "keep me"
+
+
+def test_import_legacy_spool_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "logs" / "step_1").mkdir(parents=True)
+    (tmp_path / "logs" / "step_1" / "worker_0.jsonl").write_text(
+        '{"timestamp": "2025-08-11T12:00:01", "event": "barrier_wait_duration", "duration_sec": 1.0}\n'
+    )
+    (tmp_path / "f").write_text("")
+    res = runner.invoke(app, ["import-legacy", str(tmp_path / "logs"), "--spool", str(tmp_path / "f")])
+    _one_line_error(res, "--spool", str(tmp_path / "f"))
+
+
+def test_demo_report_path_checked_before_the_run(tmp_path: Path, monkeypatch) -> None:
+    import otel_verl.demo.runner as runner_mod
+
+    def never(*_a, **_k):
+        raise AssertionError("the demo must not start with an unusable --report")
+
+    monkeypatch.setattr(runner_mod, "run_demo", never)
+    (tmp_path / "r").write_text("")
+    _one_line_error(runner.invoke(app, ["demo", "--report", str(tmp_path / "r")]), "--report", str(tmp_path / "r"))
+
+
+def test_demo_analysis_failure_keeps_the_spool(planted_spool: Path, tmp_path: Path, monkeypatch) -> None:
+    """The run succeeded, then its report dir became unusable: one line naming it, the spool is untouched."""
+    import otel_verl.demo.runner as runner_mod
+
+    report = tmp_path / "report"
+    spool = planted_spool / "run1"
+    before = sorted((p, p.stat().st_size) for p in spool.rglob("*"))
+
+    def fake_run(opts):
+        report.rmdir()  # prepared before the run; replaced by a file while it ran
+        report.write_text("")
+        return runner_mod.DemoResult("run1", str(spool), 1, 1, 0.1, [0.1], 1, [])
+
+    monkeypatch.setattr(runner_mod, "run_demo", fake_run)
+    res = runner.invoke(app, ["demo", "--report", str(report)])
+    line = _one_line_error(res, str(report), str(spool), progress_lines=True)
+    assert "kept" in line and f"otel-verl analyze {spool}" in line
+    assert sorted((p, p.stat().st_size) for p in spool.rglob("*")) == before
+
+
+# ------------------------------------------------------------------ help texts
+def _commands():
+    return typer.main.get_command(app).commands
+
+
+def _help(name: str) -> str:
+    res = runner.invoke(app, [name, "--help"], env={"COLUMNS": "250", "TERMINAL_WIDTH": "250"})
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_help_keeps_every_placeholder() -> None:
+    """Markdown help drops `<n>` as an HTML tag unless it is in a code span: every <placeholder> written in a
+    command's help or an option's help must be in its --help output."""
+    for name, cmd in _commands().items():
+        texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
+        wanted = set(re.findall(r"<[a-z_]+>", " ".join(texts)))
+        out = _help(name)
+        assert all(w in out for w in wanted), (name, [w for w in wanted if w not in out])
+    assert "step_<n>/worker_<rank>.jsonl" in _help("import-legacy")
+    assert "<run>" in _help("import-legacy")
+
+
+def test_analyze_help_teaches() -> None:
+    out = " ".join(_help("analyze").split())
+    for example in ("analyze ./otel-verl-spool", "traces.jsonl", "http://jaeger:16686", "http://tempo:3200"):
+        assert example in out
+    for f in fields(Thresholds):
+        assert f"{f.name}={f.default}" in out, f.name
+    assert "Exit codes" in out and "0 =" in out and "2 =" in out
+
+
+def test_every_command_documents_its_options() -> None:
+    for name, cmd in _commands().items():
+        for p in cmd.params:
+            if p.name in ("skip_bad_lines", "source_type", "service", "since", "until", "lookback"):
+                assert p.help, (name, p.name)
+    for name in ("analyze", "export-legacy", "export-perfetto"):
+        opts = {o for p in _commands()[name].params for o in getattr(p, "opts", [])}
+        assert {"--service", "--since", "--until", "--lookback", "--source-type", "--skip-bad-lines"} <= opts, name
+    out = " ".join(_help("demo").split())
+    assert "turn index TURN (0-based" in out
+
+
+# ------------------------------------------------------------------ pointing at the right command
+def test_seed_logs_given_to_analyze(tmp_path: Path) -> None:
+    (tmp_path / "step_1").mkdir()
+    (tmp_path / "step_1" / "worker_0.jsonl").write_text(
+        '{"timestamp": "2025-08-11T12:00:01", "event": "async_generate_duration", "duration_sec": 1.0}\n'
+    )
+    line = _one_line_error(runner.invoke(app, ["analyze", str(tmp_path), "--out", str(tmp_path / "o")]))
+    assert "worker_0.jsonl:1" in line and "otel-verl import-legacy" in line
+    res = runner.invoke(app, ["analyze", str(tmp_path), "--out", str(tmp_path / "o"), "--skip-bad-lines"])
+    assert "import-legacy" in _one_line_error(res, "1 bad lines skipped")
+
+
+def test_spool_given_to_import_legacy(planted_spool: Path, tmp_path: Path) -> None:
+    res = runner.invoke(app, ["import-legacy", str(planted_spool), "--spool", str(tmp_path / "s")])
+    _one_line_error(res, ".jsonl:1:", "otel-verl analyze")
+
+
+def test_import_legacy_truncated_line_names_the_option(tmp_path: Path) -> None:
+    (tmp_path / "step_1").mkdir()
+    (tmp_path / "step_1" / "worker_0.jsonl").write_text('{"timestamp": "2025-08-11T12:00:01", "event": "x"')
+    res = runner.invoke(app, ["import-legacy", str(tmp_path), "--spool", str(tmp_path / "s")])
+    _one_line_error(res, "worker_0.jsonl:1", "truncated", "--skip-bad-lines")
+
+
+def test_exports_take_a_window(planted_spool: Path, planted_spans, tmp_path: Path) -> None:
+    """export-perfetto with --since: whole steps from the cut on, the same as analyze would read."""
+    step3 = planted_spans[(planted_spans["kind"] == "step") & (planted_spans["step"] == 3)].iloc[0]
+    since = str((int(step3["start_ns"]) + 10**9) / 1e9)  # inside step 3
+    res = runner.invoke(
+        app, ["export-perfetto", str(planted_spool), "--out", str(tmp_path / "t.json"), "--since", since]
+    )
+    assert res.exit_code == 0, res.output
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    steps = {e["args"]["step"] for e in events if e["ph"] == "X"}
+    assert steps == set(range(3, 9))
+    kept = planted_spans[planted_spans["step"] >= 3]
+    assert sum(e["ph"] == "X" for e in events) == int(kept["worker"].notna().sum())
