@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -118,6 +120,52 @@ class Stack:
             for ss in rs.get("scopeSpans", [])
             for span in ss.get("spans", [])
         )
+
+
+class SilentEndpoint:
+    """A TCP port that accepts connections and never answers: a hung collector, not a refused one.
+
+    gRPC connects, sends its preface and waits for the server's HTTP/2 settings, which never come, so
+    every export runs into its full deadline (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s by default) instead of
+    failing at once as on a closed port.
+    """
+
+    def __init__(self) -> None:
+        self._server = socket.socket()
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(64)
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        self._held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, name="silent-endpoint", daemon=True)
+        self._thread.start()
+
+    @property
+    def connections(self) -> int:
+        return len(self._held)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:  # closed
+                return
+            self._held.append(conn)  # kept open, never read from or written to
+
+    def close(self) -> None:
+        try:
+            self._server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        except OSError:
+            pass
+        self._server.close()
+        for conn in self._held:
+            conn.close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> SilentEndpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def wait_while_running(child: subprocess.Popen, predicate: Callable[[], bool], timeout: float, what: str) -> None:
