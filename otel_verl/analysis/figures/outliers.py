@@ -34,7 +34,8 @@ COLUMNS = [
     "request_duration_s",
 ]
 DEFAULT_TOP = 8
-MAX_REQUESTS = 40
+MAX_REQUESTS = 24
+"""Requests drawn at most (the slowest first, then those findings name): a readable figure, drawn in seconds."""
 DEPTH_NAMES = ("request", "turns, preprocess, reward", "inside each turn", "inside those")
 
 
@@ -124,21 +125,20 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
     reqs = list(dict.fromkeys(df["request_id"]))
     blocks = [(rid, int(df.loc[df["request_id"] == rid, "depth"].max()) + 1) for rid in reqs]
     n_rows = sum(d for _, d in blocks) + len(blocks)
-    fig, ax = _style.new((11, 1 + 0.28 * n_rows))
+    fig, ax = _style.new((11, min(40, 1 + 0.28 * n_rows)))
     y, ticks, names = 0, [], []
     for rid, n_depth in blocks:
         g = df[df["request_id"] == rid]
         for d in range(n_depth):
             row = g[g["depth"] == d]
             wide = row["duration_s"] >= 0.08 * row["request_duration_s"]  # room for a label
-            ax.barh(
-                [y] * len(row),
-                row["duration_s"],
-                left=row["start_rel_s"],
-                color=[colors[x] for x in row["label"]],
+            # one collection per row: a Rectangle patch per span made this figure the slowest of the report
+            ax.broken_barh(
+                list(zip(row["start_rel_s"], row["duration_s"], strict=True)),
+                (y - 0.4, 0.8),
+                facecolors=[colors[x] for x in row["label"]],
                 edgecolor="black",
                 lw=0.3,
-                height=0.8,
             )
             for _, sp in row[(row["label"] == "turn") & row["turn_index"].notna() & wide].iterrows():
                 ax.text(sp["start_rel_s"], y, f" turn index {int(sp['turn_index'])}", va="center", fontsize=6)

@@ -75,8 +75,9 @@ def plot_worker_phases(df: pd.DataFrame, path: str | Path) -> Path:
     workers = sorted(df["worker"].unique())
     # width grows with the bars but is capped: 100 steps x 8 workers made a 15,000-pixel PNG (30 s to draw)
     fig, ax = _style.new((min(24, max(9, 0.35 * len(steps) * len(workers) / 2)), 5))
-    # hundreds of bar patches took most of a 2M-span analysis: past 400 bars, each phase is one line collection
-    many = len(steps) * len(workers) > 400
+    # thousands of bar patches took most of a 2M-span analysis: past 300 stacked segments, each phase of each
+    # worker is one line collection as wide as its bar slot
+    many = len(steps) * len(workers) * len(PHASES) > 300
     width = 0.8 / max(1, len(workers))
     lw = 0.8 * 72 * fig.get_figwidth() * width / max(1, len(steps))
     for j, w in enumerate(workers):
@@ -93,7 +94,7 @@ def plot_worker_phases(df: pd.DataFrame, path: str | Path) -> Path:
                 hatch = "//" if p == "barrier" else None
                 ax.bar(x, h, width, bottom=bottom, color=COLORS[p], hatch=hatch, edgecolor="white", lw=0.3, label=label)
             bottom += h
-        if not many and len(workers) <= 16:
+        if len(steps) * len(workers) <= 48:  # worker labels on the bars only while they stay readable
             for xi, top in zip(x, bottom, strict=True):
                 ax.text(xi, top, f"w{w}", ha="center", va="bottom", fontsize=6)
     every = max(1, len(steps) // 40)  # at most ~40 tick labels
