@@ -30,7 +30,14 @@ def _child(steps: int, spool: str) -> None:
     from otel_verl.demo.runner import DemoOptions, run_demo
 
     opts = DemoOptions(
-        steps=steps, workers=2, prompts=4, n=2, max_turns=3, trainer_compute=0.0, seconds_per_token=0.0001
+        steps=steps,
+        workers=2,
+        prompts=4,
+        n=2,
+        max_turns=3,
+        trainer_compute=0.0,
+        seconds_per_token=0.0001,
+        keep_outputs=False,  # the demo's own per-step results would otherwise dominate the trainer's slope
     )
     if spool:
         opts.spool = spool

@@ -54,6 +54,9 @@ class DemoOptions:
     trainer: str = "legacy"
     """``legacy``: RayPPOTrainer's blocking AgentLoopManager; ``v1``: the V1 trainer's fire-and-forget
     AgentLoopManagerTQ with results collected from TransferQueue."""
+    keep_outputs: bool = True
+    """Keep every step's rollout output for the result (trajectory comparisons); the memory benchmark
+    turns it off so the trainer's RSS shows only what tracing keeps."""
     ray_cpus: int | None = None
     """Logical CPUs of the local Ray cluster (default: one per AgentLoopWorker, at least 2)."""
     val_before_train: bool = False
@@ -195,7 +198,7 @@ class DemoTrainer:
                     with marked_timer(phase, timing):
                         time.sleep(scale * (2.0 if phase == "update_actor" else 0.3))
             step_seconds.append(timing["step"])
-            if output is not None:
+            if output is not None and self.opts.keep_outputs:
                 outputs.append(output)
             self.global_steps += 1
         return step_seconds, outputs
