@@ -1,10 +1,20 @@
 """Bad input: ``analyze``, ``replay`` and ``import-legacy`` on mutated real files (hypothesis).
 
 The inputs are real: a spool written by otel_verl's own exporter while verl's AgentLoopWorker ran
-(once per session), and logs written in the seed's SGLangLogManager format. Lines are truncated,
-corrupted, given wrong-typed values, reordered, duplicated and dropped. Every run must end with
-exit 0, or exit 2 and exactly one ``error: ...`` line naming file:line for a bad line — never a
-traceback. With ``--skip-bad-lines`` bad lines are counted and the rest is used.
+two steps (once per session), and logs written in the seed's SGLangLogManager format. In one to
+three files at once, lines are truncated, corrupted (a NUL or an invalid UTF-8 byte: never valid
+again), given wrong-typed values, reordered, duplicated, dropped, or cut off by a kill. Each line
+keeps a flag saying whether it was made bad, so every run is checked exactly:
+
+* never a traceback (no exception escapes, "Traceback" nowhere in stdout/stderr);
+* without ``--skip-bad-lines``: exit 2 with one ``error: <file>:<line>: ...`` line naming a line
+  that was made bad, when any was; exit 0 when none was;
+* with it: exit 0 and the skip count equals the number of bad lines (lines with only a wrong-typed
+  value may or may not be bad for a tool: the count is then bounded by them);
+* reordered/duplicated lines only: the same findings.json (analyze) and the same set of spans,
+  each sent once (replay), as the unmutated input.
+
+Plus minimal valid spools (request spans without their worker, worker spans only, step spans only).
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import os
 import re
 import tempfile
 import traceback
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,12 +34,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from otel_verl import semconv
 from otel_verl.cli import app
 from otel_verl.config import OtelVerlConfig
 from otel_verl.demo import runner
 from otel_verl.export import setup
+from otel_verl.export.spool import SpoolSpanExporter
 from tests.otlp_receiver import Receiver, start_grpc
-from tests.reliability.traced_run import run, traced
+from tests.reliability.traced_run import traced
 
 cli = CliRunner()
 FUZZ = settings(
@@ -36,21 +49,25 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-LINE_ERROR = re.compile(r"^error: .+\.jsonl:(\d+): ")
+LINE_ERROR = re.compile(r"^error: (?P<path>.+?\.jsonl):(?P<line>\d+): ")
+SKIPPED = re.compile(r"(\d+)\s+bad\s+lines\s+skipped")  # rich may wrap
+
 
 # ------------------------------------------------------------------ real inputs, made once
-
-
 @pytest.fixture(scope="module")
 def real_spool(tmp_path_factory) -> dict[str, list[bytes]]:
-    """A spool written by otel_verl while verl's real AgentLoopWorker ran (small batches: many lines)."""
+    """A spool written by otel_verl while verl's real AgentLoopWorker ran steps 1 and 2 (small batches)."""
     pytest.importorskip("verl", reason="needs the verl extra")
+    from tests.instrumentation.harness import build_worker, run_chunk
+
     root = tmp_path_factory.mktemp("real-spool")
     old = os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE")
     os.environ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = "16"
     try:
         with traced(config=OtelVerlConfig(spool=True, spool_dir=str(root), run_id="real")):
-            run(runner.DemoOptions(prompts=4, n=2, seed=7))
+            for step in (1, 2):
+                worker, _, opts = build_worker(runner.DemoOptions(prompts=4, n=2, seed=7), remote_reward=True)
+                run_chunk(worker, opts, step=step)
             setup.flush()
     finally:
         if old is None:
@@ -62,7 +79,7 @@ def real_spool(tmp_path_factory) -> dict[str, list[bytes]]:
         for p in sorted((root / "real").rglob("*.jsonl"))
         if not any(part.startswith(".") for part in p.relative_to(root).parts)
     }
-    assert sum(len(lines) for lines in files.values()) >= 6
+    assert len(files) >= 2 and all(len(lines) >= 3 for lines in files.values()), {k: len(v) for k, v in files.items()}
     return files
 
 
@@ -151,8 +168,29 @@ def seed_logs(tmp_path_factory) -> dict[str, list[bytes]]:
     return {str(p.relative_to(root)): p.read_bytes().splitlines(keepends=True) for p in sorted(root.rglob("*.jsonl"))}
 
 
-# ------------------------------------------------------------------ mutations
+# ------------------------------------------------------------------ mutations that know which lines they broke
+@dataclass(frozen=True)
+class Line:
+    data: bytes
+    bad: bool = False
+    """Made unparsable (not JSON, or not UTF-8): every tool must reject or skip it."""
+    retyped: bool = False
+    """Valid JSON with a wrong-typed or out-of-range value: a tool may accept or reject it."""
+
+
 JUNK = st.sampled_from([None, -1, 0, 2**70, 1e308, "", "x", "zz", "2025-13-45T99:00:00", [], {}, [1, "a"], True])
+POSITION = st.integers(0, 10**6)
+FRACTION = st.floats(0.0, 1.0)
+DAMAGE = st.one_of(
+    st.tuples(st.just("truncate"), POSITION, FRACTION),
+    st.tuples(st.just("corrupt"), POSITION, FRACTION, st.sampled_from([b"\x00", b"\xff", b"\x01"])),
+    st.tuples(st.just("retype"), POSITION, POSITION, JUNK),
+    st.tuples(st.just("drop"), POSITION),
+    st.tuples(st.just("kill"), FRACTION),
+)
+SHUFFLE = st.one_of(st.tuples(st.just("swap"), POSITION, POSITION), st.tuples(st.just("duplicate"), POSITION))
+OPS = st.lists(st.one_of(DAMAGE, SHUFFLE), min_size=1, max_size=4)
+SHUFFLE_OPS = st.lists(SHUFFLE, min_size=1, max_size=4)
 
 
 def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
@@ -176,40 +214,31 @@ def _set(doc: Any, path: tuple, value: Any) -> Any:
     return doc
 
 
-OPS = st.lists(
-    st.one_of(
-        st.tuples(st.just("truncate"), st.integers(0, 10**6), st.floats(0.0, 1.0)),
-        st.tuples(st.just("corrupt"), st.integers(0, 10**6), st.floats(0.0, 1.0), st.binary(min_size=1, max_size=3)),
-        st.tuples(st.just("retype"), st.integers(0, 10**6), st.integers(0, 10**6), JUNK),
-        st.tuples(st.just("swap"), st.integers(0, 10**6), st.integers(0, 10**6)),
-        st.tuples(st.just("duplicate"), st.integers(0, 10**6)),
-        st.tuples(st.just("drop"), st.integers(0, 10**6)),
-        st.tuples(st.just("kill"), st.floats(0.0, 1.0)),
-    ),
-    min_size=1,
-    max_size=4,
-)
+def _cut(content: bytes, fraction: float) -> bytes:
+    """A proper, non-empty prefix of a JSON object line (without newline): never valid JSON."""
+    return content[: 1 + int(fraction * (len(content) - 2))]
 
 
-def mutate(lines: list[bytes], ops: list[tuple]) -> list[bytes]:
-    lines = list(lines)
+def mutate(raw: list[bytes], ops: list[tuple]) -> list[Line]:
+    lines = [Line(line) for line in raw]
     for op in ops:
         if not lines:
             break
-        kind, i = op[0], (op[1] % len(lines) if isinstance(op[1], int) else len(lines) - 1)
+        kind = op[0]
+        i = op[1] % len(lines) if isinstance(op[1], int) else len(lines) - 1
         line = lines[i]
+        content = line.data.rstrip(b"\n")
         if kind == "truncate":  # cut inside the line, the newline kept (a torn write mid-file)
-            lines[i] = line[: int(op[2] * (len(line) - 1))] + b"\n"
-        elif kind == "corrupt":
-            at = int(op[2] * (len(line) - 1))
-            lines[i] = line[:at] + op[3] + line[at + 1 :]
+            lines[i] = Line(_cut(content, op[2]) + b"\n", bad=True)
+        elif kind == "corrupt":  # a NUL/control byte or invalid UTF-8 is never valid JSON
+            at = int(op[2] * (len(content) - 1))
+            lines[i] = Line(content[:at] + op[3] + content[at + 1 :] + b"\n", bad=True)
         elif kind == "retype":  # valid JSON, a value of the wrong type or range somewhere inside
-            try:
-                doc = json.loads(line)
-            except ValueError:
+            if line.bad:
                 continue
+            doc = json.loads(line.data)
             paths = _paths(doc)
-            lines[i] = (json.dumps(_set(doc, paths[op[2] % len(paths)], op[3])) + "\n").encode()
+            lines[i] = Line((json.dumps(_set(doc, paths[op[2] % len(paths)], op[3])) + "\n").encode(), retyped=True)
         elif kind == "swap":
             j = op[2] % len(lines)
             lines[i], lines[j] = lines[j], lines[i]
@@ -218,67 +247,117 @@ def mutate(lines: list[bytes], ops: list[tuple]) -> list[bytes]:
         elif kind == "drop":
             del lines[i]
         elif kind == "kill":  # the writer killed mid-line: the last line has no newline
-            last = lines[-1]
-            lines[-1] = last[: int(op[1] * (len(last) - 1))]
+            last = lines[-1].data.rstrip(b"\n")
+            lines[-1] = Line(_cut(last, op[1]), bad=True)
     return lines
 
 
-def write_tree(root: Path, files: dict[str, list[bytes]], target: str, ops: list[tuple]) -> list[bytes]:
-    mutated = []
-    for rel, lines in files.items():
-        if rel == target:
-            lines = mutated = mutate(lines, ops)
+def write_tree(root: Path, files: dict[str, list[bytes]], plan: dict[str, list[tuple]]) -> dict[str, list[Line]]:
+    """Write every file, the ones in ``plan`` mutated; returns the mutated files' lines."""
+    mutated = {}
+    for rel, raw in files.items():
+        lines = mutate(raw, plan[rel]) if rel in plan else [Line(line) for line in raw]
+        if rel in plan:
+            mutated[rel] = lines
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"".join(lines))
+        path.write_bytes(b"".join(line.data for line in lines))
     return mutated
 
 
-def first_non_json(lines: list[bytes]) -> int | None:
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            json.loads(line)
-        except ValueError:
-            return number
-    return None
+def draw_plan(data: st.DataObject, files: dict[str, list[bytes]], ops: st.SearchStrategy) -> dict[str, list[tuple]]:
+    targets = data.draw(st.lists(st.sampled_from(sorted(files)), min_size=1, max_size=3, unique=True), "files")
+    return {rel: data.draw(ops, f"ops {rel}") for rel in targets}
 
 
-def check_outcome(result: Any, mutated: list[bytes], target: str, skip: bool) -> None:
-    """The contract: exit 0, or exit 2 with one ``error:`` line (file:line for a bad line); no traceback."""
+def check_outcome(result: Any, root: Path, mutated: dict[str, list[Line]], skip: bool) -> int | None:
+    """The contract (see the module docstring); returns the skip count printed, if any."""
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         tb = "".join(traceback.format_exception(result.exception))
         pytest.fail(f"traceback escaped the CLI:\n{tb}")
+    assert "Traceback" not in result.stdout and "Traceback" not in result.stderr, result.output
+    bad = {(rel, n) for rel, lines in mutated.items() for n, line in enumerate(lines, start=1) if line.bad}
+    retyped = {(rel, n) for rel, lines in mutated.items() for n, line in enumerate(lines, start=1) if line.retyped}
+    if skip:
+        assert result.exit_code == 0, result.output
+        match = SKIPPED.search(" ".join(result.output.split()))
+        skipped = int(match.group(1)) if match else 0
+        assert len(bad) <= skipped <= len(bad) + len(retyped), (skipped, sorted(bad), sorted(retyped), result.output)
+        return skipped
+    if not bad and not retyped:
+        assert result.exit_code == 0, result.output
+        return None
     assert result.exit_code in (0, 2), result.output
-    bad_json = first_non_json(mutated)
-    if result.exit_code == 2:
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-        match = LINE_ERROR.match(lines[0])
-        if bad_json is not None and not skip:
-            assert match and target in lines[0] and int(match.group(1)) <= bad_json, lines[0]
-        if skip:  # with --skip-bad-lines, only "nothing usable left" may stop it
-            assert not match, lines[0]
-    elif bad_json is not None:
-        assert skip, "a line that is not JSON was accepted without --skip-bad-lines"
-        assert re.search(r"\d+\s+bad\s+lines\s+skipped", result.output), result.output  # rich may wrap
+    if result.exit_code == 0:
+        assert not bad, f"bad lines {sorted(bad)} accepted without --skip-bad-lines:\n{result.output}"
+        return None
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    match = LINE_ERROR.match(lines[0])
+    assert match, f"no file:line in {lines[0]!r}"
+    named = (str(Path(match.group("path")).relative_to(root)), int(match.group("line")))
+    assert named in bad | retyped, f"{lines[0]!r} names a line that was not made bad: {sorted(bad | retyped)}"
+    return None
 
 
-def target_file(files: dict[str, list[bytes]]) -> str:
-    return max(files, key=lambda rel: len(files[rel]))
+def analyze(root: Path, out: Path, skip: bool = False) -> Any:
+    args = ["analyze", str(root), "--out", str(out), "--no-html"]
+    return cli.invoke(app, [*args, "--skip-bad-lines"] if skip else args)
+
+
+def findings_of(out: Path) -> dict[str, Any]:
+    """findings.json less the load statistics (line and duplicate counts differ by construction)."""
+    doc = json.loads((out / "findings.json").read_text())
+    doc["summary"].pop("load", None)
+    return doc
+
+
+def load_stats(out: Path) -> dict[str, Any]:
+    return json.loads((out / "findings.json").read_text())["summary"]["load"]
+
+
+def span_ids(lines: list[bytes]) -> set[str]:
+    out = set()
+    for line in lines:
+        doc = json.loads(line)
+        out |= {s["spanId"] for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]}
+    return out
 
 
 # ------------------------------------------------------------------ the commands
+@pytest.fixture(scope="module")
+def baseline(real_spool, tmp_path_factory) -> dict[str, Any]:
+    """findings.json of the unmutated spool."""
+    tmp = tmp_path_factory.mktemp("baseline")
+    write_tree(tmp / "spool", real_spool, {})
+    result = analyze(tmp / "spool", tmp / "out")
+    assert result.exit_code == 0, result.output
+    return findings_of(tmp / "out")
+
+
 @FUZZ
-@given(ops=OPS, skip=st.booleans())
-def test_analyze_never_tracebacks(real_spool, ops, skip):
-    target = target_file(real_spool)
+@given(data=st.data(), skip=st.booleans())
+def test_analyze_never_tracebacks(real_spool, data, skip):
+    plan = draw_plan(data, real_spool, OPS)
     with tempfile.TemporaryDirectory() as tmp:
-        mutated = write_tree(Path(tmp) / "spool", real_spool, target, ops)
-        args = ["analyze", str(Path(tmp) / "spool"), "--out", str(Path(tmp) / "out"), "--no-html"]
-        result = cli.invoke(app, [*args, "--skip-bad-lines"] if skip else args)
-    check_outcome(result, mutated, target, skip)
+        root = Path(tmp) / "spool"
+        mutated = write_tree(root, real_spool, plan)
+        result = analyze(root, Path(tmp) / "out", skip)
+        skipped = check_outcome(result, root, mutated, skip)
+        if skipped is not None:  # the report's own count agrees
+            assert load_stats(Path(tmp) / "out")["bad_lines_skipped"] == skipped
+
+
+@FUZZ
+@given(data=st.data())
+def test_analyze_reordered_or_duplicated_lines_same_findings(real_spool, baseline, data):
+    plan = draw_plan(data, real_spool, SHUFFLE_OPS)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "spool"
+        write_tree(root, real_spool, plan)
+        result = analyze(root, Path(tmp) / "out")
+        assert result.exit_code == 0, result.output
+        assert findings_of(Path(tmp) / "out") == baseline
 
 
 @pytest.fixture(scope="module")
@@ -289,44 +368,130 @@ def receiver():
     server.stop(0)
 
 
+def replay(root: Path, endpoint: str, skip: bool = False) -> Any:
+    args = ["replay", str(root), "--endpoint", endpoint, "--protocol", "grpc"]
+    return cli.invoke(app, [*args, "--skip-bad-lines"] if skip else args)
+
+
 @FUZZ
-@given(ops=OPS, skip=st.booleans())
-def test_replay_never_tracebacks(real_spool, receiver, ops, skip):
+@given(data=st.data(), skip=st.booleans())
+def test_replay_never_tracebacks(real_spool, receiver, data, skip):
     rec, endpoint = receiver
-    target = target_file(real_spool)
+    plan = draw_plan(data, real_spool, OPS)
     before = len(rec.spans())
     with tempfile.TemporaryDirectory() as tmp:
-        mutated = write_tree(Path(tmp) / "spool", real_spool, target, ops)
-        args = ["replay", str(Path(tmp) / "spool"), "--endpoint", endpoint, "--protocol", "grpc"]
-        result = cli.invoke(app, [*args, "--skip-bad-lines"] if skip else args)
-    check_outcome(result, mutated, target, skip)
-    sent = len(rec.spans()) - before
-    if result.exit_code == 0:
-        match = re.search(r"sent (\d+) (?:of \d+ )?spans", result.output)
-        assert match and int(match.group(1)) == sent, result.output
-    else:  # a bad line stops replay before anything is sent
-        assert sent == 0
+        root = Path(tmp) / "spool"
+        mutated = write_tree(root, real_spool, plan)
+        result = replay(root, endpoint, skip)
+        check_outcome(result, root, mutated, skip)
+    got = [bytes(s.span_id).hex() for s in rec.spans()[before:]]
+    if result.exit_code != 0:  # a bad line stops replay before anything is sent
+        assert got == []
+        return
+    match = re.search(r"sent (\d+) (?:of \d+ )?spans", result.output)
+    assert match and int(match.group(1)) == len(got), result.output
+    if not any(line.retyped for lines in mutated.values() for line in lines):
+        # exactly the spans of the lines left intact, each once
+        intact = [line.data for lines in mutated.values() for line in lines if not line.bad]
+        intact += [line for rel, raw in real_spool.items() if rel not in mutated for line in raw]
+        assert sorted(got) == sorted(span_ids(intact))
 
 
 @FUZZ
-@given(ops=OPS, skip=st.booleans())
-def test_import_legacy_never_tracebacks(seed_logs, ops, skip):
-    target = target_file(seed_logs)
+@given(data=st.data())
+def test_replay_reordered_or_duplicated_lines_same_spans(real_spool, receiver, data):
+    rec, endpoint = receiver
+    plan = draw_plan(data, real_spool, SHUFFLE_OPS)
+    before = len(rec.spans())
     with tempfile.TemporaryDirectory() as tmp:
-        mutated = write_tree(Path(tmp) / "logs", seed_logs, target, ops)
-        args = ["import-legacy", str(Path(tmp) / "logs"), "--spool", str(Path(tmp) / "spool")]
+        root = Path(tmp) / "spool"
+        write_tree(root, real_spool, plan)
+        result = replay(root, endpoint)
+    assert result.exit_code == 0, result.output
+    got = [bytes(s.span_id).hex() for s in rec.spans()[before:]]
+    everything = span_ids([line for raw in real_spool.values() for line in raw])
+    assert sorted(got) == sorted(everything)  # each span once, whatever the order and duplicates
+
+
+@FUZZ
+@given(data=st.data(), skip=st.booleans())
+def test_import_legacy_never_tracebacks(seed_logs, data, skip):
+    plan = draw_plan(data, seed_logs, OPS)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "logs"
+        mutated = write_tree(root, seed_logs, plan)
+        args = ["import-legacy", str(root), "--spool", str(Path(tmp) / "spool")]
         result = cli.invoke(app, [*args, "--skip-bad-lines"] if skip else args)
-    check_outcome(result, mutated, target, skip)
+        check_outcome(result, root, mutated, skip)
     if result.exit_code == 0:
         assert re.search(r"wrote \d+ spans", result.stdout), result.output
 
 
 def test_unmutated_inputs_are_accepted(real_spool, seed_logs, tmp_path):
     """The baseline the fuzzing departs from: the real files pass all three commands."""
-    write_tree(tmp_path / "spool", real_spool, "", [])
-    write_tree(tmp_path / "logs", seed_logs, "", [])
-    assert (
-        cli.invoke(app, ["analyze", str(tmp_path / "spool"), "--out", str(tmp_path / "o"), "--no-html"]).exit_code == 0
-    )
+    write_tree(tmp_path / "spool", real_spool, {})
+    write_tree(tmp_path / "logs", seed_logs, {})
+    assert analyze(tmp_path / "spool", tmp_path / "o").exit_code == 0
     result = cli.invoke(app, ["import-legacy", str(tmp_path / "logs"), "--spool", str(tmp_path / "imp")])
     assert result.exit_code == 0, result.output
+
+
+# ------------------------------------------------------------------ minimal valid spools
+def only(files: dict[str, list[bytes]], names: set[str]) -> list[bytes]:
+    """The real spool's lines with only the spans named ``names`` (resources and scopes kept)."""
+    out = []
+    for raw in files.values():
+        for line in raw:
+            doc = json.loads(line)
+            for rs in doc["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    ss["spans"] = [s for s in ss["spans"] if s["name"] in names]
+            if any(ss["spans"] for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]):
+                out.append((json.dumps(doc) + "\n").encode())
+    return out
+
+
+def step_spans(root: Path) -> None:
+    """Three ``verl.step`` spans (and nothing else), written by otel_verl's own spool exporter."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider()
+    spool = SpoolSpanExporter(root, "steps", "trainer")
+    provider.add_span_processor(SimpleSpanProcessor(spool))
+    tracer = provider.get_tracer("otel_verl")
+    for step in (1, 2, 3):
+        tracer.start_span(semconv.SPAN_STEP, attributes={semconv.VERL_STEP: step}).end()
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("kind", ["request-only", "worker-only", "step-only"])
+def test_minimal_valid_spools(real_spool, receiver, tmp_path, kind):
+    """Valid spools with parts of the tree missing: analyze reports on them (exit 0), replay sends every span."""
+    root = tmp_path / "spool"
+    if kind == "step-only":
+        step_spans(root)
+    else:
+        name = semconv.SPAN_REQUEST if kind == "request-only" else semconv.SPAN_WORKER
+        lines = only(real_spool, {name})
+        assert lines
+        path = root / "run" / "step_1" / "worker_0.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"".join(lines))
+    files = sorted(root.rglob("*.jsonl"))
+    expected = span_ids([line for f in files for line in f.read_bytes().splitlines()])
+    assert expected
+
+    result = analyze(root, tmp_path / "out")
+    assert result.exception is None or isinstance(result.exception, SystemExit), "".join(
+        traceback.format_exception(result.exception)
+    )
+    assert "Traceback" not in result.output
+    assert result.exit_code == 0, result.output
+    assert load_stats(tmp_path / "out")["bad_lines_skipped"] == 0
+
+    rec, endpoint = receiver
+    before = len(rec.spans())
+    result = replay(root, endpoint)
+    assert result.exit_code == 0, result.output
+    assert sorted(bytes(s.span_id).hex() for s in rec.spans()[before:]) == sorted(expected)
