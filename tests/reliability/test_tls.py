@@ -5,13 +5,16 @@ here; verl's real AgentLoopWorker (ToolAgentLoop, hermes parser, calculator tool
 with nothing but OTEL_EXPORTER_OTLP_ENDPOINT=https://..., OTEL_EXPORTER_OTLP_CERTIFICATE and
 OTEL_EXPORTER_OTLP_HEADERS. Right token: every span reaches Jaeger once. Wrong token: none does, verl
 returns exactly what an untraced run returns, and the spool keeps the spans, which ``replay`` then
-delivers with the right token (same env vars).
+delivers with the right token (same env vars). A missing or wrong CA certificate: the TLS handshake
+fails, nothing reaches Jaeger, training is unaffected, the spool keeps every span and one warning says
+the export failed; replay with the wrong CA fails with one clear error, with the right one it delivers.
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import logging
 import time
 from pathlib import Path
 
@@ -23,7 +26,7 @@ from otel_verl.demo import runner
 from otel_verl.export.replay import ReplayError, replay
 from tests.backends.conftest import REPO, wait_until
 from tests.reliability.stack import Stack, jaeger_copies, spool_span_ids
-from tests.reliability.traced_run import digest, run, traced
+from tests.reliability.traced_run import digest, problems, run, traced
 
 pytest.importorskip("verl", reason="needs the verl extra")
 pytestmark = [pytest.mark.backends, pytest.mark.verl]
@@ -145,6 +148,48 @@ def test_wrong_token_is_refused_and_training_unaffected(tls_stack, untraced, mon
     with pytest.raises(ReplayError, match=r"export failed|HTTP 401"):
         replay(tmp_path, protocol=protocol)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"authorization=Bearer%20{TOKEN}")
+    assert replay(tmp_path, protocol=protocol).sent == len(created)
+    wait_until(
+        lambda: all(n == 1 for s, n in jaeger_copies(stack, created).items() if s in created),
+        60,
+        "replayed spans in Jaeger",
+        interval=1.0,
+    )
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+@pytest.mark.parametrize("ca", ["missing", "wrong"])
+def test_missing_or_wrong_ca_fails_export_not_training(
+    tls_stack, untraced, monkeypatch, tmp_path, caplog, protocol, ca
+):
+    stack, cert = tls_stack
+    use_standard_env(monkeypatch, stack, cert, protocol, TOKEN)
+    if ca == "missing":  # the system's CA store, which does not know the collector's self-signed certificate
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_CERTIFICATE")
+    else:  # a certificate, but not the collector's
+        other = tmp_path / "other-ca"
+        other.mkdir()
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(self_signed(other)[0]))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2")  # the SDK's retry budget per batch
+    memory = InMemorySpanExporter()
+    caplog.set_level(logging.WARNING)
+    with traced(memory, config=OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="tls-ca")) as state:
+        output = run(OPTS)
+    assert digest(output) == untraced
+    created = {f"{s.context.span_id:016x}": f"{s.context.trace_id:032x}" for s in memory.get_finished_spans()}
+    assert created and state.journaled is not None
+    assert state.journaled.spans_delivered == 0 and state.journaled.spans_failed > 0
+    assert spool_span_ids(tmp_path) == created  # the spool kept them all
+    found = [r.getMessage() for r in problems(caplog.records)]
+    assert len(found) == 1, found
+    assert "OTLP export to https://127.0.0.1:" in found[0] and "spans stay in the spool" in found[0]
+    time.sleep(3)  # the collector's batch timeout is 1 s
+    assert sum(jaeger_copies(stack, created).values()) == 0
+
+    if ca == "wrong":
+        with pytest.raises(ReplayError, match=r"export failed|SSL|certificate"):
+            replay(tmp_path, protocol=protocol)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(cert))
     assert replay(tmp_path, protocol=protocol).sent == len(created)
     wait_until(
         lambda: all(n == 1 for s, n in jaeger_copies(stack, created).items() if s in created),
