@@ -170,7 +170,7 @@ def call_failed(seam: Seam, reason: str | None = None) -> None:
     if reason is None:
         exc = sys.exc_info()[1]
         reason = f"{type(exc).__name__}: {str(exc)[:200]}" if exc is not None else "unknown reason"
-    logger.debug("otel_verl: %s.%s call not readable", *seam, exc_info=True)
+        logger.debug("otel_verl: %s.%s call not readable", *seam, exc_info=True)
     expected = _expected.get(seam)
     lost = expected.records if expected is not None else "its spans"
     logger.warning(

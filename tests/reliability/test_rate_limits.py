@@ -49,6 +49,14 @@ def clock(monkeypatch) -> FakeClock:
     return fake
 
 
+@pytest.fixture
+def sdk_logger(monkeypatch) -> logging.Logger:
+    """The SDK exporter's logger without the process-wide gate earlier tests attached (each test adds its own)."""
+    logger = logging.getLogger(SDK_LOGGER)
+    monkeypatch.setattr(logger, "filters", [])
+    return logger
+
+
 def ours(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
@@ -93,10 +101,10 @@ def test_guard_one_warning_a_minute(clock, caplog):
     assert (guarded.failures, guarded.spans_lost) == (31, 62)  # every failure counted, logged or not
 
 
-def test_journaling_exporter_backs_off_and_warns_once_a_minute(clock, caplog, monkeypatch, tmp_path: Path):
+def test_journaling_exporter_backs_off_and_warns_once_a_minute(clock, caplog, monkeypatch, sdk_logger, tmp_path: Path):
     caplog.set_level(logging.WARNING)
     gate = ExporterLogGate()
-    logging.getLogger(SDK_LOGGER).addFilter(gate)
+    sdk_logger.addFilter(gate)
     inner = Failing()
     exporter = JournalingExporter(inner, DeliveryJournal(tmp_path / "j.delivered"), "http://collector:4317")
     monkeypatch.setattr(journal, "_gate", gate)  # the gate JournalingExporter captures the SDK's lines with
@@ -109,7 +117,7 @@ def test_journaling_exporter_backs_off_and_warns_once_a_minute(clock, caplog, mo
                 warned_at.append(second)
             clock.advance(1.0)
     finally:
-        logging.getLogger(SDK_LOGGER).removeFilter(gate)
+        sdk_logger.removeFilter(gate)
     # probes at 0, 5, 15, 35 and 75 s (back-off 5 → 10 → 20 → 40 s); every other batch deferred at once
     assert inner.calls == 5
     assert exporter.spans_failed == 2 * 5 and exporter.spans_deferred == 2 * 71
@@ -119,10 +127,10 @@ def test_journaling_exporter_backs_off_and_warns_once_a_minute(clock, caplog, mo
     assert gate.suppressed == 5  # the SDK's own error lines never reached the log
 
 
-def test_exporter_log_gate_outside_capture(clock, caplog):
+def test_exporter_log_gate_outside_capture(clock, caplog, sdk_logger):
     caplog.set_level(logging.WARNING)
     gate = ExporterLogGate()
-    sdk = logging.getLogger(SDK_LOGGER)
+    sdk = sdk_logger
     sdk.addFilter(gate)
     try:
         for _ in range(12):  # SDK retry warnings every 5 s
