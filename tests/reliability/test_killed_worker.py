@@ -16,7 +16,10 @@ Then:
   had ended by then was spooled; step 2 holds only some requests and no worker span;
 * ``otel-verl analyze`` reports the incomplete worker instead of failing;
 * ``otel-verl replay`` sends what the live exporter did not deliver, and Jaeger then holds every
-  spooled span exactly once (a second replay sends nothing).
+  spooled span exactly once (a second replay sends nothing) — except the one window exactly-once
+  cannot close: a batch the collector accepted while the worker died before journaling it is sent
+  again by replay, so at most that one batch (16 spans, all of the killed worker, all unjournaled)
+  may be stored twice; the test allows exactly that and records how many it saw.
 """
 
 from __future__ import annotations
@@ -154,7 +157,11 @@ def test_worker_sigkilled_mid_step(stack: Stack, tmp_path: Path):
     keys = {int(trace_id + span_id, 16) for span_id, trace_id in spooled.items()}
     sent, total = sent_of(replay_cli(run_dir, stack.otlp_grpc))
     assert total == len(spooled) and sent == len(keys - delivered)
-    copies = assert_exactly_once_in_jaeger(stack, spooled, allow_unspooled=True)
+    killed_ids = {span["spanId"].lower() for _, span in killed}
+    unjournaled = {s for s, t in spooled.items() if int(t + s, 16) not in delivered}
+    copies = assert_exactly_once_in_jaeger(stack, spooled, allow_unspooled=True, in_flight=killed_ids & unjournaled)
+    twice = [s for s in spooled if copies[s] > 1]
+    assert len(twice) <= BATCH, twice  # at most the batch in flight when the worker died
     assert sent_of(replay_cli(run_dir, stack.otlp_grpc)) == (0, len(spooled))
     all_counts = read_counts(run_dir)
     report.record(
@@ -166,7 +173,7 @@ def test_worker_sigkilled_mid_step(stack: Stack, tmp_path: Path):
         in_jaeger_not_spooled=copies["<not in spool>"],
         replayed=sent,
         in_jaeger_once=sum(1 for s in spooled if copies[s] == 1),
-        in_jaeger_duplicated=sum(1 for s in spooled if copies[s] > 1),
+        in_jaeger_twice_in_flight_batch=len(twice),
         second_replay_sent=0,
         killed_worker_step1_requests=f"{SHARE}/{SHARE}",
         killed_worker_step2_requests_spooled=f"{written}/{SHARE}",
