@@ -72,6 +72,7 @@ class TracingState:
 _state: TracingState | None = None
 _lock = threading.RLock()
 _flusher: ThreadPoolExecutor | None = None
+_FLUSH_THREAD = "otel-verl-flush"
 
 
 def default_run_id() -> str:
@@ -311,11 +312,22 @@ def _submit(fn: Any, *args: Any) -> None:
     global _flusher
     with _lock:
         if _flusher is None:
-            _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otel-verl-flush")
+            _flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=_FLUSH_THREAD)
     try:
         _flusher.submit(fn, *args)
     except RuntimeError:  # interpreter shutting down
         pass
+
+
+def _wait_for_background(timeout_s: float) -> None:
+    """Let work already handed to the background thread finish: a chunk's release carries held spans."""
+    flusher = _flusher
+    if flusher is None or threading.current_thread().name.startswith(_FLUSH_THREAD):
+        return
+    try:
+        flusher.submit(lambda: None).result(timeout_s)
+    except Exception:  # timed out, or the interpreter is shutting down: flush what is there
+        logger.debug("otel_verl: background release did not finish in %.0f s", timeout_s, exc_info=True)
 
 
 def flush_async(timeout_millis: int = 30000) -> None:
@@ -361,6 +373,7 @@ def flush(timeout_millis: int = 30000) -> bool:
     state = get_state()
     if state is None:
         return True
+    _wait_for_background(timeout_millis / 1000)
     _release_held(state)
     return _flush_and_count(state, timeout_millis)
 
@@ -373,6 +386,7 @@ def shutdown_tracing() -> None:
         if state is None:
             return
         try:
+            _wait_for_background(30.0)
             _release_held(state)
             state.provider.shutdown()
         except Exception:
@@ -388,6 +402,8 @@ def reset_for_tests() -> None:
     with _lock:
         if _state is not None:
             try:
+                _wait_for_background(30.0)
+                _release_held(_state)
                 _state.provider.shutdown()
             except Exception:
                 pass

@@ -115,3 +115,27 @@ def test_blocking_flush_and_shutdown_take_held_spans(traced):
 def test_outside_a_chunk_spans_go_straight_to_the_processors(traced):
     _request(None)
     assert len(traced.names) == 3
+
+
+class SlowArrivals(Arrivals):
+    """A processor slow enough that the background release is still running when the caller goes on."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        time.sleep(0.02)
+        super().on_end(span)
+
+
+def test_flush_and_shutdown_wait_for_a_release_already_under_way(tmp_path):
+    for finish in (setup.flush, setup.shutdown_tracing, setup.reset_for_tests):
+        setup.reset_for_tests()
+        config = OtelVerlConfig(spool=True, spool_dir=str(tmp_path / finish.__name__), run_id="hold")
+        state = setup.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
+        slow = SlowArrivals()
+        state.processors.insert(0, slow)  # ahead of the spool: the release is mid-way when we finish
+        setup.hold_begin()
+        for _ in range(4):
+            _request(None)
+        setup.hold_end()  # hands 12 spans to the background thread and returns at once
+        finish()
+        assert len(slow.names) == 12 and state.spool.spans_written == 12, finish.__name__
+    setup.reset_for_tests()
