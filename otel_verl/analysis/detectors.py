@@ -2,7 +2,7 @@
 
 Each detector takes the shared derived tables and returns findings; none hard-codes steps, workers or
 counts. slow_event/turn_anomaly live in :mod:`otel_verl.analysis.anomalies`, process stalls in
-:mod:`otel_verl.analysis.stalls`.
+:mod:`otel_verl.analysis.stalls`, workers that sent nothing for a step in :mod:`otel_verl.analysis.missing`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pandas as pd
 from otel_verl.analysis import anomalies, model, stalls
 from otel_verl.analysis.findings import Finding, evidence, fmt_s, sort_findings
 from otel_verl.analysis.incomplete import find_incomplete_workers
+from otel_verl.analysis.missing import find_missing_workers
 from otel_verl.analysis.tables import Tables
 from otel_verl.analysis.thresholds import Thresholds, far_above, severity
 
@@ -391,6 +392,7 @@ def diagnose(spans: pd.DataFrame, thresholds: Thresholds | None = None, tables: 
         + anomalies.group_findings(t, th, flagged, flagged_rows)
         + find_aborted_waste(t, th)
         + find_incomplete_workers(spans)
+        + find_missing_workers(t)
     )
     capped: list[Finding] = []
     per_kind: dict[str, int] = {}

@@ -16,6 +16,7 @@ KINDS = (
     "turn_anomaly",
     "aborted_waste",
     "incomplete_worker",
+    "missing_worker",
 )
 
 
