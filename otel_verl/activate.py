@@ -6,12 +6,15 @@ Add to the verl command line (one hydra override)::
 
 Ray runs the hook in each worker process (TaskRunner, AgentLoopWorkers, reward and rollout-server
 actors) before any task. The tracer provider itself is built lazily, by the first wrapper that
-fires, so the process knows its role (trainer, agent_loop_worker, reward, server) by then.
+fires, so the process knows its role (trainer, agent_loop_worker, reward, server) by then; the
+OTLP exporter's modules (gRPC: ~0.3 s) are imported here on a background thread, so that first
+wrapper — in an AgentLoopWorker, on the rollout's event loop — does not wait for them.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 logger = logging.getLogger(__name__)
 
@@ -22,5 +25,24 @@ def setup() -> None:
         from otel_verl import instrument
 
         instrument()
+        threading.Thread(target=warm_exporter_imports, name="otel-verl-warm-imports", daemon=True).start()
     except Exception as exc:  # activation must never stop a worker from starting
         logger.warning("otel_verl: activation failed (%s); this process is not traced", exc)
+
+
+def warm_exporter_imports() -> None:
+    """Import what building the tracer provider will need (never raises; the import lock keeps it safe)."""
+    try:
+        from otel_verl.config import otlp_endpoint_configured
+        from otel_verl.export import setup as _setup  # noqa: F401  (SDK, spool, encoders)
+
+        if otlp_endpoint_configured():
+            from otel_verl.export.setup import _otlp_protocol
+
+            if _otlp_protocol() == "grpc":
+                import opentelemetry.exporter.otlp.proto.grpc.trace_exporter
+            else:
+                import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+                import requests  # noqa: F401
+    except Exception:
+        logger.debug("otel_verl: exporter modules not pre-imported", exc_info=True)

@@ -126,10 +126,14 @@ def _certificate_session() -> Any:
     return CertificateSession()
 
 
-def _otlp_exporter() -> SpanExporter | None:
-    protocol = (
+def _otlp_protocol() -> str:
+    return (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
     ).strip()
+
+
+def _otlp_exporter() -> SpanExporter | None:
+    protocol = _otlp_protocol()
     try:
         if protocol == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
