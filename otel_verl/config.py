@@ -56,6 +56,7 @@ def _env_float(name: str, default: float, lo: float = 0.0, hi: float = 1.0) -> f
 
 
 DETAIL_LEVELS = ("step", "worker", "request", "full")
+_DETAIL_RANK = {level: rank for rank, level in enumerate(DETAIL_LEVELS)}
 """OTEL_VERL_DETAIL values, each adding spans to the one before (see :class:`OtelVerlConfig`)."""
 
 DEFAULT_DETAIL = "full"
@@ -142,7 +143,7 @@ class OtelVerlConfig:
 
     def detail_at_least(self, level: str) -> bool:
         """True when the configured detail includes ``level``'s spans."""
-        return DETAIL_LEVELS.index(self.detail) >= DETAIL_LEVELS.index(level)
+        return _DETAIL_RANK[self.detail] >= _DETAIL_RANK[level]
 
     def spool_enabled(self) -> bool:
         return self.spool if self.spool is not None else not otlp_endpoint_configured()

@@ -198,7 +198,7 @@ class RequestRecorder:
 
     def emit(self) -> list[Node]:
         """Complete this finished request's spans and hand them to the processors."""
-        spans = self.build_spans(self.status or semconv.RequestStatus.COMPLETED.value)
+        spans = self.build_spans(self.status or _COMPLETED)
         setup.emit(spans)
         return spans
 
@@ -211,7 +211,7 @@ class RequestRecorder:
         end_default = root.end_ns
         root_attrs = root.attributes
         stamp = shared.stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
-        if status == semconv.RequestStatus.FAILED.value and root.error is None:
+        if status == _FAILED and root.error is None:
             root.status = _ERROR
         for node in self.nodes:
             if node.end_ns is None:
@@ -227,5 +227,7 @@ class RequestRecorder:
 
 
 _ERROR = Status(StatusCode.ERROR)
+_COMPLETED = semconv.RequestStatus.COMPLETED.value
+_FAILED = semconv.RequestStatus.FAILED.value
 _STAMPED = (semconv.VERL_STEP, semconv.VERL_WORKER_RANK, semconv.VERL_REQUEST_ID)
 """Request attributes copied onto every child span, so a turn or event alone is attributable."""

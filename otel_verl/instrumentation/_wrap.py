@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import wrapt
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+
+from otel_verl.instrumentation._context import instrumentation_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ def _apply(module: Any, module_name: str, path: str, factory: WrapperFactory) ->
             return
         wrapper = factory()
         function = getattr(original, "__func__", original)  # staticmethod/classmethod in the class dict
-        if inspect.iscoroutinefunction(wrapper) and not inspect.iscoroutinefunction(function):
+        if returns_coroutine(wrapper) and not inspect.iscoroutinefunction(function):
             # An async wrapper would hand verl a coroutine where it expects a value.
             raise TypeError(f"{path} is no longer a coroutine function (signature changed)")
         expected = _expected.get(seam)
@@ -310,6 +311,24 @@ def import_optional(name: str) -> Any | None:
         return None
 
 
-def enabled() -> bool:
-    """False inside ``suppress_instrumentation`` (e.g. while an exporter runs)."""
-    return is_instrumentation_enabled()
+_RETURNS_COROUTINE = "_otel_verl_returns_coroutine"
+
+
+def coroutine_wrapper(wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a plain ``def`` wrapper that returns the coroutine it is handed (or one of its own).
+
+    An ``async def`` wrapper is one more frame that every suspension of the wrapped coroutine passes
+    through (~30 per trajectory); a wrapper that only needs to act before the call, or that records
+    nothing at the current detail level, hands verl the original coroutine instead. Like an async
+    wrapper it is applied only to coroutine functions.
+    """
+    setattr(wrapper, _RETURNS_COROUTINE, True)
+    return wrapper
+
+
+def returns_coroutine(wrapper: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(wrapper) or getattr(wrapper, _RETURNS_COROUTINE, False)
+
+
+enabled = instrumentation_enabled
+"""False inside ``suppress_instrumentation`` (e.g. while an exporter runs)."""

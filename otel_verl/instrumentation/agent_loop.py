@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanContext, Status, StatusCode
 from otel_verl import semconv
 from otel_verl.export import setup
 from otel_verl.instrumentation import propagation
-from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
+from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
 from otel_verl.recorder import RequestRecorder, current_request
 from otel_verl.sampling import ChunkSampler
 
@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 
 AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 TOOL_AGENT_MODULE = "verl.experimental.agent_loop.tool_agent_loop"
-SINGLE_TURN_MODULE = "verl.experimental.agent_loop.single_turn_agent_loop"
 TOOL_PARSER_MODULE = "verl.experimental.agent_loop.tool_parser"
 PROTOCOL_MODULE = "verl.protocol"
 TQ_MODULE = "verl.trainer.ppo.v1.agent_loop_tq"
@@ -45,6 +44,7 @@ MANAGER_GENERATE = (AGENT_LOOP_MODULE, "AgentLoopManager.generate_sequences")
 CONCAT = (PROTOCOL_MODULE, "DataProto.concat")
 WORKER_GENERATE = (AGENT_LOOP_MODULE, "AgentLoopWorker.generate_sequences")
 RUN_AGENT_LOOP = (AGENT_LOOP_MODULE, "AgentLoopWorker._run_agent_loop")
+POSTPROCESS = (AGENT_LOOP_MODULE, "AgentLoopWorker._agent_loop_postprocess")
 _ACTOR_RANK = re.compile(r"agent_loop_worker_(\d+)")
 
 # Worker-chunk results collected by the DataProto.concat wrapper, keyed by the manager span id.
@@ -352,14 +352,25 @@ async def _worker_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwa
     return result
 
 
+_ABORTED, _TRUNCATED, _COMPLETED, _FAILED = (
+    s.value
+    for s in (
+        semconv.RequestStatus.ABORTED,
+        semconv.RequestStatus.TRUNCATED,
+        semconv.RequestStatus.COMPLETED,
+        semconv.RequestStatus.FAILED,
+    )
+)
+
+
 def _request_status(recorder: RequestRecorder, response_length: int | None) -> str:
     stop = (recorder.last_stop_reason or "").lower()
     if stop in ("aborted", "abort"):
-        return semconv.RequestStatus.ABORTED.value
+        return _ABORTED
     tokens = recorder.root.attributes.get(semconv.VERL_REQUEST_RESPONSE_TOKENS)
     if stop == "length" or (response_length and isinstance(tokens, int) and tokens >= response_length):
-        return semconv.RequestStatus.TRUNCATED.value
-    return semconv.RequestStatus.COMPLETED.value
+        return _TRUNCATED
+    return _COMPLETED
 
 
 async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -368,9 +379,10 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
     recorder = token = None
     chunk: WorkerChunk | None = _CHUNK.get()
     try:
-        if setup.get_state() is None:
-            _ensure_worker_tracing()
         state = setup.get_state()
+        if state is None:
+            _ensure_worker_tracing()
+            state = setup.get_state()
         config = state.config if state is not None else None
     except Exception:
         config = None
@@ -426,7 +438,7 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         raise
     finally:
         if recorder is not None:
-            status = semconv.RequestStatus.FAILED.value
+            status = _FAILED
             try:
                 extra: dict[str, Any] = {}
                 if error is None:
@@ -448,18 +460,15 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
                     chunk.request_finished(status)
 
 
-async def _agent_run_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """Around ``<AgentLoop>.run``: close the last turn when the loop ends; note token counts."""
+@coroutine_wrapper
+def _postprocess_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Around ``AgentLoopWorker._agent_loop_postprocess(output, ...)``: the agent loop (any kind) has
+    returned: close the last turn, note token counts. At entry, so no frame wraps the rollout itself."""
     recorder = current_request.get()
-    try:
-        output = await wrapped(*args, **kwargs)
-    except BaseException:
-        if recorder is not None:
-            recorder.close_turn()
-        raise
     if recorder is not None:
         try:
             recorder.close_turn()
+            output = args[0] if args else kwargs.get("output")
             attrs = recorder.root.attributes
             response_ids = getattr(output, "response_ids", None)
             prompt_ids = getattr(output, "prompt_ids", None)
@@ -468,50 +477,61 @@ async def _agent_run_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: d
             if prompt_ids is not None:
                 attrs[semconv.VERL_REQUEST_PROMPT_TOKENS] = len(prompt_ids)
         except Exception:
-            logger.debug("otel_verl: agent loop output not read", exc_info=True)
-    return output
+            call_failed(POSTPROCESS)
+    return wrapped(*args, **kwargs)
 
 
-async def _generating_state_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """Each entry into the GENERATING state starts a new turn."""
+@coroutine_wrapper
+def _generating_state_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Each entry into the GENERATING state starts a new turn (verl awaits the call at once)."""
     recorder = current_request.get()
     if recorder is not None:
         try:
             recorder.open_turn()
         except Exception:
             logger.debug("otel_verl: turn could not open", exc_info=True)
-    return await wrapped(*args, **kwargs)
+    return wrapped(*args, **kwargs)
 
 
 def _event_wrapper(name: str, attributes: dict[str, Any] | None = None):
     """A wrapper recording one event (preprocess, tool parse) inside the current request."""
 
-    async def wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    @coroutine_wrapper
+    def wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         recorder = current_request.get()
-        if recorder is None or not enabled():
-            return await wrapped(*args, **kwargs)
-        try:
-            node = recorder.start(name, attributes=dict(attributes) if attributes else None)
-        except Exception:
-            return await wrapped(*args, **kwargs)
-        try:
-            result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            recorder.end(node, error=exc)
-            raise
-        recorder.end(node)
-        return result
+        if recorder is None or not recorder.events or not enabled():
+            return wrapped(*args, **kwargs)
+        return _recorded_event(recorder, name, dict(attributes) if attributes else None, wrapped(*args, **kwargs))
 
     return wrapper
 
 
-async def _tool_parse_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    recorder = current_request.get()
-    if recorder is None or not enabled():
-        return await wrapped(*args, **kwargs)
-    node = recorder.start(semconv.SPAN_TOOL_PARSE, attributes={semconv.VERL_TOOL_PARSER: type(instance).__name__})
+async def _recorded_event(recorder: RequestRecorder, name: str, attributes: dict[str, Any] | None, call: Any) -> Any:
     try:
-        result = await wrapped(*args, **kwargs)
+        node = recorder.start(name, attributes=attributes)
+    except Exception:
+        return await call
+    try:
+        result = await call
+    except BaseException as exc:
+        recorder.end(node, error=exc)
+        raise
+    recorder.end(node)
+    return result
+
+
+@coroutine_wrapper
+def _tool_parse_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    recorder = current_request.get()
+    if recorder is None or not recorder.events or not enabled():
+        return wrapped(*args, **kwargs)
+    return _recorded_tool_parse(recorder, type(instance).__name__, wrapped(*args, **kwargs))
+
+
+async def _recorded_tool_parse(recorder: RequestRecorder, parser: str, call: Any) -> Any:
+    node = recorder.start(semconv.SPAN_TOOL_PARSE, attributes={semconv.VERL_TOOL_PARSER: parser})
+    try:
+        result = await call
     except BaseException as exc:
         recorder.end(node, error=exc)
         raise
@@ -544,8 +564,7 @@ SEAMS = (
     (*CONCAT, lambda: _concat_wrapper),
     (*WORKER_GENERATE, lambda: _worker_generate_wrapper),
     (*RUN_AGENT_LOOP, lambda: _run_agent_loop_wrapper),
-    (TOOL_AGENT_MODULE, "ToolAgentLoop.run", lambda: _agent_run_wrapper),
-    (SINGLE_TURN_MODULE, "SingleTurnAgentLoop.run", lambda: _agent_run_wrapper),
+    (*POSTPROCESS, lambda: _postprocess_wrapper),
     (TOOL_AGENT_MODULE, "ToolAgentLoop._handle_generating_state", lambda: _generating_state_wrapper),
     (
         AGENT_LOOP_MODULE,
@@ -572,6 +591,7 @@ SIGNATURES = expect(
         (TQ_MODULE, "AgentLoopManagerTQ.generate_sequences"): _MANAGER,
         CONCAT: Expected(("data",), "verl.barrier spans"),
         WORKER_GENERATE: Expected(("batch",), "verl.rollout.worker spans"),
+        POSTPROCESS: Expected(("output",), "request token counts and the end of the last turn"),
         RUN_AGENT_LOOP: Expected(
             ("sampling_params", "trajectory", "*", "agent_name"),
             "verl.rollout.request spans and everything below them (turns, engine calls, tools, rewards)",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.trace import SpanKind
 
@@ -22,7 +22,7 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.content import capture_text
 from otel_verl.export import setup
-from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
+from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
 from otel_verl.recorder import Node, current_request
 
 logger = logging.getLogger(__name__)
@@ -77,38 +77,52 @@ def _read_engine_name(client: Any) -> str | None:
         return None
 
 
-_names: dict[int, tuple[Any, str | None, str | None]] = {}
-"""id(client) -> (its config object, model name, engine name): OmegaConf lookups cost ~0.1 ms each."""
+class _ClientNames(NamedTuple):
+    config: Any
+    settings: OtelVerlConfig
+    model: str | None
+    engine: str | None
+    span_name: str
+    linked: bool
+    """The engine is SGLang or vLLM and ``OTEL_VERL_ENGINE_LINK`` is on: hand it the carrier."""
 
 
-def _client_names(client: Any) -> tuple[str | None, str | None]:
+_names: dict[int, _ClientNames] = {}
+"""id(client) -> what its config says: OmegaConf lookups cost ~0.1 ms each, and a turn asks twice."""
+
+
+def _client_names(client: Any) -> _ClientNames:
     config = getattr(client, "config", None)
     cached = _names.get(id(client))
-    if cached is None or cached[0] is not config:  # a new client (or a reused id): read again
+    # a new client (or a reused id), or otel_verl's settings were read again: look again
+    if cached is None or cached.config is not config or cached.settings is not _config:
         if len(_names) > 256:
             _names.clear()
-        cached = _names[id(client)] = (config, _read_model_name(client), _read_engine_name(client))
-    return cached[1], cached[2]
+        model, engine = _read_model_name(client), _read_engine_name(client)
+        settings = _cfg()
+        linked = settings.engine_link and engine in LINKED_ENGINES
+        span_name = semconv.generate_span_name(model)
+        cached = _names[id(client)] = _ClientNames(config, settings, model, engine, span_name, linked)
+    return cached
 
 
 def _model_name(client: Any) -> str | None:
-    return _client_names(client)[0]
+    return _client_names(client).model
 
 
 def _engine_name(client: Any) -> str | None:
-    return _client_names(client)[1]
+    return _client_names(client).engine
 
 
 def _start_generate(recorder: Any, instance: Any, kwargs: dict) -> Node:
     outer = _generate_node.get()
     prompt_ids = kwargs.get("prompt_ids")
     attributes: dict[str, Any] = {semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_TEXT_COMPLETION}
-    model = _model_name(instance)
-    if model:
-        attributes[semconv.GEN_AI_REQUEST_MODEL] = model
-    engine = _engine_name(instance)
-    if engine:
-        attributes[semconv.GEN_AI_SYSTEM] = engine
+    names = _client_names(instance)
+    if names.model:
+        attributes[semconv.GEN_AI_REQUEST_MODEL] = names.model
+    if names.engine:
+        attributes[semconv.GEN_AI_SYSTEM] = names.engine
     if prompt_ids is not None:
         try:
             attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = len(prompt_ids)
@@ -122,11 +136,9 @@ def _start_generate(recorder: Any, instance: Any, kwargs: dict) -> Node:
         if attempts:
             recorder.resumes += 1
         outer.attributes[_ATTEMPTS] = attempts + 1
-        return recorder.start(
-            semconv.generate_span_name(model), parent=outer, attributes=attributes, kind=SpanKind.CLIENT
-        )
+        return recorder.start(names.span_name, parent=outer, attributes=attributes, kind=SpanKind.CLIENT)
     recorder.ensure_turn()
-    return recorder.start(semconv.generate_span_name(model), attributes=attributes, kind=SpanKind.CLIENT)
+    return recorder.start(names.span_name, attributes=attributes, kind=SpanKind.CLIENT)
 
 
 def _finish_generate(recorder: Any, node: Node, output: Any) -> None:
@@ -153,16 +165,21 @@ def _finish_generate(recorder: Any, node: Node, output: Any) -> None:
     recorder.end(node, attrs)
 
 
-async def client_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+@coroutine_wrapper
+def client_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     recorder = current_request.get()
     if recorder is None or not enabled():
-        return await wrapped(*args, **kwargs)
+        return wrapped(*args, **kwargs)
+    return _recorded_generate(recorder, wrapped, instance, args, kwargs)
+
+
+async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     node = token = None
     call_kwargs = kwargs
     try:
         node = _start_generate(recorder, instance, kwargs)
         token = _generate_node.set(node)
-        if _cfg().engine_link and _engine_name(instance) in LINKED_ENGINES:
+        if _client_names(instance).linked:
             params = kwargs.get("sampling_params")
             if isinstance(params, dict):
                 call_kwargs = {**kwargs, "sampling_params": {**params, semconv.CARRIER_KEY: recorder.carrier(node)}}

@@ -19,7 +19,7 @@ from opentelemetry.trace import Status, StatusCode
 from otel_verl import semconv
 from otel_verl.export import setup
 from otel_verl.instrumentation import propagation
-from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
+from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
 from otel_verl.recorder import current_request
 
 logger = logging.getLogger(__name__)
@@ -33,10 +33,11 @@ REMOTE_SCORE = (REWARD_LOOP_MODULE, "RewardLoopWorker.compute_score")
 _pending_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_reward_carrier", default=None)
 
 
-async def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+@coroutine_wrapper
+def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     recorder = current_request.get()
     if recorder is None or not enabled():
-        return await wrapped(*args, **kwargs)
+        return wrapped(*args, **kwargs)
     remote = getattr(instance, "reward_loop_worker_handles", None) is not None
     outputs = args[0] if args else kwargs.get("outputs")
     try:
@@ -44,7 +45,13 @@ async def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
     except Exception:
         already_scored = False
     if already_scored or not remote:  # scored by the agent loop itself, or later by the trainer's reward phase
-        return await wrapped(*args, **kwargs)
+        return wrapped(*args, **kwargs)
+    return _recorded_remote_score(recorder, remote, outputs, wrapped, args, kwargs)
+
+
+async def _recorded_remote_score(
+    recorder: Any, remote: bool, outputs: Any, wrapped: Any, args: tuple, kwargs: dict
+) -> Any:
     node = recorder.start(semconv.SPAN_REWARD, parent=recorder.root, attributes={semconv.VERL_REWARD_REMOTE: remote})
     token = _pending_carrier.set(recorder.carrier(node))
     context_token = otel_context.attach(recorder.otel_context(node))

@@ -116,7 +116,7 @@ def _traced_timer(wrapped: Any, args: tuple, kwargs: dict, name: str) -> Generat
 
 def timer_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     name = args[0] if args else kwargs.get("name")
-    if not enabled() or current_request.get() is not None:
+    if current_request.get() is not None or not enabled():  # timers inside a trajectory are not phases
         return wrapped(*args, **kwargs)
     if not isinstance(name, str):
         call_failed((TIMER_MODULE, "_timer"), f"timer name is {type(name).__name__}, not str")
