@@ -4,13 +4,17 @@ One chunk = 512 trajectories (128 prompts × n=4) of up to 3 turns with hermes t
 demo's simulated engine at 0.1 ms per token (fast: the rollout is mostly verl's own CPU work, the
 worst case for relative overhead). Each repetition runs every mode once, in a rotating order
 (untraced / traced at each detail level), so drift and noise from other processes hit all modes
-alike; the ratio is of the medians. Traced modes write the spool (the default exporter); the export
+alike; the ratio is the median over repetitions of each repetition's traced/untraced ratio, and the
+garbage collector is run before every chunk (outside the timed region). On a shared VM the spread of
+those ratios (shown) is several percent, wider than the 1 % target: bench_instructions measures the
+same rollout by instruction count, which resolves it. Traced modes write the spool (the default exporter); the export
 thread is flushed after each chunk, outside the timed region, so a mode never pays for another's
 backlog — but its work during the chunk (encoding and writing on the same cores) is inside it.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import tempfile
@@ -60,6 +64,7 @@ def measure(reps: int) -> dict[str, list[float]]:
             order = MODES[rep % len(MODES) :] + MODES[: rep % len(MODES)]
             for mode in order:
                 _configure(mode, spool)
+                gc.collect()
                 t0 = time.perf_counter()
                 output = run_chunk(worker, opts, step)
                 times[mode].append(time.perf_counter() - t0)
@@ -71,18 +76,19 @@ def measure(reps: int) -> dict[str, list[float]]:
 
 
 def run(quick: bool) -> list[Result]:
-    reps = 3 if quick else 9
+    reps = 3 if quick else 11
     times = measure(reps)
     med = {m: statistics.median(v) for m, v in times.items()}
-    full = med["full"] / med["untraced"]
-    request = med["request"] / med["untraced"]
+    ratios = {m: [t / u for t, u in zip(times[m], times["untraced"], strict=True)] for m in MODES[1:]}
+    ratio = {m: statistics.median(r) for m, r in ratios.items()}
+    spread = {m: f"{min(r):.3f}–{max(r):.3f}" for m, r in ratios.items()}
     from otel_verl.config import DEFAULT_DETAIL
 
-    default = med[DEFAULT_DETAIL] / med["untraced"] if DEFAULT_DETAIL in med else float("nan")
+    default = ratio.get(DEFAULT_DETAIL, float("nan"))
     detail = (
-        f"median of {reps} interleaved chunks of {PROMPTS * N} requests × ≤{TURNS} turns: untraced "
-        f"{med['untraced']:.2f} s, full {med['full']:.2f} s, request {med['request']:.2f} s "
-        f"({request:.3f}×)"
+        f"{reps} interleaved chunks of {PROMPTS * N} requests × ≤{TURNS} turns, median chunk: untraced "
+        f"{med['untraced']:.2f} s, full {med['full']:.2f} s, request {med['request']:.2f} s; per-chunk ratios "
+        f"full {spread['full']}, request {spread['request']} (request median {ratio['request']:.3f}×)"
     )
     return [
         Result(
@@ -92,7 +98,7 @@ def run(quick: bool) -> list[Result]:
             default <= 1.01,
             detail,
         ),
-        Result("2b. rollout wall time, full detail", "≤ 1.03×", f"{full:.3f}×", full <= 1.03, detail),
+        Result("2b. rollout wall time, full detail", "≤ 1.03×", f"{ratio['full']:.3f}×", ratio["full"] <= 1.03, detail),
     ]
 
 

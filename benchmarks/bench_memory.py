@@ -6,6 +6,11 @@ The CPU demo (Ray, verl's AgentLoopManager, 2 AgentLoopWorker actors, small step
 child) and of the AgentLoopWorker actors every 0.5 s; the slope is a least-squares fit over the run
 after the first 20% of the steps (imports, caches and arenas settle), reported per step. Growth
 that instrumentation causes is the traced slope minus the untraced slope.
+
+The trainer's RSS grows by ~270 KiB a step untraced (Ray's driver), so the difference of two RSS
+slopes is only good to ~±15 KiB/step. A third, traced run therefore also reads the trainer's heap
+directly: ``tracemalloc`` samples, every 2 s, the bytes still allocated by code in ``otel_verl`` and
+``opentelemetry`` (the instrumentation's own memory), fitted the same way.
 """
 
 from __future__ import annotations
@@ -26,8 +31,30 @@ LIMIT_KIB_PER_STEP = 4.0
 """Instrumentation growth allowed per step and process (200 steps → < 1 MiB)."""
 
 
-def _child(steps: int, spool: str) -> None:
+HEAP_FILES = ("*/otel_verl/*", "*/opentelemetry/*")
+"""Allocation sites counted as the instrumentation's own heap."""
+
+
+def _sample_heap(stop: threading.Event) -> None:
+    """Print ``HEAP <monotonic> <bytes>`` for the instrumentation's live allocations, every 2 s."""
+    import tracemalloc
+
+    filters = [tracemalloc.Filter(True, pattern) for pattern in HEAP_FILES]
+    while not stop.wait(2.0):
+        snapshot = tracemalloc.take_snapshot().filter_traces(filters)
+        size = sum(stat.size for stat in snapshot.statistics("filename"))
+        print(f"HEAP {time.monotonic():.3f} {size}", flush=True)
+
+
+def _child(steps: int, spool: str, heap: bool = False) -> None:
     from otel_verl.demo.runner import DemoOptions, run_demo
+
+    stop = threading.Event()
+    if heap:
+        import tracemalloc
+
+        tracemalloc.start(1)
+        threading.Thread(target=_sample_heap, args=(stop,), daemon=True).start()
 
     opts = DemoOptions(
         steps=steps,
@@ -42,6 +69,7 @@ def _child(steps: int, spool: str) -> None:
     if spool:
         opts.spool = spool
     result = run_demo(opts)
+    stop.set()
     print(f"STEPS_SECONDS {sum(result.step_seconds):.3f}", flush=True)
 
 
@@ -75,7 +103,7 @@ def _slope_kib_per_step(samples: list[tuple[float, int]], steps: int, seconds: f
     return per_second * (seconds / steps) / 1024
 
 
-def _run_one(steps: int, traced: bool, work: Path) -> dict[str, float]:
+def _run_one(steps: int, traced: bool, work: Path, heap: bool = False) -> dict[str, float]:
     env = {**os.environ, "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0", "VERL_LOGGING_LEVEL": "ERROR"}
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
     if traced:
@@ -83,7 +111,7 @@ def _run_one(steps: int, traced: bool, work: Path) -> dict[str, float]:
     else:
         env["OTEL_SDK_DISABLED"] = "true"
     spool = str(work / "spool") if traced else ""
-    code = f"from benchmarks.bench_memory import _child; _child({steps}, {spool!r})"
+    code = f"from benchmarks.bench_memory import _child; _child({steps}, {spool!r}, {heap!r})"
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
         env=env,
@@ -103,7 +131,14 @@ def _run_one(steps: int, traced: bool, work: Path) -> dict[str, float]:
     if proc.returncode != 0 or not seconds:
         raise RuntimeError(f"demo run failed (rc {proc.returncode})")
     workers = [k for k in samples if k.startswith("worker")]
+    heap_samples = [
+        (float(parts[1]), int(parts[2]))
+        for parts in (line.split() for line in out.splitlines())
+        if parts[:1] == ["HEAP"]
+    ]
     return {
+        "heap": _slope_kib_per_step(heap_samples, steps, seconds),
+        "heap_end_kib": heap_samples[-1][1] / 1024 if heap_samples else float("nan"),
         "trainer": _slope_kib_per_step(samples["trainer"], steps, seconds),
         "worker": float(np.mean([_slope_kib_per_step(samples[k], steps, seconds) for k in workers]))
         if workers
@@ -117,7 +152,17 @@ def run(quick: bool) -> list[Result]:
     with tempfile.TemporaryDirectory(prefix="otel-verl-bench-") as tmp:
         traced = _run_one(steps, True, Path(tmp))
         untraced = _run_one(steps, False, Path(tmp))
-    rows = []
+        heap = _run_one(steps, True, Path(tmp), heap=True)
+    rows = [
+        Result(
+            "5b. instrumentation heap growth per step (trainer, tracemalloc)",
+            f"≤ {LIMIT_KIB_PER_STEP:g} KiB/step",
+            f"{heap['heap']:+.2f} KiB/step",
+            bool(heap["heap"] <= LIMIT_KIB_PER_STEP),
+            f"{steps} steps: bytes allocated by otel_verl/opentelemetry code and still live, sampled every 2 s "
+            f"(least squares after 20% warm-up); {heap['heap_end_kib']:,.0f} KiB live at the end",
+        )
+    ]
     for proc in ("trainer", "worker"):
         growth = traced[proc] - untraced[proc]
         rows.append(
