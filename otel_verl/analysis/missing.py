@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import pandas as pd
+
 from otel_verl.analysis.findings import Finding, evidence
 from otel_verl.analysis.tables import Tables
 
@@ -28,11 +30,11 @@ def find_missing_workers(t: Tables) -> list[Finding]:
     present: set[tuple[int, int]] = set()
     steps_of: dict[int, set[int]] = defaultdict(set)
     for step, rank in zip(w["step"], w["worker"], strict=True):
-        if int(rank) < 0:  # -1: a span whose process did not know its rank
+        if pd.isna(step) or pd.isna(rank) or int(rank) < 0:  # no step/rank read, or -1: the process did not know
             continue
         present.add((int(step), int(rank)))
         steps_of[int(rank)].add(int(step))
-    steps = t.steps.drop_duplicates("step").set_index("step")
+    steps = t.steps[t.steps["step"].notna()].drop_duplicates("step").set_index("step")
     out: list[Finding] = []
     for step, row in steps.iterrows():
         step = int(step)

@@ -83,3 +83,18 @@ def test_cli_writes_it_and_counts_it(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "out" / "findings.json").read_text())
     assert [(f["step"], f["worker"]) for f in doc["findings"] if f["kind"] == "missing_worker"] == [(3, 0)]
     assert doc["summary"]["findings_by_kind"]["missing_worker"] == 1
+
+
+def test_rows_without_a_step_or_rank_are_ignored():
+    """A span whose step or rank attribute was unreadable (fuzzed, retyped) never breaks the detector."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pandas as pd
+
+    from otel_verl.analysis.missing import find_missing_workers
+
+    workers = pd.DataFrame({"step": [1.0, 2.0, np.nan, 2.0, 1.0], "worker": [0.0, 0.0, 1.0, np.nan, 1.0]})
+    steps = pd.DataFrame({"step": [1.0, 2.0, np.nan], "trace_id": ["a", "b", "c"], "span_id": ["x", "y", "z"]})
+    found = find_missing_workers(SimpleNamespace(workers=workers, steps=steps))
+    assert [(f.step, f.worker) for f in found] == [(2, 1)]
