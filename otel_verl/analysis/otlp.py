@@ -43,10 +43,12 @@ def _attr_value(value: dict[str, Any]) -> Any:
     return None
 
 
-def normalize_id(raw: str | None, nbytes: int) -> str:
+def normalize_id(raw: Any, nbytes: int) -> str:
     """Hex id from OTLP/JSON (hex) or protobuf's default JSON mapping (base64, e.g. Tempo)."""
-    if not raw:
+    if raw is None or raw == "":
         return ""
+    if not isinstance(raw, str):  # an id written as a number, list...: kept as text, never a crash
+        raw = str(raw)
     if len(raw) == 2 * nbytes and set(raw) <= _HEX:
         return raw.lower()
     try:

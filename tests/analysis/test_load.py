@@ -143,3 +143,12 @@ def test_window_keeps_whole_steps(planted_spool: Path, planted_spans) -> None:
     assert set(got["span_id"]) == set(want["span_id"]) and len(got) == len(want)
     assert not [f for f in diagnose(got) if f.kind == "incomplete_worker"]
     assert [f.step for f in diagnose(got) if f.kind == "straggler_worker" and f.worker == 1] == [3]
+
+
+def test_ids_written_as_numbers_or_lists_are_kept_as_text():
+    """A span whose traceId/spanId/parentSpanId is not a string (a retyped line) never crashes the loader."""
+    from otel_verl.analysis.otlp import normalize_id
+
+    assert normalize_id("ABCDEF0123456789", 8) == "abcdef0123456789"
+    assert normalize_id(None, 8) == normalize_id("", 8) == ""
+    assert normalize_id(1.5, 8) == "1.5" and normalize_id([1], 16) == "[1]"
