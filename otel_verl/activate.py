@@ -34,11 +34,9 @@ def warm_exporter_imports() -> None:
     """Import what building the tracer provider will need (never raises; the import lock keeps it safe)."""
     try:
         from otel_verl.config import otlp_endpoint_configured
-        from otel_verl.export import setup as _setup  # noqa: F401  (SDK, spool, encoders)
+        from otel_verl.export.setup import _otlp_protocol  # and with it the SDK, spool and encoders
 
         if otlp_endpoint_configured():
-            from otel_verl.export.setup import _otlp_protocol
-
             if _otlp_protocol() == "grpc":
                 import opentelemetry.exporter.otlp.proto.grpc.trace_exporter
             else:

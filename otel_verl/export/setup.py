@@ -303,8 +303,10 @@ def hold_end() -> None:
         state.hold.end()
 
 
-def _release_held(state: TracingState) -> None:
-    """Hand every held span to the processors now, on the calling thread (blocking flush, shutdown)."""
+def _release_held(state: TracingState, timeout_s: float = 30.0) -> None:
+    """Hand every held span to the processors now, on the calling thread (blocking flush, shutdown),
+    after a release already handed to the background thread (a chunk's end) has finished."""
+    _wait_for_background(timeout_s)
     if state.hold is not None:
         held = state.hold.drain()
         if held:
@@ -377,8 +379,7 @@ def flush(timeout_millis: int = 30000) -> bool:
     state = get_state()
     if state is None:
         return True
-    _wait_for_background(timeout_millis / 1000)
-    _release_held(state)
+    _release_held(state, timeout_millis / 1000)
     return _flush_and_count(state, timeout_millis)
 
 
@@ -390,7 +391,6 @@ def shutdown_tracing() -> None:
         if state is None:
             return
         try:
-            _wait_for_background(30.0)
             _release_held(state)
             state.provider.shutdown()
         except Exception:
@@ -406,7 +406,6 @@ def reset_for_tests() -> None:
     with _lock:
         if _state is not None:
             try:
-                _wait_for_background(30.0)
                 _release_held(_state)
                 _state.provider.shutdown()
             except Exception:

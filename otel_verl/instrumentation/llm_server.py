@@ -106,14 +106,6 @@ def _client_names(client: Any) -> _ClientNames:
     return cached
 
 
-def _model_name(client: Any) -> str | None:
-    return _client_names(client).model
-
-
-def _engine_name(client: Any) -> str | None:
-    return _client_names(client).engine
-
-
 def _start_generate(recorder: Any, instance: Any, kwargs: dict) -> Node:
     outer = _generate_node.get()
     prompt_ids = kwargs.get("prompt_ids")
