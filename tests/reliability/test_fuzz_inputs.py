@@ -249,7 +249,12 @@ def mutate(raw: list[bytes], ops: list[tuple]) -> list[Line]:
         elif kind == "kill":  # the writer killed mid-line: the last line has no newline
             last = lines[-1].data.rstrip(b"\n")
             lines[-1] = Line(_cut(last, op[1]), bad=True)
-    return lines
+    # A killed tail moved off the end (swap, duplicate) stays its own line: the spool truncates a torn
+    # write before appending again, so a file never holds a torn line joined to the next one.
+    return [
+        line if n == len(lines) - 1 or line.data.endswith(b"\n") else Line(line.data + b"\n", line.bad, line.retyped)
+        for n, line in enumerate(lines)
+    ]
 
 
 def write_tree(root: Path, files: dict[str, list[bytes]], plan: dict[str, list[tuple]]) -> dict[str, list[Line]]:
