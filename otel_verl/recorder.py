@@ -73,6 +73,7 @@ class RequestRecorder:
         self.sampler = sampler
         self.status: str | None = None
         self._detached: Node | None = None
+        self._made_context: tuple[otel_context.Context, Node, otel_context.Context] | None = None
         self.current_turn: Node | None = None
         self.turns = 0
         self.last_stop_reason: str | None = None
@@ -157,10 +158,17 @@ class RequestRecorder:
         return SpanContext(self.trace_id, node.span_id, is_remote=False, trace_flags=flags)
 
     def otel_context(self, node: Node) -> otel_context.Context:
-        ctx = trace.set_span_in_context(NonRecordingSpan(self.span_context(node)))
+        """The current context with ``node`` as its span (and the step as baggage). Contexts are
+        immutable: below full detail every tool call and reward asks for the same one, made once."""
+        current = otel_context.get_current()
+        made = self._made_context
+        if made is not None and made[0] is current and made[1] is node:
+            return made[2]
+        ctx = trace.set_span_in_context(NonRecordingSpan(self.span_context(node)), current)
         step = self.root.attributes.get(semconv.VERL_STEP)
         if step is not None:  # W3C baggage: remote reward/engine spans learn their step
             ctx = baggage.set_baggage(semconv.VERL_STEP, str(step), ctx)
+        self._made_context = (current, node, ctx)
         return ctx
 
     def carrier(self, node: Node) -> dict[str, str]:
@@ -197,10 +205,13 @@ class RequestRecorder:
         return self.emit()
 
     def emit(self) -> list[Node]:
-        """Complete this finished request's spans and hand them to the processors."""
-        spans = self.build_spans(self.status or _COMPLETED)
-        setup.emit(spans)
-        return spans
+        """Hand this finished request's spans to the processors; while a rollout chunk is open they are
+        held and completed (:meth:`build_spans`) at release time, off the event loop."""
+        setup.emit_built(self._completed_spans, len(self.nodes))
+        return self.nodes
+
+    def _completed_spans(self) -> list[Node]:
+        return self.build_spans(self.status or _COMPLETED)
 
     def build_spans(self, status: str) -> list[Node]:
         """The recorded nodes, completed as spans: end times, status, attributes stamped on children."""

@@ -6,6 +6,10 @@ once the chunk is done the worker waits for the other workers and for the traine
 and the same work is free. So finished requests are held while any chunk of this process is open
 and handed to the span processors, from a background thread, when the last one ends.
 
+What is held are *parts*: a list of finished spans, or a function that completes a request's spans
+(:meth:`otel_verl.recorder.RequestRecorder.build_spans`), so that work too happens at release time,
+off the event loop.
+
 Bounded both ways: when the oldest held span has waited ``max_seconds`` or ``max_spans`` are held,
 they are released at once (long rollouts still stream to the collector; a killed worker loses at
 most that much, all of it from the step in flight). ``max_seconds=0`` turns holding off.
@@ -18,17 +22,21 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+Part = Sequence[Any] | Callable[[], Sequence[Any]]
+"""Finished spans, or a function returning them (called once, when released)."""
+
 
 class SpanHold:
-    """Counts open chunks; collects spans while any is open; releases them through ``release``."""
+    """Counts open chunks; collects parts while any is open; releases them through ``release``."""
 
-    def __init__(self, max_seconds: float, max_spans: int, release: Callable[[list[Any]], None]) -> None:
+    def __init__(self, max_seconds: float, max_spans: int, release: Callable[[list[Part]], None]) -> None:
         self.max_seconds = max_seconds
         self.max_spans = max_spans
         self._release = release
         self._lock = threading.Lock()
         self._open = 0
-        self._held: list[Any] = []
+        self._held: list[Part] = []
+        self._spans = 0
         self._oldest = 0.0
 
     @property
@@ -51,8 +59,9 @@ class SpanHold:
         if batch:
             self._release(batch)
 
-    def add(self, spans: Sequence[Any]) -> bool:
-        """Hold ``spans`` if a chunk is open (True); False: the caller hands them on itself."""
+    def add(self, part: Part, spans: int | None = None) -> bool:
+        """Hold ``part`` (``spans`` spans; a sequence counts itself) if a chunk is open (True);
+        False: the caller hands it on itself."""
         if not self._open:
             return False
         batch = None
@@ -61,22 +70,24 @@ class SpanHold:
                 return False
             if not self._held:
                 self._oldest = time.monotonic()
-            self._held.extend(spans)
-            if len(self._held) >= self.max_spans or time.monotonic() - self._oldest >= self.max_seconds:
+            self._held.append(part)
+            self._spans += len(part) if spans is None else spans  # type: ignore[arg-type]
+            if self._spans >= self.max_spans or time.monotonic() - self._oldest >= self.max_seconds:
                 batch = self._take()
         if batch:
             self._release(batch)
         return True
 
-    def drain(self) -> list[Any]:
+    def drain(self) -> list[Part]:
         """Everything held, now (for a blocking flush or shutdown); holding goes on for open chunks."""
         with self._lock:
             return self._take()
 
-    def _take(self) -> list[Any]:
-        batch, self._held = self._held, []
+    def _take(self) -> list[Part]:
+        batch, self._held, self._spans = self._held, [], 0
         return batch
 
     @property
     def held(self) -> int:
-        return len(self._held)
+        """Spans held now."""
+        return self._spans

@@ -67,22 +67,17 @@ class Node(ReadableSpan):
     ``ReadableSpan.__init__`` is deliberately not called: every property it backs is overridden here.
     """
 
-    __slots__ = (
-        "_context",
-        "_parent",
-        "attributes",
-        "end_ns",
-        "error",
-        "kind",
-        "links",
-        "name",
-        "own",
-        "parent_id",
-        "shared",
-        "span_id",
-        "start_ns",
-        "status",
-    )
+    __slots__ = ("attributes", "end_ns", "kind", "name", "parent_id", "shared", "span_id", "start_ns")
+
+    # Set on few nodes: class defaults, so a new node assigns only the slots above (a ``ReadableSpan``
+    # instance has a ``__dict__`` anyway, where the few overrides go).
+    error: str | None = None
+    status: Status = UNSET
+    links: tuple[Link, ...] = ()
+    own: dict[str, Any] | None = None
+    """A child's own attributes once ``attributes`` holds the request's stamp too (None: not split)."""
+    _context: SpanContext | None = None
+    _parent: SpanContext | None = None
 
     def __init__(
         self,
@@ -94,20 +89,13 @@ class Node(ReadableSpan):
         span_id: int | None = None,
     ) -> None:
         self.name = name
-        self.span_id = span_id if span_id is not None else new_span_id()
+        self.span_id = span_id or _rand.getrandbits(64) or new_span_id()  # 0 is not a valid span id
         self.parent_id = parent_id
         self.start_ns = time.time_ns()
         self.end_ns: int | None = None
         self.attributes: dict[str, Any] = attributes if attributes is not None else {}
-        self.error: str | None = None
         self.kind = kind
         self.shared = shared
-        self.status: Status = UNSET
-        self.links: tuple[Link, ...] = ()
-        self.own: dict[str, Any] | None = None
-        """A child's own attributes once ``attributes`` holds the request's stamp too (None: not split)."""
-        self._context: SpanContext | None = None
-        self._parent: SpanContext | None = None
 
     # -- the ReadableSpan interface, read by exporters after the request ended
     def get_span_context(self) -> SpanContext:

@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +28,7 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig, _env_int, otlp_endpoint_configured
 from otel_verl.export import dropped
 from otel_verl.export.guard import GuardedExporter
-from otel_verl.export.hold import SpanHold
+from otel_verl.export.hold import Part, SpanHold
 from otel_verl.export.journal import (
     COUNTS_SUFFIX,
     JOURNAL_DIR,
@@ -250,7 +250,7 @@ def setup_tracing(
         state.hold = SpanHold(
             config.rollout_hold_s,
             max(1, min(HOLD_MAX_SPANS, config.max_queue_size // 2)),
-            lambda batch: _submit(_to_processors, state, batch),
+            lambda parts: _submit(_release_parts, state, parts),
         )
         dropped.register_metric()
         atexit.register(shutdown_tracing)
@@ -276,6 +276,28 @@ def emit(spans: Sequence[ReadableSpan]) -> None:
         return
     if state.hold is not None and state.hold.add(spans):
         return
+    _to_processors(state, spans)
+
+
+def emit_built(build: Callable[[], Sequence[ReadableSpan]], spans: int) -> None:
+    """Like :func:`emit` for ``spans`` spans that ``build`` completes: while a rollout chunk is open,
+    ``build`` runs at release time, off the event loop; otherwise now."""
+    state = get_state()
+    if state is None:
+        return
+    if state.hold is not None and state.hold.add(build, spans):
+        return
+    _to_processors(state, build())
+
+
+def _release_parts(state: TracingState, parts: Sequence[Part]) -> None:
+    """Held parts to the processors; a builder that fails loses its own request's spans, no others."""
+    spans: list[ReadableSpan] = []
+    for part in parts:
+        try:
+            spans.extend(part() if callable(part) else part)
+        except Exception:
+            logger.debug("otel_verl: held request spans could not be built", exc_info=True)
     _to_processors(state, spans)
 
 
@@ -310,7 +332,7 @@ def _release_held(state: TracingState, timeout_s: float = 30.0) -> None:
     if state.hold is not None:
         held = state.hold.drain()
         if held:
-            _to_processors(state, held)
+            _release_parts(state, held)
 
 
 def _submit(fn: Any, *args: Any) -> None:

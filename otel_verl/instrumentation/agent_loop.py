@@ -373,61 +373,70 @@ def _request_status(recorder: RequestRecorder, response_length: int | None) -> s
     return _COMPLETED
 
 
+_TRAJECTORY_INTS = (("sample_index", semconv.VERL_SAMPLE_INDEX), ("rollout_n", semconv.VERL_ROLLOUT_N))
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else _as_int(value)  # the common case without a call
+
+
+def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> RequestRecorder | None:
+    """The recorder of a trajectory starting now (None below ``worker`` detail)."""
+    state = setup.get_state()
+    if state is None:
+        _ensure_worker_tracing()
+        state = setup.get_state()
+    config = state.config if state is not None else None
+    if config is not None and not config.detail_at_least("worker"):
+        return None
+    trajectory = args[1] if len(args) > 1 else kwargs.get("trajectory", {})
+    attributes: dict[str, Any] = {}
+    step = _int_or_none(trajectory.get("step"))
+    if step is not None and step >= 0:
+        attributes[semconv.VERL_STEP] = step
+    elif chunk is not None and chunk.step is not None:
+        attributes[semconv.VERL_STEP] = chunk.step
+    for key, attr in _TRAJECTORY_INTS:
+        value = _int_or_none(trajectory.get(key))
+        if value is not None:
+            attributes[attr] = value
+    session = _int_or_none(kwargs.get("session_id"))
+    if session is not None:
+        attributes[semconv.VERL_ROLLOUT_N] = session
+    attributes[semconv.VERL_VALIDATE] = bool(trajectory.get("validate", False))
+    agent = kwargs.get("agent_name")
+    if isinstance(agent, str):
+        attributes[semconv.VERL_REQUEST_AGENT] = agent
+    rank = chunk.rank if chunk is not None else worker_rank()
+    if rank is not None:
+        attributes[semconv.VERL_WORKER_RANK] = rank
+    parent = trace.get_current_span().get_span_context()
+    if config is None:
+        return RequestRecorder(parent, attributes)
+    return RequestRecorder(
+        parent,
+        attributes,
+        events=config.detail_at_least("full"),
+        spans=config.detail_at_least("request"),
+        own_trace=config.trace_per_request,
+        sampler=chunk.sampler if chunk is not None else None,
+    )
+
+
 async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    if not enabled() or current_request.get() is not None:
+    if current_request.get() is not None or not enabled():
         return await wrapped(*args, **kwargs)
-    recorder = token = None
     chunk: WorkerChunk | None = _CHUNK.get()
     try:
-        state = setup.get_state()
-        if state is None:
-            _ensure_worker_tracing()
-            state = setup.get_state()
-        config = state.config if state is not None else None
-    except Exception:
-        config = None
-    if config is not None and not config.detail_at_least("worker"):
-        return await wrapped(*args, **kwargs)
-    try:
-        trajectory = args[1] if len(args) > 1 else kwargs.get("trajectory", {})
-        attributes: dict[str, Any] = {}
-        step = _as_int(trajectory.get("step"))
-        if step is not None and step >= 0:
-            attributes[semconv.VERL_STEP] = step
-        elif chunk is not None and chunk.step is not None:
-            attributes[semconv.VERL_STEP] = chunk.step
-        for key, attr in (("sample_index", semconv.VERL_SAMPLE_INDEX), ("rollout_n", semconv.VERL_ROLLOUT_N)):
-            value = _as_int(trajectory.get(key))
-            if value is not None:
-                attributes[attr] = value
-        session = _as_int(kwargs.get("session_id"))
-        if session is not None:
-            attributes[semconv.VERL_ROLLOUT_N] = session
-        attributes[semconv.VERL_VALIDATE] = bool(trajectory.get("validate", False))
-        agent = kwargs.get("agent_name")
-        if isinstance(agent, str):
-            attributes[semconv.VERL_REQUEST_AGENT] = agent
-        rank = chunk.rank if chunk is not None else worker_rank()
-        if rank is not None:
-            attributes[semconv.VERL_WORKER_RANK] = rank
-        parent = trace.get_current_span().get_span_context()
-        if config is None:
-            recorder = RequestRecorder(parent, attributes)
-        else:
-            recorder = RequestRecorder(
-                parent,
-                attributes,
-                events=config.detail_at_least("full"),
-                spans=config.detail_at_least("request"),
-                own_trace=config.trace_per_request,
-                sampler=chunk.sampler if chunk is not None else None,
-            )
-        token = current_request.set(recorder)
-        if chunk is not None:
-            chunk.request_started()
+        recorder = _request_recorder(chunk, args, kwargs)
     except Exception:
         call_failed(RUN_AGENT_LOOP)
         recorder = None
+    if recorder is None:
+        return await wrapped(*args, **kwargs)
+    token = current_request.set(recorder)
+    if chunk is not None:
+        chunk.request_started()
     error: BaseException | None = None
     result = None
     try:
@@ -437,27 +446,26 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         error = exc
         raise
     finally:
-        if recorder is not None:
-            status = _FAILED
+        status = _FAILED
+        try:
+            extra: dict[str, Any] = {}
+            if error is None:
+                score = getattr(result, "reward_score", None)
+                if isinstance(score, (int, float)) and not isinstance(score, bool):
+                    extra[semconv.VERL_REWARD_SCORE] = float(score)
+                response_length = getattr(getattr(instance, "rollout_config", None), "response_length", None)
+                recorder.root.attributes.update(extra)
+                status = _request_status(recorder, response_length)
+            recorder.finish(status, extra, error)
+        except Exception:
+            logger.debug("otel_verl: request spans could not be built", exc_info=True)
+        finally:
             try:
-                extra: dict[str, Any] = {}
-                if error is None:
-                    score = getattr(result, "reward_score", None)
-                    if isinstance(score, (int, float)) and not isinstance(score, bool):
-                        extra[semconv.VERL_REWARD_SCORE] = float(score)
-                    response_length = getattr(getattr(instance, "rollout_config", None), "response_length", None)
-                    recorder.root.attributes.update(extra)
-                    status = _request_status(recorder, response_length)
-                recorder.finish(status, extra, error)
+                current_request.reset(token)
             except Exception:
-                logger.debug("otel_verl: request spans could not be built", exc_info=True)
-            finally:
-                try:
-                    current_request.reset(token)
-                except Exception:
-                    pass
-                if chunk is not None:
-                    chunk.request_finished(status)
+                pass
+            if chunk is not None:
+                chunk.request_finished(status)
 
 
 @coroutine_wrapper

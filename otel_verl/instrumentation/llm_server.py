@@ -85,6 +85,8 @@ class _ClientNames(NamedTuple):
     span_name: str
     linked: bool
     """The engine is SGLang or vLLM and ``OTEL_VERL_ENGINE_LINK`` is on: hand it the carrier."""
+    attributes: dict[str, Any]
+    """What every round trip of this client starts with (copied per span)."""
 
 
 _names: dict[int, _ClientNames] = {}
@@ -102,56 +104,60 @@ def _client_names(client: Any) -> _ClientNames:
         settings = _cfg()
         linked = settings.engine_link and engine in LINKED_ENGINES
         span_name = semconv.generate_span_name(model)
-        cached = _names[id(client)] = _ClientNames(config, settings, model, engine, span_name, linked)
+        attributes: dict[str, Any] = {semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_TEXT_COMPLETION}
+        if model:
+            attributes[semconv.GEN_AI_REQUEST_MODEL] = model
+        if engine:
+            attributes[semconv.GEN_AI_SYSTEM] = engine
+        cached = _names[id(client)] = _ClientNames(config, settings, model, engine, span_name, linked, attributes)
     return cached
 
 
-def _start_generate(recorder: Any, instance: Any, kwargs: dict) -> Node:
+def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Node:
+    request_id = kwargs.get("request_id")
+    if isinstance(request_id, str):
+        recorder.root.attributes.setdefault(semconv.VERL_REQUEST_ID, request_id)
     outer = _generate_node.get()
+    if outer is None:
+        recorder.ensure_turn()
+    else:  # an attempt inside FullyAsyncLLMServerClient.generate; the 2nd+ are resumes
+        attempts = outer.attributes.get(_ATTEMPTS, 0)
+        if attempts:
+            recorder.resumes += 1
+        outer.attributes[_ATTEMPTS] = attempts + 1
+    if not recorder.events:  # below full detail the round trip is counted, not recorded
+        return recorder.detached()
+    attributes = names.attributes.copy()
     prompt_ids = kwargs.get("prompt_ids")
-    attributes: dict[str, Any] = {semconv.GEN_AI_OPERATION_NAME: semconv.GEN_AI_OP_TEXT_COMPLETION}
-    names = _client_names(instance)
-    if names.model:
-        attributes[semconv.GEN_AI_REQUEST_MODEL] = names.model
-    if names.engine:
-        attributes[semconv.GEN_AI_SYSTEM] = names.engine
     if prompt_ids is not None:
         try:
             attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = len(prompt_ids)
         except TypeError:
             pass
-    request_id = kwargs.get("request_id")
-    if isinstance(request_id, str):
-        recorder.root.attributes.setdefault(semconv.VERL_REQUEST_ID, request_id)
-    if outer is not None:  # an attempt inside FullyAsyncLLMServerClient.generate; the 2nd+ are resumes
-        attempts = outer.attributes.get(_ATTEMPTS, 0)
-        if attempts:
-            recorder.resumes += 1
-        outer.attributes[_ATTEMPTS] = attempts + 1
-        return recorder.start(names.span_name, parent=outer, attributes=attributes, kind=SpanKind.CLIENT)
-    recorder.ensure_turn()
-    return recorder.start(names.span_name, attributes=attributes, kind=SpanKind.CLIENT)
+    return recorder.start(names.span_name, parent=outer, attributes=attributes, kind=SpanKind.CLIENT)
 
 
-def _finish_generate(recorder: Any, node: Node, output: Any) -> None:
+def _finish_generate(recorder: Any, names: _ClientNames, node: Node, output: Any) -> None:
+    stop = getattr(output, "stop_reason", None)
+    if stop is not None:
+        stop = recorder.last_stop_reason = str(stop)
+    attempts = node.attributes.pop(_ATTEMPTS, 0)
+    if not recorder.events:
+        return
     attrs: dict[str, Any] = {}
     token_ids = getattr(output, "token_ids", None)
     if token_ids is not None:
         attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = len(token_ids)
-    stop = getattr(output, "stop_reason", None)
     if stop is not None:
-        attrs[semconv.VERL_ENGINE_STOP_REASON] = str(stop)
-        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [str(stop)]
-        recorder.last_stop_reason = str(stop)
+        attrs[semconv.VERL_ENGINE_STOP_REASON] = stop
+        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [stop]
     preempted = getattr(output, "num_preempted", None)
     if isinstance(preempted, int):
         attrs[semconv.VERL_ENGINE_NUM_PREEMPTED] = preempted
-    attempts = node.attributes.pop(_ATTEMPTS, 0)
     if attempts > 1:
         attrs[semconv.VERL_REQUEST_NUM_RESUMES] = attempts - 1
-    cfg = _cfg()
-    if cfg.capture_content and token_ids is not None:
-        completion = capture_text(" ".join(map(str, token_ids)), cfg)
+    if names.settings.capture_content and token_ids is not None:
+        completion = capture_text(" ".join(map(str, token_ids)), names.settings)
         if completion is not None:
             attrs[semconv.GEN_AI_COMPLETION] = completion
     recorder.end(node, attrs)
@@ -166,12 +172,13 @@ def client_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
 
 
 async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    node = token = None
+    node = token = names = None
     call_kwargs = kwargs
     try:
-        node = _start_generate(recorder, instance, kwargs)
+        names = _client_names(instance)
+        node = _start_generate(recorder, names, kwargs)
         token = _generate_node.set(node)
-        if _client_names(instance).linked:
+        if names.linked:
             params = kwargs.get("sampling_params")
             if isinstance(params, dict):
                 call_kwargs = {**kwargs, "sampling_params": {**params, semconv.CARRIER_KEY: recorder.carrier(node)}}
@@ -187,9 +194,9 @@ async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: t
     finally:
         if token is not None:
             _generate_node.reset(token)
-    if node is not None:
+    if node is not None and names is not None:
         try:
-            _finish_generate(recorder, node, output)
+            _finish_generate(recorder, names, node, output)
         except Exception:
             call_failed(CLIENT_GENERATE)
     return output

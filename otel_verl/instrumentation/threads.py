@@ -11,6 +11,7 @@ but only when a valid span is current: untraced work runs exactly as before.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -40,15 +41,13 @@ def _traced_context() -> otel_context.Context | None:
     return ctx if valid else None
 
 
-def _in_context(ctx: otel_context.Context, fn: Any) -> Any:
-    def run(*args: Any, **kwargs: Any) -> Any:
-        token = _context.attach(ctx)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _context.detach(token)
-
-    return run
+def _run_in(ctx: otel_context.Context, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with ``ctx`` attached (bound with ``functools.partial``: one frame, no closure)."""
+    token = _context.attach(ctx)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _context.detach(token)
 
 
 def submit_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -59,7 +58,7 @@ def submit_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> An
         ctx = None
     if ctx is None:
         return wrapped(*args, **kwargs)
-    return wrapped(_in_context(ctx, args[0]), *args[1:], **kwargs)
+    return wrapped(partial(_run_in, ctx, args[0]), *args[1:], **kwargs)
 
 
 def _pool_worker(thread: Any) -> bool:
@@ -86,7 +85,7 @@ def thread_run_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -
     ctx = getattr(instance, _CONTEXT_ATTR, None)
     if ctx is None:
         return wrapped(*args, **kwargs)
-    return _in_context(ctx, wrapped)(*args, **kwargs)
+    return _run_in(ctx, wrapped, *args, **kwargs)
 
 
 SEAMS = (  # submit carries each task's context; pool threads themselves carry none

@@ -26,8 +26,18 @@ class Arrivals(SpanProcessor):
         self.times.append(time.monotonic())
 
 
+def _flattened(out: list):
+    """A release callback collecting the spans of the released parts (lists, or builders of lists)."""
+
+    def release(parts: list) -> None:
+        for part in parts:
+            out.extend(part() if callable(part) else part)
+
+    return release
+
+
 def _release_into(out: list) -> SpanHold:
-    return SpanHold(30.0, 100, out.extend)
+    return SpanHold(30.0, 100, _flattened(out))
 
 
 def test_held_while_a_chunk_is_open_released_when_the_last_ends():
@@ -47,13 +57,20 @@ def test_held_while_a_chunk_is_open_released_when_the_last_ends():
 
 def test_released_early_by_size_and_age():
     out: list = []
-    hold = SpanHold(30.0, 3, out.extend)
+    hold = SpanHold(30.0, 3, _flattened(out))
     hold.begin()
     hold.add([1, 2])
     assert out == []
     hold.add([3])
     assert out == [1, 2, 3]  # max_spans reached
-    aged = SpanHold(0.05, 1000, out.extend)
+    built = SpanHold(30.0, 3, _flattened(out))
+    built.begin()
+    calls: list = []
+    assert built.add(lambda: calls.append(1) or [6, 7], 2) is True
+    assert calls == [] and built.held == 2  # a builder counts as the spans it will make, runs only when released
+    built.add([8])
+    assert calls == [1] and out[-3:] == [6, 7, 8]
+    aged = SpanHold(0.05, 1000, _flattened(out))
     aged.begin()
     aged.add([4])
     time.sleep(0.06)
@@ -64,7 +81,7 @@ def test_released_early_by_size_and_age():
 
 def test_zero_seconds_turns_holding_off():
     out: list = []
-    hold = SpanHold(0.0, 100, out.extend)
+    hold = SpanHold(0.0, 100, _flattened(out))
     hold.begin()
     assert hold.add([1]) is False
 
@@ -100,6 +117,22 @@ def test_chunk_spans_reach_processors_after_the_chunk(traced):
     assert len(traced.names) == 15 and min(traced.times) >= chunk_end
     spooled = sum(1 for _ in (setup.get_state().spool.run_dir).rglob("*.jsonl"))
     assert spooled == 1 and setup.get_state().spool.spans_written == 15
+
+
+def test_held_requests_are_completed_at_release_and_a_failing_one_loses_only_itself(traced):
+    setup.hold_begin()
+    first, _, last = (_request(None) for _ in range(3))
+    turn = first.nodes[1]
+    assert semconv.VERL_STEP not in turn.attributes  # the step is stamped on children at release, not on the loop
+
+    def fail() -> list:
+        raise RuntimeError("build failed")
+
+    setup.get_state().hold._held[1] = fail  # the second request's builder breaks
+    setup.hold_end()
+    setup.flush()
+    assert len(traced.names) == 6 and turn.attributes[semconv.VERL_STEP] == 1
+    assert last.nodes[1].attributes[semconv.VERL_STEP] == 1
 
 
 def test_blocking_flush_and_shutdown_take_held_spans(traced):
