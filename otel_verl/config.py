@@ -61,9 +61,11 @@ _DETAIL_RANK = {level: rank for rank, level in enumerate(DETAIL_LEVELS)}
 
 DEFAULT_DETAIL = "full"
 """The richest level: the analyzer's turn and event figures and findings need it. Measured on the CPU
-demo's rollout with a 0.1 ms/token engine, the worst case (benchmarks/RESULTS.md, rows 2-2d): ~1.4 %
-more instructions than untraced at ``full``, ~1.1 % at ``request``, both ~0.5 ms of CPU per request;
-against a real engine (seconds per request) that is noise. ``request`` or ``worker`` cut it further."""
+demo's rollout with an engine that answers at once, the worst case (benchmarks/RESULTS.md, rows 2-2d):
+~1.3 % more instructions than untraced at ``full``, ~0.9 % at ``request`` (~0.4-0.55 M instructions,
+~0.2 ms of CPU, per request); against a real engine (seconds per request) that is noise. ``request``
+or ``worker`` cut it further. Issue #5's rule (the richest level within 1 %) would pick ``request``
+until ``full`` gets there: kept at ``full`` for now, a decision recorded in that issue."""
 
 
 def _env_detail() -> str:
