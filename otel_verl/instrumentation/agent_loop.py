@@ -377,7 +377,7 @@ _TRAJECTORY_INTS = (("sample_index", semconv.VERL_SAMPLE_INDEX), ("rollout_n", s
 
 
 def _int_or_none(value: Any) -> int | None:
-    return value if type(value) is int else _as_int(value)  # the common case without a call
+    return value if type(value) is int else _as_int(value)  # plain ints (the common case) skip the checks
 
 
 def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> RequestRecorder | None:
