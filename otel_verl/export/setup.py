@@ -269,19 +269,10 @@ def tracer() -> trace.Tracer:
     return provider.get_tracer(SCOPE_NAME, __version__)
 
 
-def emit(spans: Sequence[ReadableSpan]) -> None:
-    """Finished spans from the request recorder: held while a rollout chunk is open, else to the processors."""
-    state = get_state()
-    if state is None:
-        return
-    if state.hold is not None and state.hold.add(spans):
-        return
-    _to_processors(state, spans)
-
-
 def emit_built(build: Callable[[], Sequence[ReadableSpan]], spans: int) -> None:
-    """Like :func:`emit` for ``spans`` spans that ``build`` completes: while a rollout chunk is open,
-    ``build`` runs at release time, off the event loop; otherwise now."""
+    """Finished spans from the request recorder: ``spans`` spans that ``build`` completes. While a
+    rollout chunk is open they are held and ``build`` runs at release time, off the event loop;
+    otherwise it runs now and they go to the processors."""
     state = get_state()
     if state is None:
         return

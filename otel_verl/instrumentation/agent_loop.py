@@ -75,6 +75,8 @@ def _ensure_worker_tracing() -> int | None:
 
 
 def _as_int(value: Any) -> int | None:
+    if type(value) is int:  # the common case, on every trajectory: no checks
+        return value
     try:
         if value is None or isinstance(value, bool):
             return None
@@ -376,10 +378,6 @@ def _request_status(recorder: RequestRecorder, response_length: int | None) -> s
 _TRAJECTORY_INTS = (("sample_index", semconv.VERL_SAMPLE_INDEX), ("rollout_n", semconv.VERL_ROLLOUT_N))
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if type(value) is int else _as_int(value)  # plain ints (the common case) skip the checks
-
-
 def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> RequestRecorder | None:
     """The recorder of a trajectory starting now (None below ``worker`` detail)."""
     state = setup.get_state()
@@ -391,16 +389,16 @@ def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> R
         return None
     trajectory = args[1] if len(args) > 1 else kwargs.get("trajectory", {})
     attributes: dict[str, Any] = {}
-    step = _int_or_none(trajectory.get("step"))
+    step = _as_int(trajectory.get("step"))
     if step is not None and step >= 0:
         attributes[semconv.VERL_STEP] = step
     elif chunk is not None and chunk.step is not None:
         attributes[semconv.VERL_STEP] = chunk.step
     for key, attr in _TRAJECTORY_INTS:
-        value = _int_or_none(trajectory.get(key))
+        value = _as_int(trajectory.get(key))
         if value is not None:
             attributes[attr] = value
-    session = _int_or_none(kwargs.get("session_id"))
+    session = _as_int(kwargs.get("session_id"))
     if session is not None:
         attributes[semconv.VERL_ROLLOUT_N] = session
     attributes[semconv.VERL_VALIDATE] = bool(trajectory.get("validate", False))

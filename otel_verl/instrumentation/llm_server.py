@@ -80,8 +80,6 @@ def _read_engine_name(client: Any) -> str | None:
 class _ClientNames(NamedTuple):
     config: Any
     settings: OtelVerlConfig
-    model: str | None
-    engine: str | None
     span_name: str
     linked: bool
     """The engine is SGLang or vLLM and ``OTEL_VERL_ENGINE_LINK`` is on: hand it the carrier."""
@@ -109,7 +107,7 @@ def _client_names(client: Any) -> _ClientNames:
             attributes[semconv.GEN_AI_REQUEST_MODEL] = model
         if engine:
             attributes[semconv.GEN_AI_SYSTEM] = engine
-        cached = _names[id(client)] = _ClientNames(config, settings, model, engine, span_name, linked, attributes)
+        cached = _names[id(client)] = _ClientNames(config, settings, span_name, linked, attributes)
     return cached
 
 

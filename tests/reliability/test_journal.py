@@ -85,7 +85,7 @@ def test_endpoint_down_then_replay_twice(monkeypatch, tmp_path, caplog):
     state = traced_run(monkeypatch, tmp_path, dead, 30)
     # more exports while the back-off is on: skipped at once, not retried against the dead endpoint
     for span in make_spans(5):
-        setup.emit([span])
+        setup.emit_built(lambda span=span: [span], 1)
     setup.flush()
     journaled = state.journaled
     assert journaled is not None and journaled.spans_delivered == 0
