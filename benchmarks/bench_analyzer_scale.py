@@ -5,10 +5,11 @@ Spools come from :func:`benchmarks.gen_spool.cached_spool` (the spool format, 8 
 requests per step, 25/50/100 steps; generated once under ~/.cache/otel_verl/bench, ~1.3 GB for
 2M spans). Each analyze runs as its own child process, exactly the CLI a user runs, timed from spawn
 to exit (interpreter start and imports included). Memory is measured two ways: ``ru_maxrss`` of the
-child from ``os.wait4`` (the largest single process: the analyzer or one of the load workers it
-forks) and the sum of RSS over the child's whole process tree sampled every 0.1 s (an upper bound:
-pages the forked load workers share with their parent count twice). The goal is judged on the larger
-of the two.
+child from ``os.wait4`` (the largest single process: the analyzer, one of the load workers or the
+figure worker it forks) and the sum of PSS over the child's whole process tree sampled every 0.1 s
+(the tree's physical memory: a page the forked figure worker shares copy-on-write with the analyzer
+counts once; a sum of RSS would count the 2M-span table twice). The goal is judged on the larger of
+the two.
 Load seconds are the analyzer's own (``summary.load.seconds`` in findings.json).
 
 ``--quick`` runs 0.1M/0.2M/0.4M spans and extrapolates time and memory to 2M linearly from the two
@@ -27,6 +28,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks._table import Result
 from benchmarks.gen_spool import cached_spool
@@ -51,6 +53,18 @@ class Run:
     findings: int
 
 
+def _pss(proc: Any) -> int:
+    """Proportional set size (bytes): pages shared with the parent count once over the tree, not per process.
+    Falls back to RSS where /proc/<pid>/smaps_rollup is missing."""
+    try:
+        for line in Path(f"/proc/{proc.pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(proc.memory_info().rss)
+
+
 def _tree_rss(pid: int, stop: threading.Event, peak: list[int]) -> None:
     import psutil
 
@@ -66,7 +80,7 @@ def _tree_rss(pid: int, stop: threading.Event, peak: list[int]) -> None:
             break
         for p in procs:
             try:
-                total += p.memory_info().rss
+                total += _pss(p)
             except psutil.Error:
                 continue
         peak[0] = max(peak[0], total)
@@ -146,8 +160,8 @@ def run(quick: bool) -> list[Result]:
             f"≤ {LIMIT_GIB:.0f} GiB",
             mem_measured,
             mem <= LIMIT_GIB,
-            f"larger of: sum over the process tree sampled every 0.1 s ({big.tree_rss_gib:.2f} GiB, load workers "
-            f"included) and the largest single process ({big.maxrss_gib:.2f} GiB, ru_maxrss)",
+            f"larger of: PSS summed over the process tree sampled every 0.1 s ({big.tree_rss_gib:.2f} GiB, load and "
+            f"figure workers included) and the largest single process ({big.maxrss_gib:.2f} GiB, ru_maxrss)",
         ),
         Result(
             "4. analyzer: load scaling" + (" (quick sizes)" if quick else ""),

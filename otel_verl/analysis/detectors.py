@@ -45,6 +45,11 @@ def find_idle_gaps(t: Tables, th: Thresholds) -> list[Finding]:
     steps, workers, starts, ends, is_req = steps[order], workers[order], starts[order], ends[order], is_req[order]
     cut = np.flatnonzero((np.diff(steps) != 0) | (np.diff(workers) != 0)) + 1
     wfirst = t.workers.drop_duplicates(["step", "worker"]).set_index(["step", "worker"])
+    columns = ["step", "worker", "start_ns", "end_ns"]
+    rows = (
+        _RowsByWorker(t.requests, [*columns, "request_row"]),
+        _RowsByWorker(t.events, [*columns, "kind", "event", "request_span"]),
+    )
     for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(steps)], strict=True):
         step, worker = int(steps[lo]), int(workers[lo])
         times = np.unique(np.concatenate([starts[lo:hi], ends[lo:hi]]))
@@ -63,7 +68,7 @@ def find_idle_gaps(t: Tables, th: Thresholds) -> list[Finding]:
             a, b = int(times[i]), int(times[i + 1])
             if int(((req_start <= a) & (req_end >= b)).sum()) < th.idle_gap_min_inflight:
                 continue
-            found = _gap_finding(t, th, step, worker, a, b, wstart, wrow, limit)
+            found = _gap_finding(t, th, rows, step, worker, a, b, wstart, wrow, limit)
             if found is not None:
                 out.append(found)
     return out
@@ -73,14 +78,31 @@ BUSY_KINDS = ("reward", "tool", "tool_parse", "preprocess")
 """A request inside one of these across a gap is busy with its own (slow) work, not waiting on the engine."""
 
 
-def _in_flight_events(t: Tables, step: int, worker: int, a: int, b: int) -> tuple[Counter[str], set[int]]:
-    """What the requests in flight did during [a, b] (labels of events covering it), and which requests
-    were busy in a non-engine event the whole time."""
-    ev = t.events
+class _RowsByWorker:
+    """Some columns of a table's rows of each (step, worker), grouped once on first use.
+
+    Why: each gap used to filter the whole events table (1.5M rows at 2M spans, every column) twice;
+    with a hundred gaps that was most of the analysis.
+    """
+
+    def __init__(self, df: pd.DataFrame, columns: list[str]) -> None:
+        self._df = df[columns]
+        self._groups: dict[Any, np.ndarray] | None = None
+
+    def of(self, step: int, worker: int) -> pd.DataFrame:
+        if self._groups is None:
+            df = self._df
+            self._groups = {} if df.empty else df.groupby([df["step"], df["worker"]], sort=False).indices
+        idx = self._groups.get((step, worker))
+        return self._df.iloc[idx] if idx is not None else self._df.iloc[:0]
+
+
+def _in_flight_events(ev: pd.DataFrame, a: int, b: int) -> tuple[Counter[str], set[int]]:
+    """What the requests in flight did during [a, b] (labels of one worker's events covering it), and which
+    requests were busy in a non-engine event the whole time."""
     if ev.empty:
         return Counter(), set()
-    m = (ev["step"] == step) & (ev["worker"] == worker) & (ev["start_ns"] <= a) & (ev["end_ns"] >= b)
-    m = m.fillna(False).to_numpy(dtype=bool) & (ev["kind"] != "other").to_numpy()
+    m = (ev["start_ns"] <= a).to_numpy() & (ev["end_ns"] >= b).to_numpy() & (ev["kind"] != "other").to_numpy()
     cover = ev.loc[m, ["event", "kind", "request_span"]]
     busy = {int(r) for r in cover.loc[cover["kind"].isin(BUSY_KINDS), "request_span"]}
     return Counter(str(e) for e in cover["event"]), busy
@@ -89,6 +111,7 @@ def _in_flight_events(t: Tables, step: int, worker: int, a: int, b: int) -> tupl
 def _gap_finding(
     t: Tables,
     th: Thresholds,
+    rows: tuple[_RowsByWorker, _RowsByWorker],
     step: int,
     worker: int,
     a: int,
@@ -99,11 +122,9 @@ def _gap_finding(
 ) -> Finding | None:
     """An idle gap, or None when fewer than ``idle_gap_min_inflight`` of the requests in flight were waiting
     on the engine: requests sitting in their own slow reward or tool call are slow events, not a stall."""
-    r = t.requests
-    inflight = r[
-        ((r["step"] == step) & (r["worker"] == worker) & (r["start_ns"] <= a) & (r["end_ns"] >= b)).fillna(False)
-    ]
-    doing, busy = _in_flight_events(t, step, worker, a, b)
+    r = rows[0].of(step, worker)
+    inflight = r[((r["start_ns"] <= a) & (r["end_ns"] >= b)).fillna(False).to_numpy(dtype=bool)]
+    doing, busy = _in_flight_events(rows[1].of(step, worker), a, b)
     waiting = int((~inflight["request_row"].isin(list(busy))).sum())
     if waiting < th.idle_gap_min_inflight:
         return None

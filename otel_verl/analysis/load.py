@@ -391,17 +391,21 @@ def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
     attributed through the parent chain. Missing parents (sampled spans) simply stay unresolved.
     """
     spans = spans.copy(deep=False)  # only whole columns are added or replaced below
-    spans["kind"] = classify(spans["name"])
-    index = pd.Index(spans["span_id"])
-    composite = not index.is_unique
+    # object dtype on purpose: pandas 3 would store Arrow strings, and every ``kind.to_numpy()`` of the
+    # analysis (a dozen) then rebuilt 2M Python strings; here they point at the ten interned labels
+    spans["kind"] = pd.Series(classify(spans["name"]), index=spans.index, dtype=object)
+    # span ids are unique across traces in practice; (span, trace) keys only when they are not. Both the
+    # check and the lookups hash Arrow strings: a pandas Index of 2M ids cost seconds to build.
+    keys = spans["span_id"]
+    composite = len(pc.unique(_arrow(keys))) != len(keys)  # count_distinct is 3x slower
     if composite:
-        index = pd.Index(spans["span_id"].astype(str) + spans["trace_id"].astype(str))
+        keys = keys.astype(str) + spans["trace_id"].astype(str)
         parent_key = spans["parent_id"].astype(str) + spans["trace_id"].astype(str)
     else:
         parent_key = spans["parent_id"]
-    parent_idx = index.get_indexer(parent_key) if composite else lookup(parent_key, spans["span_id"])
+    parent_idx = lookup(parent_key, keys)
     kind = spans["kind"].to_numpy()
-    parent_idx = volume.adopt_linked_requests(kind, spans["links"], index, parent_idx, composite)
+    parent_idx = volume.adopt_linked_requests(kind, spans["links"], lambda k: lookup(k, keys), parent_idx, composite)
     for target, col in (
         ("request", "request_span"),
         ("worker", "worker_span"),

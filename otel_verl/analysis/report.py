@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from otel_verl.analysis.detectors import diagnose
+from otel_verl.analysis.figure_jobs import BackgroundFigures, render
 from otel_verl.analysis.figures import (
     aborted,
     event_share,
@@ -117,24 +118,29 @@ def analyze(
     out = prepare_dir(out)
     th = thresholds or Thresholds()
     t = Tables.build(spans)
-    findings = diagnose(spans, th, t)
-    summary = summarize(spans, t, findings, th, stats)
-    files = [write_findings(out / "findings.json", findings, summary)]
+    # every figure but the outliers (it shows the requests the findings name) renders beside the detectors
+    independent = [spec for spec in FIGURES if spec[0] != "outliers"]
+    with BackgroundFigures(independent, spans, t, out, html_report) as background:
+        findings = diagnose(spans, th, t)
+        summary = summarize(spans, t, findings, th, stats)
+        files = [write_findings(out / "findings.json", findings, summary)]
+        (outliers_spec,) = [spec for spec in FIGURES if spec[0] == "outliers"]
+        rendered = {
+            "outliers": render(
+                outliers_spec, spans, t, out, html_report, max_requests=top_requests, named=named_requests(findings)
+            )
+        }
+        rendered.update(background.results())
     frames: dict[str, pd.DataFrame] = {}
-    plotly_figs = []
-    options: dict[str, dict[str, Any]] = {
-        "outliers": {"max_requests": top_requests, "named": named_requests(findings)},
-    }
-    for name, compute, plot, plotly_fn in FIGURES:
-        # the shared tables: each figure used to rebuild them from 2M spans
-        df = compute(spans, tables=t, **options.get(name, {}))
+    fragments: list[tuple[str, str]] = []
+    for name, *_ in FIGURES:
+        df, png, fragment = rendered[name]
         frames[name] = df
-        with writing(out / f"{name}.png"):
-            files.append(plot(df, out / f"{name}.png"))
-        if html_report and not df.empty:
-            plotly_figs.append((name, plotly_fn(df)))
+        files.append(png)
+        if fragment is not None:
+            fragments.append((name, fragment))
     if html_report:
-        files.append(write_html(out / "report.html", findings, summary, frames, plotly_figs))
+        files.append(write_html(out / "report.html", findings, summary, frames, fragments))
     return Analysis(findings, summary, frames, files)
 
 
@@ -148,7 +154,7 @@ def write_html(
     findings: list[Finding],
     summary: dict[str, Any],
     frames: dict[str, pd.DataFrame],
-    figs: list[tuple[str, Any]],
+    figs: list[tuple[str, str]],
 ) -> Path:
     """One self-contained HTML file: plotly.js inlined once (no CDN: the training cluster may be offline)."""
     from plotly.offline import get_plotlyjs
@@ -172,9 +178,9 @@ def write_html(
     if "event_share" in frames and not frames["event_share"].empty:
         tab = event_share.event_share_table(frames["event_share"])
         parts.append("<h2>Average % of step time per event</h2>" + tab.to_html(index=False, float_format="%.2f"))
-    for name, fig in figs:
+    for name, fragment in figs:
         parts.append(f"<h2>{html.escape(name.replace('_', ' '))}</h2>")
-        parts.append(fig.to_html(full_html=False, include_plotlyjs=False))
+        parts.append(fragment)
     parts.append("</body></html>")
     with writing(path):
         path.write_text("\n".join(parts))

@@ -11,6 +11,7 @@ the parent, so the request still sits below its worker (step/worker attribution,
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -78,11 +79,15 @@ def with_sampled_out(req: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
 
 
 def adopt_linked_requests(
-    kind: np.ndarray, links: pd.Series, index: pd.Index, parent_idx: np.ndarray, composite: bool
+    kind: np.ndarray,
+    links: pd.Series,
+    find: Callable[[pd.Series], np.ndarray],
+    parent_idx: np.ndarray,
+    composite: bool,
 ) -> np.ndarray:
     """Parent row of each span, where a parentless request span's first link stands in for its parent.
 
-    ``index`` is the span table's lookup index: span id, or span id + trace id when ``composite``.
+    ``find`` maps span keys (span id, or span id + trace id when ``composite``) to rows, -1 when absent.
     """
     orphan = (parent_idx < 0) & (kind == "request")
     if not orphan.any():
@@ -93,7 +98,7 @@ def adopt_linked_requests(
         return parent_idx
     trace_span = first[has].str.split(":", n=1, expand=True)
     key = trace_span[1] + trace_span[0] if composite else trace_span[1]
-    found = index.get_indexer(key)
+    found = find(key)
     out = parent_idx.copy()
     rows = np.flatnonzero(orphan)[has]
     ok = found >= 0

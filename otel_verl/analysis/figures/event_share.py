@@ -63,7 +63,7 @@ def plot_event_share(df: pd.DataFrame, path: str | Path) -> Path:
     ax2.set_xlabel("step")
     ax2.set_ylabel("% of worker step time")
     ax2.grid(alpha=0.3)
-    ax2.legend(fontsize=7)
+    _style.legend(ax2)
     fig.suptitle("Share of step time per event (barrier wait included)")
     return _style.save(fig, path)
 

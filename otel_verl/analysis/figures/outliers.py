@@ -154,7 +154,7 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
     ax.set_yticks(ticks, names, fontsize=7)
     ax.invert_yaxis()
     shown = [x for x in colors if x in set(df["label"])]
-    ax.legend([_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], shown, fontsize=7, loc="best")
+    _style.legend(ax, [_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], shown)
     ax.set_xlabel("seconds since request start")
     ax.set_title("Slowest requests and requests named by findings, broken into turns and events")
     return _style.save(fig, path)

@@ -50,7 +50,7 @@ def plot_request_cdf(df: pd.DataFrame, path: str | Path) -> Path:
     ax.set_ylabel("fraction of requests completed")
     ax.set_title("Request completion CDF per step (dots: P50/80/90/95/99/99.9)")
     if len(steps) <= 12:
-        ax.legend(fontsize=7)
+        _style.legend(ax)
     return _style.save(fig, path)
 
 

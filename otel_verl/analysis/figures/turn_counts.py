@@ -44,12 +44,12 @@ def plot_turn_counts(df: pd.DataFrame, path: str | Path) -> Path:
         ax1.bar(x, counts, bottom=bottom, color=color, label=f"{nt} turns")
         bottom += counts
         ax2.plot(x, g["mean_duration_s"].to_numpy(dtype=float), marker="o", color=color, label=f"{nt} turns")
-    every = max(1, len(steps) // 30)
+    every = max(1, len(steps) // 15)  # tick labels of 3-digit steps overlap beyond ~15
     for ax in (ax1, ax2):
         ax.set_xticks(x[::every], [str(int(s)) for s in steps[::every]])
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        _style.legend(ax)
     ax1.set_ylabel("requests")
     ax1.set_title("Requests by number of turns")
     ax2.set_ylabel("seconds")

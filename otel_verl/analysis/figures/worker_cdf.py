@@ -59,7 +59,7 @@ def plot_worker_cdf(df: pd.DataFrame, path: str | Path, step: int | None = None)
     ax.set_xlabel("seconds since the worker started")
     ax.set_ylabel("fraction of the worker's requests completed")
     ax.set_title(f"Request completion per worker, step {step}")
-    ax.legend(fontsize=7)
+    _style.legend(ax)
     return _style.save(fig, path)
 
 

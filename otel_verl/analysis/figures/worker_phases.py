@@ -103,7 +103,7 @@ def plot_worker_phases(df: pd.DataFrame, path: str | Path) -> Path:
     ax.set_xlabel("step (one bar per worker)")
     ax.set_ylabel("seconds")
     ax.set_title("Per-worker step time by event, barrier wait hatched")
-    ax.legend(fontsize=7, ncol=4)
+    _style.legend(ax)
     return _style.save(fig, path)
 
 
