@@ -1,5 +1,8 @@
 """Target 2 without the noise: instructions one rollout chunk executes, traced vs untraced (callgrind).
 
+A stricter check than issue #5's target, which is wall time (bench_demo_overhead): its rows are marked
+"(stricter)" and do not decide the suite's exit code.
+
 Wall time on a shared 2-core VM moves by several percent between identical chunks (CPU steal, the
 neighbours' caches), more than the 1 % the target allows, so the wall-time rows (bench_demo_overhead)
 cannot tell 1.005× from 1.02×. Instruction counts can: callgrind counts every instruction the process
@@ -57,7 +60,7 @@ def run(quick: bool) -> list[Result]:
         return []  # ~10 min of valgrind: full suite only
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         missing = "valgrind not installed (apt-get install valgrind)"
-        return [Result("2c. rollout instructions (callgrind)", "≤ 1.01× / ≤ 1.03×", "not run", False, missing)]
+        return [Result("2c. rollout instructions (callgrind)", "≤ 1.01× / ≤ 1.03×", "not run", False, missing, False)]
     with tempfile.TemporaryDirectory(prefix="otel-verl-bench-cg-") as tmp, ThreadPoolExecutor(os.cpu_count()) as pool:
         counts = dict(zip(MODES, pool.map(lambda m: count(m, PROMPTS, Path(tmp)), MODES), strict=True))
     base = counts["untraced"]
@@ -74,9 +77,15 @@ def run(quick: bool) -> list[Result]:
             f"{default:.4f}×",
             default <= 1.01,
             detail,
+            gate=False,
         ),
         Result(
-            "2d. rollout instructions, full detail", "≤ 1.03×", f"{ratio['full']:.4f}×", ratio["full"] <= 1.03, detail
+            "2d. rollout instructions, full detail",
+            "≤ 1.03×",
+            f"{ratio['full']:.4f}×",
+            ratio["full"] <= 1.03,
+            detail,
+            gate=False,
         ),
     ]
 
