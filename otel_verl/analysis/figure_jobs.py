@@ -99,8 +99,8 @@ class BackgroundFigures:
             message = ("error", exc)
         try:
             send.send(message)
-        except Exception as exc:  # an exception that does not pickle
-            send.send(("error", RuntimeError(f"figure worker: {message[1]!r} ({exc})")))
+        except Exception:  # something that does not pickle: the parent renders (and raises) it itself
+            send.send(("inline", None))
         finally:
             send.close()
 
@@ -108,13 +108,14 @@ class BackgroundFigures:
         return {spec[0]: render(spec, *self._args) for spec in self._specs}
 
     def results(self) -> dict[str, Rendered]:
-        """Every figure by name; re-raises what the worker raised, renders here what a dead worker did not."""
+        """Every figure by name; re-raises what the worker raised, renders here what the worker could not
+        send back (it died, or its result did not pickle)."""
         if self._proc is None:
             return self._render_all()
         try:
             status, payload = self._conn.recv()
-        except (EOFError, OSError):  # the worker died (killed, out of memory) before sending
-            status, payload = "died", None
+        except Exception:  # the worker died (killed, out of memory) before sending, or sent garbage
+            status, payload = "inline", None
         finally:
             self._conn.close()
             self._proc.join()
