@@ -12,7 +12,7 @@ Why repeats: the trainer's RSS grows by 80-270 KiB a step untraced (Ray's driver
 slope differs by tens of KiB/step from one identical run to the next (measured: 83 and 221 KiB/step
 for two traced 100-step runs; returning free heap pages first, ``malloc_trim``, changes nothing). A
 difference of two single slopes cannot resolve a few KiB/step, so the RSS rows pass when the growth
-is within 4 KiB/step or within the run-to-run noise. A fifth, traced run therefore also reads the
+is within 4 KiB/step or within the run-to-run noise. A fifth, traced run also reads the
 trainer's heap directly: ``tracemalloc`` samples, every 2 s, the bytes still allocated by code in
 ``otel_verl`` and ``opentelemetry`` (the instrumentation's own memory), fitted the same way; that
 row has no noise allowance.
@@ -149,7 +149,6 @@ def _run_one(steps: int, traced: bool, work: Path, heap: bool = False) -> dict[s
         if workers
         else float("nan"),
         "trainer_end_mib": samples["trainer"][-1][1] / 2**20 if samples["trainer"] else float("nan"),
-        "seconds": seconds,
     }
 
 
