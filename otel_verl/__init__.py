@@ -28,10 +28,11 @@ class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        from otel_verl.instrumentation import ALL_SEAMS
+        """Wrap the seams the configured detail level records (``detail=`` overrides the configuration)."""
+        from otel_verl.instrumentation import seams_for
         from otel_verl.instrumentation._wrap import wrap_seams
 
-        wrap_seams(ALL_SEAMS)
+        wrap_seams(seams_for(kwargs.get("detail") or _configured_detail()))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from otel_verl.instrumentation._wrap import unwrap_all
@@ -39,8 +40,22 @@ class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         unwrap_all()
 
 
+def _configured_detail() -> str:
+    """The detail level of this process's tracing setup, or of the environment before setup."""
+    from otel_verl.config import OtelVerlConfig
+    from otel_verl.export import setup
+
+    state = setup.get_state()
+    return state.config.detail if state is not None else OtelVerlConfig().detail
+
+
 def instrument(**kwargs: Any) -> None:
-    """Instrument verl in this process (no-op with OTEL_SDK_DISABLED=true)."""
+    """Instrument verl in this process (no-op with OTEL_SDK_DISABLED=true).
+
+    Seams are chosen by the detail level (``OTEL_VERL_DETAIL``, or the config passed to
+    ``setup_tracing`` before this call, or ``detail=``): the turn and event seams are wrapped at
+    ``full`` only, so lower levels do not pay for them. Changing the level later needs
+    ``uninstrument()`` and ``instrument()`` again."""
     from otel_verl.config import sdk_disabled
 
     if sdk_disabled():

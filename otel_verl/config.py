@@ -59,13 +59,14 @@ DETAIL_LEVELS = ("step", "worker", "request", "full")
 _DETAIL_RANK = {level: rank for rank, level in enumerate(DETAIL_LEVELS)}
 """OTEL_VERL_DETAIL values, each adding spans to the one before (see :class:`OtelVerlConfig`)."""
 
-DEFAULT_DETAIL = "full"
-"""The richest level: the analyzer's turn and event figures and findings need it. Measured on the CPU
-demo's rollout with an engine that answers at once, the worst case (benchmarks/RESULTS.md, rows 2-2d):
-~1.3 % more instructions than untraced at ``full``, ~0.9 % at ``request`` (~0.4-0.55 M instructions,
-~0.2 ms of CPU, per request); against a real engine (seconds per request) that is noise. ``request``
-or ``worker`` cut it further. Issue #5's rule (the richest level within 1 %) would pick ``request``
-until ``full`` gets there: kept at ``full`` for now, a decision recorded in that issue."""
+DEFAULT_DETAIL = "request"
+"""Issue #5's rule: the richest level within 1 % of the rollout's wall time on the CPU demo with an
+engine that answers at once (the worst case). Measured (benchmarks/RESULTS.md, rows 2-2d): ``request``
+(step, phase, worker, barrier and request spans, each request with its status, token counts, turn
+count and engine link) stays within it; ``full`` adds a span per turn, engine call, tool call,
+tool parse and tokenization step (~0.2 M instructions, ~50 µs of CPU per request more), which is
+noise against a real engine but over 1 % against the simulated one. ``OTEL_VERL_DETAIL=full`` turns
+them on; the CPU demo does, so its report has every figure."""
 
 
 def _env_detail() -> str:
@@ -130,8 +131,8 @@ class OtelVerlConfig:
 
     detail: str = field(default_factory=_env_detail)
     """OTEL_VERL_DETAIL: ``step`` (steps + phases) | ``worker`` (+ worker chunks and barriers, with every
-    request's timing summarized on the worker span) | ``request`` (+ request spans) | ``full`` (+ turns
-    and events; default)."""
+    request's timing summarized on the worker span) | ``request`` (+ request spans; default) | ``full``
+    (+ turns and events: engine calls, tool calls, tool parsing, tokenization)."""
 
     sample_ratio: float = field(default_factory=lambda: _env_float("OTEL_VERL_SAMPLE_RATIO", 1.0))
     """OTEL_VERL_SAMPLE_RATIO: fraction of ordinary requests whose spans are kept (decided at request end).

@@ -5,6 +5,9 @@ from typing import Any
 
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# Tests check the whole span tree (turns and events) unless they pick a level; the default level
+# (`request`) has its own tests in tests/instrumentation/test_sampling.py.
+os.environ.setdefault("OTEL_VERL_DETAIL", "full")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:

@@ -70,6 +70,7 @@ def summarize(
         "requests": len(r),
         "requests_by_status": {str(k): int(v) for k, v in r["request_status"].value_counts().items()},
         "median_rollout_s": round(t.median_rollout_s, 3) if len(t.steps) else None,
+        "turn_spans": int((spans["kind"] == "turn").sum()) if len(spans) else 0,
         "findings_by_severity": dict(Counter(f.severity for f in findings)),
         "findings_by_kind": dict(Counter(f.kind for f in findings)),
         "thresholds": th.as_dict(),
@@ -175,6 +176,12 @@ def write_html(
             f"<td>{_s(f.worker)}</td><td>{html.escape(f.message)}</td><td><code>{ev}</code></td></tr>"
         )
     parts.append("</table>")
+    if summary["requests"] and not summary.get("turn_spans"):
+        parts.append(
+            "<p class='info'>Recorded without turn and event spans (detail level <code>request</code>, the "
+            "default, or lower): the turn and event figures stay empty. <code>OTEL_VERL_DETAIL=full</code> "
+            "records them.</p>"
+        )
     if "event_share" in frames and not frames["event_share"].empty:
         tab = event_share.event_share_table(frames["event_share"])
         parts.append("<h2>Average % of step time per event</h2>" + tab.to_html(index=False, float_format="%.2f"))

@@ -248,6 +248,8 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
 
     run_id = opts.run_id or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     os.environ["OTEL_VERL_RUN_ID"] = run_id
+    # the demo shows every figure: turns and events too (the library's default stops at requests)
+    os.environ.setdefault("OTEL_VERL_DETAIL", "full")
     if opts.spool:
         os.environ["OTEL_VERL_SPOOL"] = "true"
         os.environ["OTEL_VERL_SPOOL_DIR"] = str(Path(opts.spool).resolve())

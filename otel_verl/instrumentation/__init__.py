@@ -15,3 +15,14 @@ ALL_SEAMS = (
     *threads.SEAMS,
     *RAY_SEAMS,
 )
+
+
+FULL_DETAIL_SEAMS = agent_loop.FULL_DETAIL_SEAMS | tools.FULL_DETAIL_SEAMS
+"""Seams that record turns and events only: ``full`` detail wraps them, lower levels do not pay for them."""
+
+
+def seams_for(detail: str) -> tuple:
+    """The seams wrapped at ``detail``: all of them at ``full``; below it, not the turn and event seams."""
+    if detail == "full":
+        return ALL_SEAMS
+    return tuple(seam for seam in ALL_SEAMS if (seam[0], seam[1]) not in FULL_DETAIL_SEAMS)

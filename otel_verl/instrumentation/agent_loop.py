@@ -489,9 +489,10 @@ def _postprocess_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict)
 
 @coroutine_wrapper
 def _generating_state_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """Each entry into the GENERATING state starts a new turn (verl awaits the call at once)."""
+    """Each entry into the GENERATING state starts a new turn (verl awaits the call at once). Below
+    ``full`` detail turns are not recorded and the engine round trips count them instead."""
     recorder = current_request.get()
-    if recorder is not None:
+    if recorder is not None and recorder.events:
         try:
             recorder.open_turn()
         except Exception:
@@ -589,6 +590,16 @@ SEAMS = (
     ),
     *((TOOL_PARSER_MODULE, f"{name}.extract_tool_calls", lambda: _tool_parse_wrapper) for name in _PARSERS),
 )
+_EVENT_METHODS = (
+    "_handle_generating_state",
+    "ct_build_initial_tokens",
+    "ct_merge_assistant_token",
+    "ct_merge_context_msg",
+    "extract_tool_calls",
+)
+FULL_DETAIL_SEAMS = frozenset((module, path) for module, path, _ in SEAMS if path.endswith(_EVENT_METHODS))
+"""Seams that only record turns and events: wrapped at ``full`` detail only (below it a turn is counted
+per engine round trip, see ``llm_server._start_generate``), so lower levels do not pay for them."""
 
 _MANAGER = Expected(("prompts",), "verl.barrier spans and the step-to-worker parent links")
 SIGNATURES = expect(

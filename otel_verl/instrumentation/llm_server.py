@@ -117,7 +117,10 @@ def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Node:
         recorder.root.attributes.setdefault(semconv.VERL_REQUEST_ID, request_id)
     outer = _generate_node.get()
     if outer is None:
-        recorder.ensure_turn()
+        if recorder.events:
+            recorder.ensure_turn()
+        else:  # below full detail the turn seam is not installed: one round trip, one turn
+            recorder.turns += 1
     else:  # an attempt inside FullyAsyncLLMServerClient.generate; the 2nd+ are resumes
         attempts = outer.attributes.get(_ATTEMPTS, 0)
         if attempts:

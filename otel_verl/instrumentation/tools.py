@@ -87,4 +87,7 @@ async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
 
 
 SEAMS = ((*CALL_TOOL, lambda: call_tool_wrapper),)
+FULL_DETAIL_SEAMS = frozenset({CALL_TOOL})
+"""``execute_tool`` spans are events: wrapped at ``full`` detail only. Below it, spans a tool makes
+itself (an instrumented HTTP client) nest under the worker span, the context current in the rollout."""
 SIGNATURES = expect({CALL_TOOL: Expected(("tool_call",), "execute_tool spans")})

@@ -25,6 +25,7 @@ from otel_verl.demo import runner
 from otel_verl.demo.sim_server import SimServerConfig
 from otel_verl.export import dropped, setup
 from otel_verl.export.spool import SpoolSpanExporter
+from otel_verl.instrumentation import FULL_DETAIL_SEAMS, _wrap
 from otel_verl.sampling import ChunkSampler
 from tests.instrumentation.harness import build_worker, run_chunk
 
@@ -53,6 +54,7 @@ def traced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         setup.setup_tracing(
             "agent_loop_worker", worker_rank=0, config=config, extra_exporters=[memory, spool], set_global=False
         )
+        otel_verl.uninstrument()  # the seams follow the detail level
         otel_verl.instrument()
         return memory, spool_root / RUN
 
@@ -113,11 +115,36 @@ def test_detail_levels(traced, level: str) -> None:
         assert len(worker_span.attributes[semconv.VERL_SAMPLED_OUT_START_NS]) == total
 
 
+def test_request_detail_wraps_no_turn_seams_and_still_counts_turns(traced, monkeypatch) -> None:
+    """The default level skips the turn and event seams (their cost is what ``full`` adds); each
+    request's turn count, status and tokens come out the same as at ``full``."""
+    monkeypatch.delenv("OTEL_VERL_DETAIL", raising=False)
+    per_level = {}
+    for level in ("full", None):  # None: the default
+        memory, _ = traced(**({"detail": level} if level else {}))
+        worker, _, opts = build_worker(_opts())
+        run_chunk(worker, opts)
+        turn_seams = FULL_DETAIL_SEAMS & set(_wrap.applied_seams())
+        assert turn_seams == (FULL_DETAIL_SEAMS if level == "full" else set())
+        requests = [s for s in _spans(memory) if s.name == semconv.SPAN_REQUEST]
+        assert len(requests) == opts.prompts * opts.n
+        keys = (semconv.VERL_SAMPLE_INDEX, semconv.VERL_ROLLOUT_N)
+        summary = (
+            semconv.VERL_REQUEST_NUM_TURNS,
+            semconv.VERL_REQUEST_STATUS,
+            semconv.VERL_REQUEST_RESPONSE_TOKENS,
+            semconv.VERL_REQUEST_PROMPT_TOKENS,
+        )
+        per_level[level] = sorted(tuple(r.attributes.get(k) for k in (*keys, *summary)) for r in requests)
+    assert per_level["full"] == per_level[None]
+    assert {row[2] for row in per_level[None]} >= {1, 2}  # single- and multi-turn requests alike
+
+
 def test_unknown_detail_warns_once_and_uses_default(monkeypatch, caplog) -> None:
     monkeypatch.setenv("OTEL_VERL_DETAIL", "everything")
     with caplog.at_level(logging.WARNING, logger="otel_verl.config"):
         config = OtelVerlConfig()
-    assert config.detail == DEFAULT_DETAIL == "full"
+    assert config.detail == DEFAULT_DETAIL == "request"
     assert sum("OTEL_VERL_DETAIL" in r.getMessage() for r in caplog.records) == 1
     monkeypatch.setenv("OTEL_VERL_SAMPLE_RATIO", "2")
     assert OtelVerlConfig().sample_ratio == 1.0
@@ -273,3 +300,19 @@ def test_dropped_spans_are_counted_logged_and_exposed(monkeypatch, caplog) -> No
     assert len(warnings) == 1 and str(lost) in warnings[0].getMessage()
     assert blocked.exported == created - lost
     dropped.reset_for_tests()
+
+
+@pytest.mark.parametrize("level", ["request", "full"])
+def test_report_says_when_turns_were_not_recorded(traced, tmp_path: Path, level: str) -> None:
+    """The default level's report is complete for requests and says how to get the turn and event figures."""
+    from otel_verl.analysis.report import analyze
+
+    _, run_dir = traced(detail=level)
+    worker, _, opts = build_worker(_opts())
+    run_chunk(worker, opts)
+    setup.flush()
+    result = analyze(load_spans(run_dir), tmp_path / "report")
+    assert result.summary["requests"] == opts.prompts * opts.n
+    assert (result.summary["turn_spans"] == 0) == (level == "request")
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert ("OTEL_VERL_DETAIL=full" in html) == (level == "request")
