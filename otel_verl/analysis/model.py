@@ -30,7 +30,7 @@ def event_label(ev: pd.DataFrame) -> pd.Series:
         )
         label[tool] = "tool " + names.astype(str)
     other = ev["kind"] == "other"
-    label[other] = ev.loc[other, "name"]
+    label[other] = ev.loc[other, "name"].astype(object).fillna("other")  # a span without a name stays a label
     return label
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from otel_verl.analysis import model
 from otel_verl.analysis.figures import (
     event_share,
     outliers,
@@ -198,3 +199,18 @@ def test_step_axes_have_integer_ticks(planted_spans, tmp_path: Path, monkeypatch
         assert ticks and all(float(t).is_integer() for t in ticks), ticks
     fig = step_timing.plotly_step_timing(step_timing.compute_step_timing(three))
     assert list(fig.layout.xaxis.tickvals) == [1, 2, 3]
+
+
+def test_unnamed_span_below_a_request_is_drawn_as_other(planted_spans, tmp_path: Path) -> None:
+    """A span of unknown kind without a name (a foreign instrumentation, a damaged line) still gets a label:
+    the outlier figure used to sort a NaN label among strings and fail (found by the fuzz test)."""
+    spans = planted_spans.copy()
+    events = spans.index[spans["kind"].isin(model.EVENT_KINDS)]
+    spans.loc[events[:2], "kind"] = "other"
+    spans.loc[events[:1], "name"] = np.nan
+    labels = model.event_label(spans.loc[events[:2]])
+    assert list(labels) == ["other", spans.loc[events[1], "name"]]
+    rid = spans.loc[events[0], "request_id"]
+    df = outliers.compute_outliers(spans, max_requests=1, named=[rid])
+    assert "other" in set(df["label"])
+    assert outliers.plot_outliers(df, tmp_path / "outliers.png").stat().st_size > 0

@@ -143,6 +143,7 @@ def _as_root_without_dac_override(spool_dir: Path) -> dict[str, Any]:
         pytest.skip("running as root and no setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
     caps = "-dac_override,-dac_read_search"
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_VERL_DETAIL"] = "full"  # check_tree looks at turns and events (tests/conftest.py is not loaded there)
     env["PYTHONPATH"] = str(REPO)
     code = (
         "import json, sys\n"
