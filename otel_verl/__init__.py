@@ -29,24 +29,16 @@ class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         """Wrap the seams the configured detail level records (``detail=`` overrides the configuration)."""
+        from otel_verl.export import setup
         from otel_verl.instrumentation import seams_for
         from otel_verl.instrumentation._wrap import wrap_seams
 
-        wrap_seams(seams_for(kwargs.get("detail") or _configured_detail()))
+        wrap_seams(seams_for(kwargs.get("detail") or setup.current_config().detail))
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from otel_verl.instrumentation._wrap import unwrap_all
 
         unwrap_all()
-
-
-def _configured_detail() -> str:
-    """The detail level of this process's tracing setup, or of the environment before setup."""
-    from otel_verl.config import OtelVerlConfig
-    from otel_verl.export import setup
-
-    state = setup.get_state()
-    return state.config.detail if state is not None else OtelVerlConfig().detail
 
 
 def instrument(**kwargs: Any) -> None:

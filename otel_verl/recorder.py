@@ -114,24 +114,25 @@ class RequestRecorder:
             node.attributes[semconv.ERROR_TYPE] = node.error
 
     def open_turn(self) -> Node:
-        """Close the running turn, start turn ``self.turns``."""
+        """Close the running turn, start turn ``self.turns``. Below full detail turns are not recorded:
+        nothing happens here, each engine round trip counts one instead (:meth:`round_trip_turn`)."""
+        if not self.events:
+            return self.detached()
         self.close_turn()
-        if self.events:
-            turn = Node(
-                semconv.SPAN_TURN,
-                self.root.span_id,
-                {semconv.VERL_TURN_INDEX: self.turns},
-                SpanKind.INTERNAL,
-                self.shared,
-            )
-            self.nodes.append(turn)
-        else:
-            turn = self.detached()
+        turn = Node(
+            semconv.SPAN_TURN, self.root.span_id, {semconv.VERL_TURN_INDEX: self.turns}, SpanKind.INTERNAL, self.shared
+        )
+        self.nodes.append(turn)
         self.current_turn = turn
         self.turns += 1
         return turn
 
-    def ensure_turn(self) -> Node:
+    def round_trip_turn(self) -> Node:
+        """The turn a top-level engine round trip runs in: at full detail the one the GENERATING state
+        opened (opened here if none is); below it every round trip is one turn, counted, not recorded."""
+        if not self.events:
+            self.turns += 1
+            return self.detached()
         return self.current_turn if self.current_turn is not None else self.open_turn()
 
     def close_turn(self) -> None:

@@ -263,6 +263,12 @@ def get_state() -> TracingState | None:
     return state if state is not None and state.pid == os.getpid() else None
 
 
+def current_config() -> OtelVerlConfig:
+    """This process's otel_verl settings: its tracing setup's, or the environment's before setup."""
+    state = get_state()
+    return state.config if state is not None else OtelVerlConfig()
+
+
 def tracer() -> trace.Tracer:
     state = get_state()
     provider = state.provider if state is not None else trace.get_tracer_provider()

@@ -489,10 +489,9 @@ def _postprocess_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict)
 
 @coroutine_wrapper
 def _generating_state_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """Each entry into the GENERATING state starts a new turn (verl awaits the call at once). Below
-    ``full`` detail turns are not recorded and the engine round trips count them instead."""
+    """Each entry into the GENERATING state starts a new turn (verl awaits the call at once)."""
     recorder = current_request.get()
-    if recorder is not None and recorder.events:
+    if recorder is not None:
         try:
             recorder.open_turn()
         except Exception:
@@ -599,7 +598,7 @@ _EVENT_METHODS = (
 )
 FULL_DETAIL_SEAMS = frozenset((module, path) for module, path, _ in SEAMS if path.endswith(_EVENT_METHODS))
 """Seams that only record turns and events: wrapped at ``full`` detail only (below it a turn is counted
-per engine round trip, see ``llm_server._start_generate``), so lower levels do not pay for them."""
+per engine round trip, see ``RequestRecorder.round_trip_turn``), so lower levels do not pay for them."""
 
 _MANAGER = Expected(("prompts",), "verl.barrier spans and the step-to-worker parent links")
 SIGNATURES = expect(

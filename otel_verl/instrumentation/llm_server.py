@@ -47,8 +47,7 @@ _ATTEMPTS = "_otel_verl.attempts"  # scratch counter on a round trip's node, rem
 def _cfg() -> OtelVerlConfig:
     global _config
     if _config is None:
-        state = setup.get_state()
-        _config = state.config if state is not None else OtelVerlConfig()
+        _config = setup.current_config()
     return _config
 
 
@@ -117,10 +116,7 @@ def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Node:
         recorder.root.attributes.setdefault(semconv.VERL_REQUEST_ID, request_id)
     outer = _generate_node.get()
     if outer is None:
-        if recorder.events:
-            recorder.ensure_turn()
-        else:  # below full detail the turn seam is not installed: one round trip, one turn
-            recorder.turns += 1
+        recorder.round_trip_turn()
     else:  # an attempt inside FullyAsyncLLMServerClient.generate; the 2nd+ are resumes
         attempts = outer.attributes.get(_ATTEMPTS, 0)
         if attempts:

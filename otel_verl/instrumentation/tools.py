@@ -12,7 +12,6 @@ from typing import Any
 from opentelemetry import context as otel_context
 
 from otel_verl import semconv
-from otel_verl.config import OtelVerlConfig
 from otel_verl.content import capture_text
 from otel_verl.export import setup
 from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
@@ -32,8 +31,7 @@ def _attributes(tool_call: Any) -> dict[str, Any]:
     call_id = getattr(tool_call, "tool_call_id", None)
     if isinstance(call_id, str):
         attributes[semconv.GEN_AI_TOOL_CALL_ID] = call_id
-    state = setup.get_state()
-    config = state.config if state is not None else OtelVerlConfig()
+    config = setup.current_config()
     arguments = getattr(tool_call, "arguments", None)
     if config.capture_content and isinstance(arguments, str):
         captured = capture_text(arguments, config)
