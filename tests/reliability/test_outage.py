@@ -74,6 +74,11 @@ def demo_cmd(out: Path, *args: str) -> list[str]:
     return [sys.executable, str(HERE / "demo_child.py"), str(out), *DEMO, *args]
 
 
+HOLD_STEP_3 = ("--stall", "0:30", "--slow-step", "3")
+"""Sample 0 stalls 30 s in step 3: the demo is certainly still running when the collector comes back (the
+kill is at step 2; unheld, the last steps could end inside the outage on a fast box), and step 3's other
+requests end while the collector is down."""
+
 DEMO_TIMEOUT_S = 900
 """A two-step demo child takes ~80-100 s here; a loaded 2-core CI box has been seen to need over 400."""
 
@@ -256,7 +261,11 @@ def test_collector_killed_mid_run_and_restarted(stack: Stack, tmp_path: Path):
     log_path = tmp_path / "killed.log"
     with log_path.open("w") as log:
         child = subprocess.Popen(
-            demo_cmd(out, "--spool", str(spool_root), "--steps", "4"), env=env, cwd=tmp_path, stdout=log, stderr=log
+            demo_cmd(out, "--spool", str(spool_root), "--steps", "4", *HOLD_STEP_3),
+            env=env,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=log,
         )
     try:
 
