@@ -48,6 +48,9 @@ DEFAULT_SERVICE_NAME = "verl"
 HOLD_MAX_SPANS = 65536
 """Held request spans released early past this many (bounded memory: ~1 KiB each)."""
 
+HOLD_SETTLE_S = 1.0
+"""Held spans go to the exporters this long after the last rollout chunk ended (see :mod:`.hold`)."""
+
 
 @dataclass
 class TracingState:
@@ -251,6 +254,7 @@ def setup_tracing(
             config.rollout_hold_s,
             max(1, min(HOLD_MAX_SPANS, config.max_queue_size // 2)),
             lambda parts: _submit(_release_parts, state, parts),
+            HOLD_SETTLE_S,
         )
         dropped.register_metric()
         atexit.register(shutdown_tracing)

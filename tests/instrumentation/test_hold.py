@@ -79,6 +79,33 @@ def test_released_early_by_size_and_age():
     assert aged.drain() == []
 
 
+def test_release_waits_settle_s_after_the_last_chunk_and_a_new_chunk_keeps_holding():
+    out: list = []
+    hold = SpanHold(30.0, 100, _flattened(out), settle_s=0.2)
+    hold.begin()
+    hold.add([1])
+    hold.end()
+    assert out == [] and hold.held == 1  # the worker is still returning the chunk's output
+    time.sleep(0.4)
+    assert out == [1] and hold.held == 0
+    hold.begin()
+    hold.add([2])
+    hold.end()
+    hold.begin()  # the next chunk opens within the wait: its end releases both
+    hold.add([3])
+    time.sleep(0.4)
+    assert out == [1] and hold.held == 2
+    hold.end()
+    time.sleep(0.4)
+    assert out == [1, 2, 3]
+    hold.begin()
+    hold.add([4])
+    hold.end()
+    assert hold.drain() == [[4]]  # a blocking flush takes them at once; the pending release finds nothing
+    time.sleep(0.4)
+    assert out == [1, 2, 3]
+
+
 def test_zero_seconds_turns_holding_off():
     out: list = []
     hold = SpanHold(0.0, 100, _flattened(out))
