@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -23,6 +23,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, S
 
 from otel_verl import semconv
 from otel_verl.export import setup
+from otel_verl.export.hold import SpanHold
 from otel_verl.export.recorded_span import Node, RequestShared, new_trace_id
 from otel_verl.sampling import ChunkSampler
 
@@ -42,6 +43,27 @@ class RequestRecorder:
     ``own_trace``: the request is the root of a new trace, linked to ``parent`` (the worker span).
     """
 
+    __slots__ = (
+        "_detached",
+        "_made_context",
+        "current_turn",
+        "events",
+        "finished",
+        "hold",
+        "last_stop_reason",
+        "late",
+        "nodes",
+        "resumes",
+        "root",
+        "sampled",
+        "sampler",
+        "shared",
+        "spans",
+        "status",
+        "trace_id",
+        "turns",
+    )
+
     def __init__(
         self,
         parent: SpanContext | None,
@@ -51,6 +73,8 @@ class RequestRecorder:
         spans: bool = True,
         own_trace: bool = False,
         sampler: ChunkSampler | None = None,
+        late: LateAttributes | None = None,
+        hold: SpanHold | None = None,
     ) -> None:
         valid = parent is not None and parent.is_valid
         self.sampled = (bool(parent.trace_flags.sampled) if valid else True) and spans
@@ -63,14 +87,58 @@ class RequestRecorder:
         else:
             trace_id = parent.trace_id
             parent_id = parent.span_id
+        self._setup(trace_id, parent_id, attributes, events, spans, sampler, late, hold)
+        if links:
+            self.root.links = links
+
+    @classmethod
+    def in_chunk(
+        cls,
+        plan: RequestPlan,
+        attributes: dict[str, Any] | None,
+        late: LateAttributes | None,
+    ) -> RequestRecorder:
+        """A trajectory of a rollout chunk: what the constructor derives from the parent, ``plan`` holds
+        already (worked out once per chunk: the rollout's event loop pays per request only for this)."""
+        recorder = cls.__new__(cls)
+        recorder.sampled = plan.sampled
+        own = plan.own_trace
+        recorder._setup(
+            new_trace_id() if own else plan.trace_id,
+            None if own else plan.parent_id,
+            attributes,
+            plan.events,
+            plan.spans,
+            plan.sampler,
+            late,
+            plan.hold,
+        )
+        if own and plan.link is not None:
+            recorder.root.links = plan.link
+        return recorder
+
+    def _setup(
+        self,
+        trace_id: int,
+        parent_id: int | None,
+        attributes: dict[str, Any] | None,
+        events: bool,
+        spans: bool,
+        sampler: ChunkSampler | None,
+        late: LateAttributes | None,
+        hold: SpanHold | None,
+    ) -> None:
         self.trace_id = trace_id
-        self.shared = RequestShared(trace_id)
-        self.root = Node(semconv.SPAN_REQUEST, parent_id, attributes, SpanKind.INTERNAL, self.shared)
-        self.root.links = links
-        self.nodes: list[Node] = [self.root]
+        self.shared = shared = RequestShared(trace_id)
+        self.root = root = Node(semconv.SPAN_REQUEST, parent_id, attributes, SpanKind.INTERNAL, shared)
+        self.nodes: list[Node] = [root]
         self.events = events
         self.spans = spans
         self.sampler = sampler
+        self.late = late
+        """Root attributes worked out when the spans are built, off the event loop (``(fn, args)``)."""
+        self.hold = hold
+        """The process's span hold, when the caller knows it (saves looking the tracing state up)."""
         self.status: str | None = None
         self._detached: Node | None = None
         self._made_context: tuple[otel_context.Context, Node, otel_context.Context] | None = None
@@ -166,11 +234,19 @@ class RequestRecorder:
         if made is not None and made[0] is current and made[1] is node:
             return made[2]
         ctx = trace.set_span_in_context(NonRecordingSpan(self.span_context(node)), current)
-        step = self.root.attributes.get(semconv.VERL_STEP)
+        step = self.attribute(semconv.VERL_STEP)
         if step is not None:  # W3C baggage: remote reward/engine spans learn their step
             ctx = baggage.set_baggage(semconv.VERL_STEP, str(step), ctx)
         self._made_context = (current, node, ctx)
         return ctx
+
+    def attribute(self, key: str) -> Any:
+        """A root attribute, also one of the ``late`` ones (worked out now if asked for)."""
+        value = self.root.attributes.get(key)
+        if value is None and self.late is not None:
+            fn, args = self.late
+            value = fn(*args).get(key)
+        return value
 
     def carrier(self, node: Node) -> dict[str, str]:
         """W3C ``traceparent`` (+ ``tracestate``) naming ``node`` as parent."""
@@ -208,7 +284,9 @@ class RequestRecorder:
     def emit(self) -> list[Node]:
         """Hand this finished request's spans to the processors; while a rollout chunk is open they are
         held and completed (:meth:`build_spans`) at release time, off the event loop."""
-        setup.emit_built(self._completed_spans, len(self.nodes))
+        hold = self.hold
+        if hold is None or not hold.add(self._completed_spans, len(self.nodes)):
+            setup.emit_built(self._completed_spans, len(self.nodes))
         return self.nodes
 
     def _completed_spans(self) -> list[Node]:
@@ -222,6 +300,10 @@ class RequestRecorder:
         root = self.root
         end_default = root.end_ns
         root_attrs = root.attributes
+        if self.late is not None:
+            fn, args = self.late
+            self.late = None
+            root_attrs.update({k: v for k, v in fn(*args).items() if k not in root_attrs})
         stamp = shared.stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
         if status == _FAILED and root.error is None:
             root.status = _ERROR
@@ -237,6 +319,36 @@ class RequestRecorder:
                 node.attributes = {**stamp, **own}
         return self.nodes
 
+
+class RequestPlan:
+    """What every trajectory of one rollout chunk shares: parent ids, detail flags, sampler, hold."""
+
+    __slots__ = ("events", "hold", "link", "own_trace", "parent_id", "sampled", "sampler", "spans", "trace_id")
+
+    def __init__(
+        self,
+        parent: SpanContext | None,
+        *,
+        events: bool,
+        spans: bool,
+        own_trace: bool,
+        sampler: ChunkSampler | None,
+        hold: SpanHold | None,
+    ) -> None:
+        valid = parent is not None and parent.is_valid
+        self.sampled = (bool(parent.trace_flags.sampled) if valid else True) and spans  # type: ignore[union-attr]
+        self.own_trace = own_trace or not valid
+        self.trace_id = parent.trace_id if valid else 0  # type: ignore[union-attr]
+        self.parent_id = parent.span_id if valid else None  # type: ignore[union-attr]
+        self.link: tuple[Link, ...] | None = (Link(parent),) if valid and own_trace else None  # type: ignore[arg-type]
+        self.events = events
+        self.spans = spans
+        self.sampler = sampler
+        self.hold = hold
+
+
+LateAttributes = tuple[Callable[..., Mapping[str, Any]], tuple[Any, ...]]
+"""``(fn, args)``: the request's descriptive attributes, worked out when its spans are built."""
 
 _ERROR = Status(StatusCode.ERROR)
 _COMPLETED = semconv.RequestStatus.COMPLETED.value

@@ -47,15 +47,23 @@ class RequestShared:
     counting alone (no recorder ↔ node cycle for the cyclic GC to find).
     """
 
-    __slots__ = ("resource", "stamp", "stamp_json", "trace_hex", "trace_id")
+    __slots__ = ("_trace_hex", "resource", "stamp", "stamp_json", "trace_id")
 
     def __init__(self, trace_id: int) -> None:
         self.trace_id = trace_id
-        self.trace_hex = f"{trace_id:032x}"
+        self._trace_hex: str | None = None
         self.resource: Resource | None = None
         self.stamp: dict[str, Any] = {}
         self.stamp_json: str | None = None
         """``stamp`` encoded by the spool's text encoder, once per request (on the export thread)."""
+
+    @property
+    def trace_hex(self) -> str:
+        """The trace id as 32 hex digits, formatted on first use (by an exporter, off the event loop)."""
+        text = self._trace_hex
+        if text is None:
+            text = self._trace_hex = f"{self.trace_id:032x}"
+        return text
 
 
 class Node(ReadableSpan):

@@ -253,7 +253,7 @@ def setup_tracing(
         state.hold = SpanHold(
             config.rollout_hold_s,
             max(1, min(HOLD_MAX_SPANS, config.max_queue_size // 2)),
-            lambda parts: _submit(_release_parts, state, parts),
+            lambda parts: _submit(_release_and_flush, state, parts),
             HOLD_SETTLE_S,
         )
         dropped.register_metric()
@@ -302,6 +302,13 @@ def _release_parts(state: TracingState, parts: Sequence[Part]) -> None:
     _to_processors(state, spans)
 
 
+def _release_and_flush(state: TracingState, parts: Sequence[Part]) -> None:
+    """A release from the hold (background thread): the held spans, then a flush of every processor."""
+    if parts:
+        _release_parts(state, parts)
+    _flush_and_count(state, 30000)
+
+
 def _to_processors(state: TracingState, spans: Sequence[ReadableSpan]) -> None:
     processors = state.processors
     for span in spans:
@@ -320,10 +327,13 @@ def hold_begin() -> None:
 
 
 def hold_end() -> None:
-    """A rollout chunk closed; when it was the last open one, its held spans go to the processors."""
+    """A rollout chunk closed; when it was the last open one, its held spans go to the processors and
+    they are flushed, ``HOLD_SETTLE_S`` later, off the event loop (at once when holding is off)."""
     state = get_state()
-    if state is not None and state.hold is not None:
-        state.hold.end()
+    if state is None:
+        return
+    if state.hold is None or not state.hold.end():
+        flush_async()
 
 
 def _release_held(state: TracingState, timeout_s: float = 30.0) -> None:

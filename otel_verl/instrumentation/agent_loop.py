@@ -26,9 +26,9 @@ from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from otel_verl import semconv
 from otel_verl.export import setup
-from otel_verl.instrumentation import propagation
+from otel_verl.instrumentation import _context, propagation, threads
 from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
-from otel_verl.recorder import RequestRecorder, current_request
+from otel_verl.recorder import RequestPlan, RequestRecorder, current_request
 from otel_verl.sampling import ChunkSampler
 
 logger = logging.getLogger(__name__)
@@ -206,6 +206,12 @@ class WorkerChunk:
         self.status_counts: dict[str, int] = {}
         self.end_ns: int | None = None
         self.pending_tasks = 0
+        self.plan: RequestPlan | None = None
+        """What the chunk's trajectories share (None below ``worker`` detail: nothing is recorded)."""
+        self.context: otel_context.Context | None = None
+        """The context attached while the chunk runs: a trajectory started in it has the chunk's plan."""
+        self.response_length: Any = _UNKNOWN
+        """``rollout_config.response_length``, read at the first request's end (an OmegaConf lookup)."""
 
     def track_tasks(self, tasks: set[asyncio.Task[Any]]) -> None:
         """Fire-and-forget dispatch (V1): the chunk lasts until the tasks it spawned are done."""
@@ -233,10 +239,11 @@ class WorkerChunk:
             try:
                 self._end_span()
             finally:
-                setup.hold_end()  # this chunk's request spans go to the exporters now, off the event loop
-                setup.flush_async()
+                setup.hold_end()  # this chunk's spans go to the exporters (and are flushed) off the event loop
 
     def _end_span(self) -> None:
+        if self.context is not None:
+            threads.unexempt(self.context)
         span = self.span
         if self.sampler is not None:
             self._close_sampler(span)
@@ -309,8 +316,19 @@ def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
     if config is not None:
         sampler = ChunkSampler(config.sample_ratio, config.sample_keep_slowest, config.detail_at_least("request"))
     chunk = WorkerChunk(span, step if step is not None and step >= 0 else None, rank, manager_span_id, sampler)
+    if config is not None:
+        chunk.plan = RequestPlan(
+            span.get_span_context(),
+            events=config.detail_at_least("full"),
+            spans=config.detail_at_least("request"),
+            own_trace=config.trace_per_request,
+            sampler=sampler,
+            hold=state.hold if state is not None else None,
+        )
     setup.hold_begin()  # balanced by hold_end() in chunk.maybe_end()
-    token = otel_context.attach(trace.set_span_in_context(span))
+    chunk.context = ctx = trace.set_span_in_context(span)
+    threads.exempt(ctx)  # verl's tokenizer work in executor threads carries nothing (see threads.exempt)
+    token = otel_context.attach(ctx)
     chunk_token = _CHUNK.set(chunk)
     return chunk, (token, chunk_token)
 
@@ -376,10 +394,50 @@ def _request_status(recorder: RequestRecorder, response_length: int | None) -> s
 
 
 _TRAJECTORY_INTS = (("sample_index", semconv.VERL_SAMPLE_INDEX), ("rollout_n", semconv.VERL_ROLLOUT_N))
+_UNKNOWN = object()
+
+
+def _trajectory_attributes(
+    trajectory: Any, session_id: Any, agent: Any, chunk_step: int | None, rank: int | None
+) -> dict[str, Any]:
+    """The request span's descriptive attributes: step, sample index, rollout n, validate, agent, rank."""
+    attributes: dict[str, Any] = {}
+    if not isinstance(trajectory, dict):
+        trajectory = {}
+    step = _as_int(trajectory.get("step"))
+    if step is not None and step >= 0:
+        attributes[semconv.VERL_STEP] = step
+    elif chunk_step is not None:
+        attributes[semconv.VERL_STEP] = chunk_step
+    for key, attr in _TRAJECTORY_INTS:
+        value = _as_int(trajectory.get(key))
+        if value is not None:
+            attributes[attr] = value
+    session = _as_int(session_id)
+    if session is not None:
+        attributes[semconv.VERL_ROLLOUT_N] = session
+    attributes[semconv.VERL_VALIDATE] = bool(trajectory.get("validate", False))
+    if isinstance(agent, str):
+        attributes[semconv.VERL_REQUEST_AGENT] = agent
+    if rank is not None:
+        attributes[semconv.VERL_WORKER_RANK] = rank
+    return attributes
 
 
 def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> RequestRecorder | None:
-    """The recorder of a trajectory starting now (None below ``worker`` detail)."""
+    """The recorder of a trajectory starting now (None below ``worker`` detail).
+
+    In a chunk's own context (verl's case: one task per trajectory, spawned by the chunk) the chunk's
+    plan has the parent and the settings, and the descriptive attributes are worked out when the spans
+    are built, after the chunk: the event loop pays only for the recorder itself.
+    """
+    trajectory = args[1] if len(args) > 1 else kwargs.get("trajectory", {})
+    if chunk is not None and chunk.plan is not None and _context.get_current() is chunk.context:
+        late = (
+            _trajectory_attributes,
+            (trajectory, kwargs.get("session_id"), kwargs.get("agent_name"), chunk.step, chunk.rank),
+        )
+        return RequestRecorder.in_chunk(chunk.plan, None, late)
     state = setup.get_state()
     if state is None:
         _ensure_worker_tracing()
@@ -387,27 +445,10 @@ def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> R
     config = state.config if state is not None else None
     if config is not None and not config.detail_at_least("worker"):
         return None
-    trajectory = args[1] if len(args) > 1 else kwargs.get("trajectory", {})
-    attributes: dict[str, Any] = {}
-    step = _as_int(trajectory.get("step"))
-    if step is not None and step >= 0:
-        attributes[semconv.VERL_STEP] = step
-    elif chunk is not None and chunk.step is not None:
-        attributes[semconv.VERL_STEP] = chunk.step
-    for key, attr in _TRAJECTORY_INTS:
-        value = _as_int(trajectory.get(key))
-        if value is not None:
-            attributes[attr] = value
-    session = _as_int(kwargs.get("session_id"))
-    if session is not None:
-        attributes[semconv.VERL_ROLLOUT_N] = session
-    attributes[semconv.VERL_VALIDATE] = bool(trajectory.get("validate", False))
-    agent = kwargs.get("agent_name")
-    if isinstance(agent, str):
-        attributes[semconv.VERL_REQUEST_AGENT] = agent
     rank = chunk.rank if chunk is not None else worker_rank()
-    if rank is not None:
-        attributes[semconv.VERL_WORKER_RANK] = rank
+    attributes = _trajectory_attributes(
+        trajectory, kwargs.get("session_id"), kwargs.get("agent_name"), chunk.step if chunk else None, rank
+    )
     parent = trace.get_current_span().get_span_context()
     if config is None:
         return RequestRecorder(parent, attributes)
@@ -451,7 +492,11 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
                 score = getattr(result, "reward_score", None)
                 if isinstance(score, (int, float)) and not isinstance(score, bool):
                     extra[semconv.VERL_REWARD_SCORE] = float(score)
-                response_length = getattr(getattr(instance, "rollout_config", None), "response_length", None)
+                response_length = chunk.response_length if chunk is not None else _UNKNOWN
+                if response_length is _UNKNOWN:
+                    response_length = getattr(getattr(instance, "rollout_config", None), "response_length", None)
+                    if chunk is not None:
+                        chunk.response_length = response_length
                 recorder.root.attributes.update(extra)
                 status = _request_status(recorder, response_length)
             recorder.finish(status, extra, error)

@@ -165,7 +165,49 @@ def client_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
     recorder = current_request.get()
     if recorder is None or not enabled():
         return wrapped(*args, **kwargs)
+    if not recorder.events and _counts_only(instance):
+        return _counted_generate(recorder, wrapped, args, kwargs)
     return _recorded_generate(recorder, wrapped, instance, args, kwargs)
+
+
+_counting: tuple[type, Any, OtelVerlConfig | None, bool] | None = None
+"""(client type, its config, otel_verl's settings, answer) of the last :func:`_counts_only` check."""
+
+
+def _counts_only(client: Any) -> bool:
+    """Below full detail, a plain client whose engine gets no carrier only needs counting.
+
+    ``FullyAsyncLLMServerClient`` (resumes nest attempts inside one round trip) and an engine that is
+    handed the carrier take the recording path. One client per worker: the answer is kept.
+    """
+    global _counting
+    kind, config = type(client), getattr(client, "config", None)
+    known = _counting
+    if known is not None and known[0] is kind and known[1] is config and known[2] is _config:
+        return known[3]
+    fully_async = any(c.__name__ == "FullyAsyncLLMServerClient" for c in kind.__mro__)
+    answer = not fully_async and not _client_names(client).linked
+    _counting = (kind, config, _config, answer)
+    return answer
+
+
+async def _counted_generate(recorder: Any, wrapped: Any, args: tuple, kwargs: dict) -> Any:
+    """One engine round trip below full detail: a turn counted, the request id and stop reason noted."""
+    try:
+        recorder.turns += 1
+        request_id = kwargs.get("request_id")
+        if isinstance(request_id, str):
+            recorder.root.attributes.setdefault(semconv.VERL_REQUEST_ID, request_id)
+    except Exception:
+        call_failed(CLIENT_GENERATE)
+    output = await wrapped(*args, **kwargs)
+    try:
+        stop = getattr(output, "stop_reason", None)
+        if stop is not None:
+            recorder.last_stop_reason = str(stop)
+    except Exception:
+        call_failed(CLIENT_GENERATE)
+    return output
 
 
 async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

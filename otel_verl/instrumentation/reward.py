@@ -36,15 +36,16 @@ _pending_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_rewa
 @coroutine_wrapper
 def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     recorder = current_request.get()
-    if recorder is None or not enabled():
+    # scored in this process (or later by the trainer's reward phase): nothing to record or carry
+    if recorder is None or getattr(instance, "reward_loop_worker_handles", None) is None or not enabled():
         return wrapped(*args, **kwargs)
-    remote = getattr(instance, "reward_loop_worker_handles", None) is not None
+    remote = True
     outputs = args[0] if args else kwargs.get("outputs")
     try:
         already_scored = outputs[-1].reward_score is not None
     except Exception:
         already_scored = False
-    if already_scored or not remote:  # scored by the agent loop itself, or later by the trainer's reward phase
+    if already_scored:  # scored by the agent loop itself
         return wrapped(*args, **kwargs)
     return _recorded_remote_score(recorder, remote, outputs, wrapped, args, kwargs)
 

@@ -112,6 +112,21 @@ def test_release_waits_settle_s_after_the_last_chunk_and_never_for_a_later_chunk
     assert out == [1, 2, 3]
 
 
+def test_the_last_chunk_end_cues_one_release_even_with_nothing_held():
+    """The release is also the chunk-end flush's cue: it comes settle_s later, empty if nothing was held."""
+    releases: list[list] = []
+    hold = SpanHold(30.0, 100, releases.append, settle_s=0.1)
+    hold.begin()
+    hold.begin()
+    assert hold.end() is True and releases == []  # a chunk is still open
+    assert hold.end() is True
+    assert releases == []  # not at the chunk's end, while the worker returns its output
+    assert _soon(lambda: releases == [[]])
+    time.sleep(0.2)
+    assert releases == [[]]  # once
+    assert SpanHold(0.0, 100, releases.append).end() is False  # holding off: the caller flushes itself
+
+
 def test_zero_seconds_turns_holding_off():
     out: list = []
     hold = SpanHold(0.0, 100, _flattened(out))

@@ -180,3 +180,42 @@ def test_executor_and_thread_keep_their_parent():
     finally:
         setup.reset_for_tests()
     assert spans["default-executor"].parent is None and spans["thread"].parent is None
+
+
+def test_a_rollout_chunks_own_context_is_not_carried_into_executor_threads():
+    """verl's tokenizer work submitted straight from a chunk's context carries nothing (threads.exempt);
+    a context made from it (a tool's, a reward's) still is, and the chunk's end lifts the exemption."""
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+
+    from otel_verl.instrumentation import threads
+
+    memory = InMemorySpanExporter()
+
+    def child(name: str) -> None:
+        with setup.tracer().start_as_current_span(name):
+            pass
+
+    async def main(chunk_ctx: otel_context.Context) -> None:
+        loop = asyncio.get_running_loop()
+        token = otel_context.attach(chunk_ctx)
+        try:
+            await loop.run_in_executor(None, child, "from-chunk")
+            with setup.tracer().start_as_current_span("tool"):
+                await loop.run_in_executor(None, child, "from-tool")
+            threads.unexempt(chunk_ctx)
+            await loop.run_in_executor(None, child, "after-chunk")
+        finally:
+            otel_context.detach(token)
+
+    with traced(memory):
+        worker = setup.tracer().start_span("worker")
+        chunk_ctx = trace.set_span_in_context(worker)
+        threads.exempt(chunk_ctx)
+        asyncio.run(main(chunk_ctx))
+        worker.end()
+        setup.flush()
+        spans = {s.name: s for s in memory.get_finished_spans()}
+    assert spans["from-chunk"].parent is None
+    assert spans["from-tool"].parent.span_id == spans["tool"].context.span_id
+    assert spans["after-chunk"].parent.span_id == spans["worker"].context.span_id
