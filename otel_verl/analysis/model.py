@@ -30,7 +30,8 @@ def event_label(ev: pd.DataFrame) -> pd.Series:
         )
         label[tool] = "tool " + names.astype(str)
     other = ev["kind"] == "other"
-    label[other] = ev.loc[other, "name"].astype(object).fillna("other")  # a span without a name stays a label
+    # a span without a name stays a label; a name that is not a string (a corrupt line) becomes one
+    label[other] = ev.loc[other, "name"].astype(object).fillna("other").astype(str)
     return label
 
 

@@ -214,3 +214,18 @@ def test_unnamed_span_below_a_request_is_drawn_as_other(planted_spans, tmp_path:
     df = outliers.compute_outliers(spans, max_requests=1, named=[rid])
     assert "other" in set(df["label"])
     assert outliers.plot_outliers(df, tmp_path / "outliers.png").stat().st_size > 0
+
+
+def test_a_span_name_that_is_not_a_string_is_drawn_as_its_text(planted_spans, tmp_path: Path) -> None:
+    """A damaged line can carry a number where a span's name belongs: its label is that number's text, so
+    the outlier figure's labels stay sortable (an int among strings failed there; found by the fuzz test)."""
+    spans = planted_spans.copy()
+    spans["name"] = spans["name"].astype(object)
+    events = spans.index[spans["kind"].isin(model.EVENT_KINDS)]
+    spans.loc[events[:1], "kind"] = "other"
+    spans.loc[events[:1], "name"] = -1
+    assert list(model.event_label(spans.loc[events[:1]])) == ["-1"]
+    rid = spans.loc[events[0], "request_id"]
+    df = outliers.compute_outliers(spans, max_requests=1, named=[rid])
+    assert "-1" in set(df["label"])
+    assert outliers.plot_outliers(df, tmp_path / "outliers.png").stat().st_size > 0

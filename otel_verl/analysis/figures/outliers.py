@@ -114,7 +114,7 @@ def _depths(sub: pd.DataFrame) -> np.ndarray:
 def _colors(labels: Iterable[str]) -> dict[str, Any]:
     cmap = _style.plt.get_cmap("tab10")
     fixed = {"request": "#dddddd", "turn": "#c9d6ea"}
-    rest = [x for x in sorted(set(labels)) if x not in fixed]
+    rest = [x for x in sorted(set(labels), key=str) if x not in fixed]  # str key: a corrupt label stays sortable
     return {**fixed, **{x: cmap(i % 10) for i, x in enumerate(rest)}}
 
 
