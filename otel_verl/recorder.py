@@ -76,20 +76,8 @@ class RequestRecorder:
         late: LateAttributes | None = None,
         hold: SpanHold | None = None,
     ) -> None:
-        valid = parent is not None and parent.is_valid
-        self.sampled = (bool(parent.trace_flags.sampled) if valid else True) and spans
-        links: tuple[Link, ...] = ()
-        if own_trace or not valid:
-            trace_id = new_trace_id()
-            parent_id = None
-            if valid:
-                links = (Link(parent),)
-        else:
-            trace_id = parent.trace_id
-            parent_id = parent.span_id
-        self._setup(trace_id, parent_id, attributes, events, spans, sampler, late, hold)
-        if links:
-            self.root.links = links
+        plan = RequestPlan(parent, events=events, spans=spans, own_trace=own_trace, sampler=sampler, hold=hold)
+        self._from_plan(plan, attributes, late)
 
     @classmethod
     def in_chunk(
@@ -101,9 +89,13 @@ class RequestRecorder:
         """A trajectory of a rollout chunk: what the constructor derives from the parent, ``plan`` holds
         already (worked out once per chunk: the rollout's event loop pays per request only for this)."""
         recorder = cls.__new__(cls)
-        recorder.sampled = plan.sampled
+        recorder._from_plan(plan, attributes, late)
+        return recorder
+
+    def _from_plan(self, plan: RequestPlan, attributes: dict[str, Any] | None, late: LateAttributes | None) -> None:
+        self.sampled = plan.sampled
         own = plan.own_trace
-        recorder._setup(
+        self._setup(
             new_trace_id() if own else plan.trace_id,
             None if own else plan.parent_id,
             attributes,
@@ -114,8 +106,7 @@ class RequestRecorder:
             plan.hold,
         )
         if own and plan.link is not None:
-            recorder.root.links = plan.link
-        return recorder
+            self.root.links = plan.link
 
     def _setup(
         self,

@@ -39,7 +39,6 @@ def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict
     # scored in this process (or later by the trainer's reward phase): nothing to record or carry
     if recorder is None or getattr(instance, "reward_loop_worker_handles", None) is None or not enabled():
         return wrapped(*args, **kwargs)
-    remote = True
     outputs = args[0] if args else kwargs.get("outputs")
     try:
         already_scored = outputs[-1].reward_score is not None
@@ -47,13 +46,11 @@ def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict
         already_scored = False
     if already_scored:  # scored by the agent loop itself
         return wrapped(*args, **kwargs)
-    return _recorded_remote_score(recorder, remote, outputs, wrapped, args, kwargs)
+    return _recorded_remote_score(recorder, outputs, wrapped, args, kwargs)
 
 
-async def _recorded_remote_score(
-    recorder: Any, remote: bool, outputs: Any, wrapped: Any, args: tuple, kwargs: dict
-) -> Any:
-    node = recorder.start(semconv.SPAN_REWARD, parent=recorder.root, attributes={semconv.VERL_REWARD_REMOTE: remote})
+async def _recorded_remote_score(recorder: Any, outputs: Any, wrapped: Any, args: tuple, kwargs: dict) -> Any:
+    node = recorder.start(semconv.SPAN_REWARD, parent=recorder.root, attributes={semconv.VERL_REWARD_REMOTE: True})
     token = _pending_carrier.set(recorder.carrier(node))
     context_token = otel_context.attach(recorder.otel_context(node))
     try:
