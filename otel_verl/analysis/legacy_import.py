@@ -143,15 +143,28 @@ def _request_id(d: dict[str, Any]) -> str | None:
 def _turn_durations(timings: Any) -> list[float]:
     """``turn_timings`` as a list of seconds; accepts numbers or dicts with a duration-like key."""
     out: list[float] = []
-    for t in timings or []:
-        if isinstance(t, (int, float)):
+    if not isinstance(timings, (list, tuple)):  # a damaged line: no per-turn timings, not a crash
+        return out
+    for t in timings:
+        if isinstance(t, dict):
+            t = next((t[k] for k in ("total_duration", "duration_sec", "duration", "total", "time") if k in t), None)
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and 0.0 <= t <= _MAX_TURN_SECONDS:
             out.append(float(t))
-        elif isinstance(t, dict):
-            for k in ("total_duration", "duration_sec", "duration", "total", "time"):
-                if k in t:
-                    out.append(float(t[k]))
-                    break
     return out
+
+
+_MAX_TURN_SECONDS = 1e9
+"""Above this (or negative, NaN, infinite) a turn timing is damage, not a duration: it is left out."""
+
+
+def _turn_index(value: Any) -> int | None:
+    """An event's ``turn``/``turn_index`` as an int (None when damaged: the event then hangs off its request)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def legacy_to_records(rows: list[dict[str, Any]], run: str) -> list[SpanRecord]:
@@ -307,9 +320,9 @@ def _worker_records(
             continue
         rid = _request_id(d)
         parent = requests.get(rid) if rid else None
-        turn_i = e.get("turn", e.get("turn_index"))
-        if parent is not None and turn_i is not None and (rid, int(turn_i)) in turns:
-            parent = turns[(rid, int(turn_i))]
+        turn_i = _turn_index(e.get("turn", e.get("turn_index")))
+        if parent is not None and turn_i is not None and (rid, turn_i) in turns:
+            parent = turns[(rid, turn_i)]
         parent_id = parent.span_id if parent is not None else outer if id(d) in post else wsp.span_id
         attrs: dict[str, Any] = {sc.VERL_EVENT_ORIGIN: d["event"]}
         if parent is None:

@@ -43,6 +43,24 @@ def _attr_value(value: dict[str, Any]) -> Any:
     return None
 
 
+_INT64_MAX = 2**63 - 1
+
+
+def _out_of_range(start: int, end: int) -> None:
+    """A span time outside int64 ns: raised while the line is read, so the error names it (numpy's
+    int64 conversion happens later, for many lines at once, and could not say which)."""
+    field, value = ("startTimeUnixNano", start) if not 0 <= start <= _INT64_MAX else ("endTimeUnixNano", end)
+    raise ValueError(f"{field} {value} out of range")
+
+
+def _text(value: Any) -> str:
+    """A span name that is not a string (a damaged or foreign line) kept as its JSON text."""
+    try:
+        return json.dumps(value, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def normalize_id(raw: Any, nbytes: int) -> str:
     """Hex id from OTLP/JSON (hex) or protobuf's default JSON mapping (base64, e.g. Tempo)."""
     if raw is None or raw == "":
@@ -125,9 +143,13 @@ class SpanColumns:
                     tid_l.append(sp.get("traceId", ""))
                     sid_l.append(sp.get("spanId", ""))
                     pid_l.append(sp.get("parentSpanId") or "")
-                    name_l.append(sp.get("name", ""))
-                    st_l.append(int(sp.get("startTimeUnixNano", 0)))
-                    en_l.append(int(sp.get("endTimeUnixNano", 0)))
+                    name = sp.get("name", "")
+                    name_l.append(name if name.__class__ is str else _text(name))
+                    start, end = int(sp.get("startTimeUnixNano", 0)), int(sp.get("endTimeUnixNano", 0))
+                    if not (0 <= start <= _INT64_MAX and 0 <= end <= _INT64_MAX):
+                        _out_of_range(start, end)
+                    st_l.append(start)
+                    en_l.append(end)
                     status = sp.get("status")
                     if status:
                         code = status.get("code", 0)
@@ -306,7 +328,8 @@ def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
         if kind in ("int", "float"):
             vals = np.concatenate([p[col][1] for p in parts]) if len(idx) else np.empty(0)
             nan = np.isnan(vals)
-            if kind == "int" and np.all(nan | np.isfinite(vals) & (vals == np.round(vals))):
+            whole = nan | (np.abs(vals) < 2.0**63) & (vals == np.round(vals))  # an int64 each, or missing
+            if kind == "int" and np.all(whole):
                 # Int64 straight from the sparse values: a full float column converted after the fact
                 # touched ~5x the memory (page faults were most of a 2M-span frame build)
                 ints = np.zeros(n, dtype=np.int64)
@@ -315,12 +338,9 @@ def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
                 mask[idx] = nan
                 data[col] = pd.arrays.IntegerArray(ints, mask)
                 continue
-            arr = np.full(n, np.nan)
+            arr = np.full(n, np.nan)  # a float column (an int one with a fraction or beyond int64 too)
             arr[idx] = vals
-            if kind == "int" and np.all(np.isnan(arr) | (arr == np.round(arr))):
-                data[col] = pd.array(arr, dtype="Int64")
-            else:
-                data[col] = arr
+            data[col] = arr
         elif kind == "bool":
             values = np.zeros(n, dtype=bool)
             mask = np.ones(n, dtype=bool)

@@ -57,15 +57,19 @@ def unexempt(ctx: otel_context.Context) -> None:
     _last_checked = (None, False)
 
 
-def _traced_context() -> otel_context.Context | None:
-    """The current context if it holds a valid span and is not exempt (else nothing is carried)."""
+def _carried(ctx: otel_context.Context) -> otel_context.Context | None:
+    """``ctx`` if it holds a valid span and is not exempt (else nothing is carried)."""
     global _last_checked
-    ctx = _context.get_current()
     checked, valid = _last_checked
     if ctx is not checked:
         valid = trace.get_current_span(ctx).get_span_context().is_valid and _exempt.get(id(ctx)) is not ctx
         _last_checked = (ctx, valid)  # one tuple, swapped atomically: safe across threads
     return ctx if valid else None
+
+
+def _traced_context() -> otel_context.Context | None:
+    """The current context if it is to be carried."""
+    return _carried(_context.get_current())
 
 
 def _run_in(ctx: otel_context.Context, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -78,12 +82,21 @@ def _run_in(ctx: otel_context.Context, fn: Any, *args: Any, **kwargs: Any) -> An
 
 
 def submit_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """``ThreadPoolExecutor.submit(fn, ...)``: ``fn`` runs in the submitter's OTel context."""
+    """``ThreadPoolExecutor.submit(fn, ...)``: ``fn`` runs in the submitter's OTel context.
+
+    The common case (the context checked last time, nothing to carry) is answered inline: verl's
+    tokenizer work submits ~5 times per trajectory from the exempt chunk context.
+    """
     try:
-        ctx = _traced_context() if args else None
+        ctx = _context.get_current()
+        checked, valid = _last_checked
+        if ctx is checked:
+            ctx = ctx if valid else None
+        else:
+            ctx = _carried(ctx)
     except Exception:
         ctx = None
-    if ctx is None:
+    if ctx is None or not args:
         return wrapped(*args, **kwargs)
     return wrapped(partial(_run_in, ctx, args[0]), *args[1:], **kwargs)
 

@@ -109,6 +109,32 @@ def test_wrong_format(tmp_path: Path, content: str, pattern: str) -> None:
         load_spans(tmp_path)
 
 
+def _one_span_line(**fields: object) -> str:
+    span = {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331", "name": "verl.step"}
+    span.update({"startTimeUnixNano": "1", "endTimeUnixNano": "2000000001", **fields})
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) + "\n"
+
+
+@pytest.mark.parametrize("field", ["startTimeUnixNano", "endTimeUnixNano"])
+@pytest.mark.parametrize("value", [2**70, -1, "1e400"])
+def test_a_span_time_outside_int64_names_its_line(tmp_path: Path, field: str, value: object) -> None:
+    """Checked as the line is read: numpy's int64 conversion, later and for many lines at once, raised
+    an OverflowError that named no line (found by the fuzz test)."""
+    (tmp_path / "x.jsonl").write_text(_one_span_line() + _one_span_line(**{field: value}))
+    with pytest.raises(AnalysisInputError, match=r"x\.jsonl:2: "):
+        load_spans(tmp_path)
+    stats = LoadStats()
+    assert len(load_spans(tmp_path, skip_bad_lines=True, stats=stats)) == 1 and stats.bad_lines == 1
+
+
+@pytest.mark.parametrize("name, text", [([], "[]"), ({"a": 1}, '{"a":1}'), (7, "7"), (None, "null")])
+def test_a_span_name_that_is_not_a_string_loads_as_its_json_text(tmp_path: Path, name: object, text: str) -> None:
+    """A list or dict as a name was unhashable where span kinds are classified (a traceback)."""
+    (tmp_path / "x.jsonl").write_text(_one_span_line(name=name))
+    df = load_spans(tmp_path)
+    assert list(df["name"]) == [text] and list(df["kind"]) == ["other"]
+
+
 def test_empty_and_missing(tmp_path: Path) -> None:
     with pytest.raises(AnalysisInputError, match=r"no \.jsonl"):
         load_spans(tmp_path)

@@ -167,3 +167,19 @@ def test_text_encoder_equals_dict_encoder(name, attributes, description, event_a
     text = request_line(spans)
     assert text.endswith(b"\n") and text.count(b"\n") == 1
     assert _loads_nan_aware(text) == _loads_nan_aware(orjson.dumps(encode_request(spans)))
+
+
+def test_the_attribute_fragment_cache_stays_small_over_many_requests():
+    """Every request brings values that never come back (its id, token counts): the cache starts over
+    at its size, so a long run's worker does not keep them (it grew ~10 KiB per step before)."""
+    from otel_verl.export import _encode_json
+
+    for i in range(3 * _encode_json.FRAGMENT_CACHE_SIZE):
+        attrs = {semconv.VERL_STEP: 7, semconv.VERL_REQUEST_ID: f"req-{i}", semconv.VERL_REQUEST_RESPONSE_TOKENS: i}
+        encoded = orjson.loads(_encode_json.attributes_json(attrs))
+        assert len(_encode_json._fragments) <= _encode_json.FRAGMENT_CACHE_SIZE
+    assert encoded == [  # still right after the cache started over
+        {"key": semconv.VERL_STEP, "value": {"intValue": "7"}},
+        {"key": semconv.VERL_REQUEST_ID, "value": {"stringValue": f"req-{i}"}},
+        {"key": semconv.VERL_REQUEST_RESPONSE_TOKENS, "value": {"intValue": str(i)}},
+    ]

@@ -54,6 +54,14 @@ SKIPPED = re.compile(r"(\d+)\s+bad\s+lines\s+skipped")  # rich may wrap
 
 
 # ------------------------------------------------------------------ real inputs, made once
+class Files(dict):
+    """relative path → lines. Its repr is one line: hypothesis prints a failing example's arguments, and
+    the files' whole text (~200 kB) pushed the failure message itself out of the CI log."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} files: {', '.join(f'{rel} ({len(lines)} lines)' for rel, lines in self.items())}>"
+
+
 @pytest.fixture(scope="module")
 def real_spool(tmp_path_factory) -> dict[str, list[bytes]]:
     """A spool written by otel_verl while verl's real AgentLoopWorker ran steps 1 and 2 (small batches)."""
@@ -74,11 +82,11 @@ def real_spool(tmp_path_factory) -> dict[str, list[bytes]]:
             os.environ.pop("OTEL_BSP_MAX_EXPORT_BATCH_SIZE")
         else:
             os.environ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = old
-    files = {
-        str(p.relative_to(root)): p.read_bytes().splitlines(keepends=True)
+    files = Files(
+        (str(p.relative_to(root)), p.read_bytes().splitlines(keepends=True))
         for p in sorted((root / "real").rglob("*.jsonl"))
         if not any(part.startswith(".") for part in p.relative_to(root).parts)
-    }
+    )
     assert len(files) >= 2 and all(len(lines) >= 3 for lines in files.values()), {k: len(v) for k, v in files.items()}
     return files
 
@@ -165,7 +173,9 @@ def seed_logs(tmp_path_factory) -> dict[str, list[bytes]]:
             )
             logger.log(path, "barrier_wait_duration", 0.4 * worker, workid=worker, step=step)
     logger.close()
-    return {str(p.relative_to(root)): p.read_bytes().splitlines(keepends=True) for p in sorted(root.rglob("*.jsonl"))}
+    return Files(
+        (str(p.relative_to(root)), p.read_bytes().splitlines(keepends=True)) for p in sorted(root.rglob("*.jsonl"))
+    )
 
 
 # ------------------------------------------------------------------ mutations that know which lines they broke
@@ -178,7 +188,8 @@ class Line:
     """Valid JSON with a wrong-typed or out-of-range value: a tool may accept or reject it."""
 
 
-JUNK = st.sampled_from([None, -1, 0, 2**70, 1e308, "", "x", "zz", "2025-13-45T99:00:00", [], {}, [1, "a"], True])
+JUNK_VALUES = [None, -1, 0, 2**70, 1e308, "", "x", "zz", "2025-13-45T99:00:00", [], {}, [1, "a"], True]
+JUNK = st.sampled_from(JUNK_VALUES)
 POSITION = st.integers(0, 10**6)
 FRACTION = st.floats(0.0, 1.0)
 DAMAGE = st.one_of(
@@ -500,3 +511,67 @@ def test_minimal_valid_spools(real_spool, receiver, tmp_path, kind):
     result = replay(root, endpoint)
     assert result.exit_code == 0, result.output
     assert sorted(bytes(s.span_id).hex() for s in rec.spans()[before:]) == sorted(expected)
+
+
+# ------------------------------------------------------------------ every field, every junk value
+def _field_shapes(files: dict[str, list[bytes]], label: Any) -> list[tuple[str, int, tuple]]:
+    """(file, line index, path) once per kind of field: a path's keys with list positions replaced by
+    what they hold (an attribute's key, a span's name, ``label(doc)`` for the line itself)."""
+
+    def shape(doc: Any, path: tuple) -> tuple:
+        out, node = [label(doc)], doc
+        for key in path:
+            node = node[key]
+            if isinstance(key, int):
+                key = node.get("key", node.get("name", "#")) if isinstance(node, dict) else "#"
+            out.append(key if isinstance(key, str) else "#")
+        return tuple(out)
+
+    seen, picked = set(), []
+    for rel, lines in files.items():
+        for i, raw in enumerate(lines):
+            doc = json.loads(raw)
+            for path in _paths(doc)[1:]:
+                key = shape(doc, path)
+                if key not in seen:
+                    seen.add(key)
+                    picked.append((rel, i, path))
+    return picked
+
+
+def _retyped(lines: list[bytes], i: int, path: tuple, value: Any) -> list[bytes]:
+    return [*lines[:i], (json.dumps(_set(json.loads(lines[i]), path, value)) + "\n").encode(), *lines[i + 1 :]]
+
+
+def test_every_span_field_retyped_loads_or_names_its_line(real_spool, tmp_path):
+    """Hypothesis draws 25 cases per run, so a crash it has not met yet fails CI at random (a list as a
+    span's name, a time beyond int64 did). Here each kind of field of the real spool gets each junk
+    value, through the loader the analyzer runs (the part that reads values): it loads, or it raises
+    the one-line error naming that line, never anything else."""
+    from otel_verl.analysis.errors import AnalysisInputError
+    from otel_verl.analysis.load import load_spans
+
+    shapes = _field_shapes(real_spool, lambda doc: "line")
+    assert len(shapes) > 100, len(shapes)  # spans, attributes, resource, scope: the sweep covers them
+    for n, (rel, i, path) in enumerate(shapes):
+        for value in JUNK_VALUES:
+            root = tmp_path / f"{n}-{JUNK_VALUES.index(value)}"
+            write_tree(root, {**real_spool, rel: _retyped(real_spool[rel], i, path, value)}, {})
+            try:
+                load_spans(root)
+            except AnalysisInputError as exc:
+                assert f"{rel}:{i + 1}: " in str(exc), (path, value, str(exc))
+
+
+def test_every_seed_log_field_retyped_imports_or_names_its_line(seed_logs, tmp_path):
+    """The same sweep for ``import-legacy`` on the seed's logs, the whole command (it is fast)."""
+    shapes = _field_shapes(seed_logs, lambda doc: doc.get("event"))
+    assert len(shapes) > 30, len(shapes)
+    for n, (rel, i, path) in enumerate(shapes):
+        for value in JUNK_VALUES:
+            root = tmp_path / f"{n}-{JUNK_VALUES.index(value)}"
+            write_tree(root / "logs", {**seed_logs, rel: _retyped(seed_logs[rel], i, path, value)}, {})
+            result = cli.invoke(app, ["import-legacy", str(root / "logs"), "--spool", str(root / "spool")])
+            assert result.exception is None or isinstance(result.exception, SystemExit), (path, value, result.output)
+            if result.exit_code != 0:
+                assert result.exit_code == 2 and f"{rel}:{i + 1}: " in result.stderr, (path, value, result.output)
