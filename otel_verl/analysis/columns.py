@@ -10,6 +10,9 @@ from typing import Final
 
 from otel_verl import semconv as sc
 
+INT64_LIMIT: Final = 2**63
+"""Span times (ns) and integer values are int64 in every table: they stay below this."""
+
 # Attribute key -> (column name, kind). kind: "int" | "float" | "str" | "bool" | "strlist".
 ATTR_COLUMNS: Final[dict[str, tuple[str, str]]] = {
     sc.VERL_STEP: ("step", "int"),

@@ -16,6 +16,7 @@ from typing import Any
 
 from otel_verl import semconv as sc
 from otel_verl.analysis import legacy_events as le
+from otel_verl.analysis.columns import INT64_LIMIT
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.outputs import prepare_dir, writing
 from otel_verl.analysis.progress import Bar, interactive
@@ -79,7 +80,7 @@ def _read_file(path: Path, skip_bad_lines: bool, stats: Any, bar: Bar) -> list[d
                 end = parse_ts(d["timestamp"])
                 dur = float(d.get("duration_sec") or 0.0)
                 start = end - int(dur * 1e9)
-                if not (0 <= start <= end < _MAX_NS):
+                if not (0 <= start <= end < INT64_LIMIT):
                     raise ValueError("timestamp/duration_sec out of range")
                 step = d.get("step", dir_step)
                 worker = d.get("workid", file_worker)
@@ -101,7 +102,6 @@ def _read_file(path: Path, skip_bad_lines: bool, stats: Any, bar: Bar) -> list[d
     return rows
 
 
-_MAX_NS = 2**63  # span times are int64 nanoseconds
 VALIDATION_PREFIX = "val_"
 """``val_step_<n>/``: a validation rollout's logs (``export-legacy`` writes them there, each line with
 ``"validate": true``), kept apart so the seed's scripts, which read ``step_<n>/``, never count them."""
@@ -120,7 +120,7 @@ def _small_int(value: Any, key: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise ValueError(f"'{key}' is {type(value).__name__}, not an integer")
     number = int(value)
-    if not -(2**63) <= number < 2**63:
+    if not -INT64_LIMIT <= number < INT64_LIMIT:
         raise ValueError(f"'{key}' out of range")
     return number
 
@@ -140,6 +140,10 @@ def _request_id(d: dict[str, Any]) -> str | None:
     return None if rid is None else str(rid)
 
 
+_MAX_TURN_SECONDS = 1e9
+"""Above this (or negative, NaN, infinite) a turn timing is damage, not a duration: it is left out."""
+
+
 def _turn_durations(timings: Any) -> list[float]:
     """``turn_timings`` as a list of seconds; accepts numbers or dicts with a duration-like key."""
     out: list[float] = []
@@ -151,10 +155,6 @@ def _turn_durations(timings: Any) -> list[float]:
         if isinstance(t, (int, float)) and not isinstance(t, bool) and 0.0 <= t <= _MAX_TURN_SECONDS:
             out.append(float(t))
     return out
-
-
-_MAX_TURN_SECONDS = 1e9
-"""Above this (or negative, NaN, infinite) a turn timing is damage, not a duration: it is left out."""
 
 
 def _turn_index(value: Any) -> int | None:

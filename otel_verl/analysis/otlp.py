@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from otel_verl.analysis.columns import ATTR_COLUMNS, BASE_COLUMNS
+from otel_verl.analysis.columns import ATTR_COLUMNS, BASE_COLUMNS, INT64_LIMIT
 
 _HEX = set("0123456789abcdefABCDEF")
 
@@ -43,13 +43,10 @@ def _attr_value(value: dict[str, Any]) -> Any:
     return None
 
 
-_INT64_MAX = 2**63 - 1
-
-
 def _out_of_range(start: int, end: int) -> None:
     """A span time outside int64 ns: raised while the line is read, so the error names it (numpy's
     int64 conversion happens later, for many lines at once, and could not say which)."""
-    field, value = ("startTimeUnixNano", start) if not 0 <= start <= _INT64_MAX else ("endTimeUnixNano", end)
+    field, value = ("startTimeUnixNano", start) if not 0 <= start < INT64_LIMIT else ("endTimeUnixNano", end)
     raise ValueError(f"{field} {value} out of range")
 
 
@@ -146,7 +143,7 @@ class SpanColumns:
                     name = sp.get("name", "")
                     name_l.append(name if name.__class__ is str else _text(name))
                     start, end = int(sp.get("startTimeUnixNano", 0)), int(sp.get("endTimeUnixNano", 0))
-                    if not (0 <= start <= _INT64_MAX and 0 <= end <= _INT64_MAX):
+                    if not (0 <= start < INT64_LIMIT and 0 <= end < INT64_LIMIT):
                         _out_of_range(start, end)
                     st_l.append(start)
                     en_l.append(end)
@@ -328,8 +325,8 @@ def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
         if kind in ("int", "float"):
             vals = np.concatenate([p[col][1] for p in parts]) if len(idx) else np.empty(0)
             nan = np.isnan(vals)
-            whole = nan | (np.abs(vals) < 2.0**63) & (vals == np.round(vals))  # an int64 each, or missing
-            if kind == "int" and np.all(whole):
+            # an int64 each, or missing (only asked of int columns: float ones skip the two passes)
+            if kind == "int" and np.all(nan | (np.abs(vals) < INT64_LIMIT) & (vals == np.round(vals))):
                 # Int64 straight from the sparse values: a full float column converted after the fact
                 # touched ~5x the memory (page faults were most of a 2M-span frame build)
                 ints = np.zeros(n, dtype=np.int64)
