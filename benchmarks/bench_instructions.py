@@ -4,8 +4,9 @@ A stricter check than issue #5's target, which is wall time (bench_demo_overhead
 "(stricter)" and do not decide the suite's exit code.
 
 Wall time on a shared 2-core VM moves by several percent between identical chunks (CPU steal, the
-neighbours' caches), more than the 1 % the target allows, so the wall-time rows (bench_demo_overhead)
-cannot tell 1.005× from 1.02×. Instruction counts can: callgrind counts every instruction the process
+neighbours' caches), more than the 1 % the target allows; the wall-time rows (bench_demo_overhead) run
+traced and untraced chunks side by side to cancel most of it, but at busy times even their control pair
+spreads by 2-3 %. Instruction counts do not move: callgrind counts every instruction the process
 executes, and two untraced runs agree to ~0.05 %. One process per mode (in parallel, one per core)
 runs the same worker, engine and tools as bench_demo_overhead and counts its third chunk; valgrind is
 ~50× slower, so the chunk is 16 prompts × n=4 = 64 requests of ≤3 turns rather than 512 (the cost
