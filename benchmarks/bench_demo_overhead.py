@@ -67,7 +67,7 @@ def _side(index: int, barrier: Any, connection: Any) -> None:
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_VERL_DETAIL"):
         os.environ.pop(var, None)
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if len(cpus) >= 2:
+    if len(cpus) >= 2:  # on one CPU the two time-share it; the control pair then shows how evenly
         os.sched_setaffinity(0, {cpus[index]})
     from benchmarks._rollout import build_worker, run_chunk
     from otel_verl.export import setup

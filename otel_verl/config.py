@@ -63,8 +63,9 @@ DEFAULT_DETAIL = "request"
 """Issue #5's rule: the richest level within 1 % of the rollout's wall time on the CPU demo with an
 engine that answers at once (the worst case). Measured (benchmarks/RESULTS.md, rows 2-2d): ``request``
 (step, phase, worker, barrier and request spans, each request with its status, token counts, turn
-count and engine link) costs 1.002-1.005× the instructions but 1.015-1.031× the wall time on the 2-core
-CI VM (each hook runs cold between ~40 M instructions of verl's); ``worker`` needs the same per-request
+count and engine link) costs 1.002-1.004× the instructions but ~1.015× the wall time on the 2-core CI VM,
+measured side by side with an untraced twin (each hook runs cold between ~40 M instructions of verl's,
+and finished requests are held until the chunk ends); ``worker`` needs the same per-request
 seams, so no level that records workers meets 1 % yet and the default stays at ``request``. ``full`` adds a span
 per turn, engine call, tool call, tool parse and tokenization step (~0.3 M instructions, ~70 µs of
 CPU per request more), noise against a real engine but not against the simulated one.
