@@ -324,17 +324,17 @@ def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
         idx = np.concatenate([p[col][0] + off for p, off in zip(parts, offsets, strict=True)] or [np.empty(0, int)])
         if kind in ("int", "float"):
             vals = np.concatenate([p[col][1] for p in parts]) if len(idx) else np.empty(0)
-            nan = np.isnan(vals)
-            # an int64 each, or missing (only asked of int columns: float ones skip the two passes)
-            if kind == "int" and np.all(nan | (np.abs(vals) < INT64_LIMIT) & (vals == np.round(vals))):
-                # Int64 straight from the sparse values: a full float column converted after the fact
-                # touched ~5x the memory (page faults were most of a 2M-span frame build)
-                ints = np.zeros(n, dtype=np.int64)
-                mask = np.ones(n, dtype=bool)
-                ints[idx] = np.where(nan, 0, vals).astype(np.int64)
-                mask[idx] = nan
-                data[col] = pd.arrays.IntegerArray(ints, mask)
-                continue
+            if kind == "int":  # float columns skip these passes
+                nan = np.isnan(vals)
+                if np.all(nan | (np.abs(vals) < INT64_LIMIT) & (vals == np.round(vals))):  # int64 each, or missing
+                    # Int64 straight from the sparse values: a full float column converted after the fact
+                    # touched ~5x the memory (page faults were most of a 2M-span frame build)
+                    ints = np.zeros(n, dtype=np.int64)
+                    mask = np.ones(n, dtype=bool)
+                    ints[idx] = np.where(nan, 0, vals).astype(np.int64)
+                    mask[idx] = nan
+                    data[col] = pd.arrays.IntegerArray(ints, mask)
+                    continue
             arr = np.full(n, np.nan)  # a float column (an int one with a fraction or beyond int64 too)
             arr[idx] = vals
             data[col] = arr
