@@ -2,8 +2,10 @@
 
 One chunk = 512 trajectories (128 prompts × n=4) of up to 3 turns with hermes tool calls, against the
 demo's simulated engine at 0.1 ms per token (fast: the rollout is mostly verl's own CPU work, the
-worst case for relative overhead). Traced modes write the spool (the default exporter); it is flushed
-after each chunk, outside the timed region, so a chunk never pays for another's backlog.
+worst case for relative overhead). As in the demo, where the engine is a Ray actor, a trajectory
+awaits each engine round trip as one future (``benchmarks._rollout``). Traced modes write the spool
+(the default exporter); it is flushed after each chunk, outside the timed region, so a chunk never
+pays for another's backlog.
 
 Side by side: two worker processes, each pinned to a CPU of its own, roll out the same batch at the
 same moment, one traced and one untraced, and the ratio is taken between those two chunks. On this
