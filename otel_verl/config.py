@@ -61,12 +61,14 @@ _DETAIL_RANK = {level: rank for rank, level in enumerate(DETAIL_LEVELS)}
 
 DEFAULT_DETAIL = "request"
 """Issue #5's rule: the richest level within 1 % of the rollout's wall time on the CPU demo with an
-engine that answers at once (the worst case). Measured (benchmarks/RESULTS.md, rows 2-2d): ``request``
+engine that answers at once (the worst case). Measured (benchmarks/RESULTS.md, rows 2-2f): ``request``
 (step, phase, worker, barrier and request spans, each request with its status, token counts, turn
-count and engine link) costs 1.002-1.004× the instructions but ~1.015× the wall time on the 2-core CI VM,
+count and engine link) costs 1.000-1.004× the instructions but ~1.015× the wall time on the 2-core CI VM,
 measured side by side with an untraced twin (each hook runs cold between ~40 M instructions of verl's,
-and finished requests are held until the chunk ends); ``worker`` needs the same per-request
-seams, so no level that records workers meets 1 % yet and the default stays at ``request``. ``full`` adds a span
+and finished requests are held until the chunk ends), and 1.017× with both on one shared core (row 2e,
+an upper bound); ``worker`` needs the same per-request seams (1.011-1.018× on one core), so no level
+that records workers meets 1 % yet and the default stays at ``request``: ``step`` alone would, but a
+trace without workers cannot name the straggler, which is what the product is for. ``full`` adds a span
 per turn, engine call, tool call, tool parse and tokenization step (~0.3 M instructions, ~70 µs of
 CPU per request more), noise against a real engine but not against the simulated one.
 ``OTEL_VERL_DETAIL=full`` turns them on; the CPU demo does, so its report has every figure."""

@@ -39,6 +39,10 @@ MAX_OPEN_FILES = 4
 """Open step files kept per exporter. Spans arrive for the current step (and a straggler or two from the
 one before), so a few handles are enough; older ones are fsynced and closed so a long run holds no
 growing set of descriptors and a flush syncs only files written since the last one."""
+MAX_CACHED_PATHS = 16
+"""Step → file path entries kept per exporter. Steps only move forward, so a handful is plenty; a
+larger map (it was 4096) grew the worker's heap by ~0.4 KiB per step over a run's first 4096 steps
+(the Path objects with their cached strings; tracemalloc in the AgentLoopWorker during bench_memory)."""
 
 
 def make_private_dirs(directory: Path) -> None:
@@ -84,7 +88,7 @@ class SpoolSpanExporter(SpanExporter):
         path = self._paths.get(step)
         if path is None:  # one Path per step, not two joins per span
             sub = f"step_{step}" if step is not None else NO_STEP_DIR
-            if len(self._paths) > 4096:
+            if len(self._paths) >= MAX_CACHED_PATHS:
                 self._paths.clear()
             path = self._paths[step] = self.run_dir / sub / f"{self.file_stem}.jsonl"
         return path

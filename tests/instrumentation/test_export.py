@@ -88,7 +88,8 @@ def test_unwritable_spool_never_raises(tmp_path):
 
 
 def test_spool_keeps_few_files_open_over_a_long_run(tmp_path):
-    """200 steps in one process hold at most MAX_OPEN_FILES descriptors, and every line still lands."""
+    """200 steps in one process hold at most MAX_OPEN_FILES descriptors and MAX_CACHED_PATHS step paths
+    (memory stays flat per step), and every line still lands."""
     from otel_verl.export import spool
 
     exporter = SpoolSpanExporter(tmp_path, "run", "trainer")
@@ -102,6 +103,7 @@ def test_spool_keeps_few_files_open_over_a_long_run(tmp_path):
         if step % 50 == 0:
             assert exporter.force_flush()
     assert len(exporter._handles) == spool.MAX_OPEN_FILES
+    assert 1 <= len(exporter._paths) <= spool.MAX_CACHED_PATHS
     assert len(os.listdir(fd_dir)) - before <= spool.MAX_OPEN_FILES
     exporter.shutdown()
     assert len(os.listdir(fd_dir)) == before
