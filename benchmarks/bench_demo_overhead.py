@@ -187,79 +187,60 @@ def _swapped_pairs(ratios: list[float]) -> list[float]:
     return [math.sqrt(a * b) for a, b in zip(ratios[::2], ratios[1::2], strict=False)]
 
 
-def _one_core_rows(reps: int) -> list[Result]:
-    """Rows 2e/2f: the pairs time-sharing one CPU, each ratio ``r`` read as an overhead of ``2 (r - 1)``."""
+def _judged_rows(
+    ratios: dict[tuple[str, str], list[float]], how: str, labels: tuple[str, str], gate: bool
+) -> list[Result]:
+    """The default-level and full-detail rows from per-pair figures: medians, ranges and the control's
+    verdict (a row passes only when the control pair says the run can judge)."""
     from otel_verl.config import DEFAULT_DETAIL
 
-    ratios = measure(reps, ONE_CORE_PAIRS, one_core=True)
-    overhead = {pair: [1.0 + 2.0 * (r - 1.0) for r in _swapped_pairs(values)] for pair, values in ratios.items()}
-    control = overhead[("untraced", "untraced")]
+    control = ratios[("untraced", "untraced")]
+    treated = [mode for mode, reference in ratios if mode != reference]
     detail = (
-        f"{reps} repetitions, both processes pinned to one CPU (time-shared; overhead = 2 × (wall ratio − 1)), "
-        "geometric mean of each two repetitions with swapped roles, median (range): "
-        + "; ".join(f"{m} {_spread(overhead[(m, 'untraced')])}" for m in ("request", "worker", "full"))
+        f"{how}, median (range): "
+        + "; ".join(f"{m} {_spread(ratios[(m, 'untraced')])}" for m in treated)
         + f"; control untraced/untraced {_spread(control)}"
     )
     quiet = abs(statistics.median(control) - 1.0) <= CONTROL_TOLERANCE
     if not quiet:
         detail += f"; too noisy to judge: the control's median is off 1.000× by more than {CONTROL_TOLERANCE:.1%}"
-    default = statistics.median(overhead.get((DEFAULT_DETAIL, "untraced"), [float("nan")]))
-    full = statistics.median(overhead[("full", "untraced")])
+    default = statistics.median(ratios.get((DEFAULT_DETAIL, "untraced"), [float("nan")]))
+    full = statistics.median(ratios[("full", "untraced")])
+    default_label, full_label = labels
     return [
         Result(
-            f"2e. rollout overhead on one shared core, default level ({DEFAULT_DETAIL})",
+            f"{default_label}, default level ({DEFAULT_DETAIL})",
             "≤ 1.01×",
             f"{default:.3f}×",
             quiet and default <= 1.01,
             detail,
-            gate=False,
+            gate=gate,
         ),
-        Result(
-            "2f. rollout overhead on one shared core, full detail",
-            "≤ 1.03×",
-            f"{full:.3f}×",
-            quiet and full <= 1.03,
-            detail,
-            gate=False,
-        ),
+        Result(f"{full_label}, full detail", "≤ 1.03×", f"{full:.3f}×", quiet and full <= 1.03, detail, gate=gate),
     ]
+
+
+def _one_core_rows(reps: int) -> list[Result]:
+    """Rows 2e/2f: the pairs time-sharing one CPU, each ratio ``r`` read as an overhead of ``2 (r - 1)``."""
+    ratios = measure(reps, ONE_CORE_PAIRS, one_core=True)
+    overhead = {pair: [1.0 + 2.0 * (r - 1.0) for r in _swapped_pairs(values)] for pair, values in ratios.items()}
+    how = (
+        f"{reps} repetitions, both processes pinned to one CPU (time-shared; overhead = 2 × (wall ratio − 1)), "
+        "geometric mean of each two repetitions with swapped roles"
+    )
+    labels = ("2e. rollout overhead on one shared core", "2f. rollout overhead on one shared core")
+    return _judged_rows(overhead, how, labels, gate=False)
 
 
 def run(quick: bool) -> list[Result]:
-    from otel_verl.config import DEFAULT_DETAIL
-
     reps = 4 if quick else 21
-    ratios = measure(reps)
-    ratio = {treated: statistics.median(r) for (treated, reference), r in ratios.items() if treated != reference}
-    control = ratios[("untraced", "untraced")]
-    detail = (
+    how = (
         f"{reps} repetitions of {PROMPTS * N} requests × ≤{TURNS} turns, each traced chunk beside an untraced "
         "one of the same batch (two processes, a CPU each, roles swapped every repetition); "
-        "per-repetition ratios, median (range): "
-        + "; ".join(f"{m} {_spread(ratios[(m, 'untraced')])}" for m in ("request", "full"))
-        + f"; control untraced/untraced {_spread(control)}"
+        "per-repetition ratios"
     )
-    quiet = abs(statistics.median(control) - 1.0) <= CONTROL_TOLERANCE
-    if not quiet:
-        detail += f"; too noisy to judge: the control's median is off 1.000× by more than {CONTROL_TOLERANCE:.1%}"
-    default = ratio.get(DEFAULT_DETAIL, float("nan"))
-    rows = [
-        Result(
-            f"2. rollout wall time, default level ({DEFAULT_DETAIL})",
-            "≤ 1.01×",
-            f"{default:.3f}×",
-            quiet and default <= 1.01,
-            detail,
-        ),
-        Result(
-            "2b. rollout wall time, full detail",
-            "≤ 1.03×",
-            f"{ratio['full']:.3f}×",
-            quiet and ratio["full"] <= 1.03,
-            detail,
-        ),
-    ]
-    return rows + _one_core_rows(2 if quick else 10)
+    labels = ("2. rollout wall time", "2b. rollout wall time")
+    return _judged_rows(measure(reps), how, labels, gate=True) + _one_core_rows(2 if quick else 10)
 
 
 if __name__ == "__main__":
