@@ -45,11 +45,18 @@ from typing import Any
 from benchmarks._table import Result
 
 PROMPTS, N, TURNS, SECONDS_PER_TOKEN = 128, 4, 3, 0.0001
-MODES = ("untraced", "full", "request", "worker")
+MODES = ("untraced", "full", "request", "worker", "step")
 PAIRS = (("request", "untraced"), ("full", "untraced"), ("untraced", "untraced"))
 """(treated, reference) run side by side in every repetition; the last is the control."""
-ONE_CORE_PAIRS = (("request", "untraced"), ("worker", "untraced"), ("full", "untraced"), ("untraced", "untraced"))
-"""The one-core pairs also run ``worker``: it records no request spans, but wraps the same seams."""
+ONE_CORE_PAIRS = (
+    ("request", "untraced"),
+    ("worker", "untraced"),
+    ("step", "untraced"),
+    ("full", "untraced"),
+    ("untraced", "untraced"),
+)
+"""The one-core pairs also run ``worker`` (no request spans, but the same per-request seams) and ``step``
+(no per-request seam at all): where the default level's cost comes from."""
 BARRIER_TIMEOUT_S = 600.0
 CONTROL_TOLERANCE = 0.005
 """A run counts only when the control pair's median ratio is within 1 ± this: else the machine was too noisy

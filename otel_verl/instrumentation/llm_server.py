@@ -35,6 +35,7 @@ VLLM_ASYNC_LLM_MODULE = "vllm.v1.engine.async_llm"
 
 LINKED_ENGINES = frozenset({"sglang", "vllm"})
 CLIENT_GENERATE = (LLM_SERVER_MODULE, "LLMServerClient.generate")
+FULLY_ASYNC_GENERATE = (LLM_SERVER_MODULE, "FullyAsyncLLMServerClient.generate")
 
 _generate_node: ContextVar[Node | None] = ContextVar("otel_verl_generate", default=None)
 engine_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_engine_carrier", default=None)
@@ -285,10 +286,14 @@ def vllm_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict
 
 SEAMS = (
     (*CLIENT_GENERATE, lambda: client_generate_wrapper),
-    (LLM_SERVER_MODULE, "FullyAsyncLLMServerClient.generate", lambda: client_generate_wrapper),
+    (*FULLY_ASYNC_GENERATE, lambda: client_generate_wrapper),
     (SGLANG_SERVER_MODULE, "SGLangHttpServer.generate", lambda: server_generate_wrapper),
     (VLLM_SERVER_MODULE, "vLLMHttpServer.generate", lambda: server_generate_wrapper),
 )
+
+PER_REQUEST_SEAMS = frozenset({CLIENT_GENERATE, FULLY_ASYNC_GENERATE})
+"""Client-side round trips: none below ``worker`` detail. The server-side seams stay at every level:
+they remove a carrier a client sent, whatever the server process's own level."""
 
 ENGINE_SEAMS = (
     (SGLANG_TOKENIZER_MANAGER_MODULE, "TokenizerManager.generate_request", lambda: sglang_generate_request_wrapper),
@@ -300,7 +305,7 @@ _LINK = "links of the engine's own spans to the turn"
 SIGNATURES = expect(
     {
         CLIENT_GENERATE: _CLIENT,
-        (LLM_SERVER_MODULE, "FullyAsyncLLMServerClient.generate"): _CLIENT,
+        FULLY_ASYNC_GENERATE: _CLIENT,
         (SGLANG_SERVER_MODULE, "SGLangHttpServer.generate"): Expected(("prompt_ids", "sampling_params"), _LINK),
         (VLLM_SERVER_MODULE, "vLLMHttpServer.generate"): Expected(("prompt_ids", "sampling_params"), _LINK),
         (SGLANG_TOKENIZER_MANAGER_MODULE, "TokenizerManager.generate_request"): Expected(("obj",), _LINK),

@@ -29,6 +29,8 @@ REWARD_LOOP_MODULE = "verl.experimental.reward_loop.reward_loop"
 PROTOCOL_MODULE = "verl.protocol"
 SPAN_REWARD_COMPUTE = "verl.reward.compute"
 REMOTE_SCORE = (REWARD_LOOP_MODULE, "RewardLoopWorker.compute_score")
+CLIENT_SCORE = (AGENT_LOOP_MODULE, "AgentLoopWorker._compute_score")
+DATAPROTO_INIT = (PROTOCOL_MODULE, "DataProto.__post_init__")
 
 _pending_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_reward_carrier", default=None)
 
@@ -122,15 +124,16 @@ async def reward_worker_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
 
 
 SEAMS = (
-    (AGENT_LOOP_MODULE, "AgentLoopWorker._compute_score", lambda: compute_score_wrapper),
-    (PROTOCOL_MODULE, "DataProto.__post_init__", lambda: dataproto_post_init_wrapper),
+    (*CLIENT_SCORE, lambda: compute_score_wrapper),
+    (*DATAPROTO_INIT, lambda: dataproto_post_init_wrapper),
     (*REMOTE_SCORE, lambda: reward_worker_wrapper),
 )
+PER_REQUEST_SEAMS = frozenset({CLIENT_SCORE, DATAPROTO_INIT})
+"""The reward event's seams (a request's carrier to a remote RewardLoopWorker): none below ``worker``
+detail. The RewardLoopWorker's own seam stays: it removes a carrier whatever its process's level."""
 SIGNATURES = expect(
     {
-        (AGENT_LOOP_MODULE, "AgentLoopWorker._compute_score"): Expected(
-            ("outputs",), "verl.reward and verl.reward.compute spans"
-        ),
+        CLIENT_SCORE: Expected(("outputs",), "verl.reward and verl.reward.compute spans"),
         REMOTE_SCORE: Expected(("data",), "verl.reward.compute spans"),
     }
 )

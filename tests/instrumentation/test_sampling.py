@@ -25,7 +25,7 @@ from otel_verl.demo import runner
 from otel_verl.demo.sim_server import SimServerConfig
 from otel_verl.export import dropped, setup
 from otel_verl.export.spool import SpoolSpanExporter
-from otel_verl.instrumentation import FULL_DETAIL_SEAMS, _wrap
+from otel_verl.instrumentation import FULL_DETAIL_SEAMS, PER_REQUEST_SEAMS, _wrap, agent_loop, llm_server
 from otel_verl.sampling import ChunkSampler
 from tests.instrumentation.harness import build_worker, run_chunk
 
@@ -100,9 +100,13 @@ def test_detail_levels(traced, level: str) -> None:
     names = Counter(s.name for s in _spans(memory))
     total = opts.prompts * opts.n
     assert len(output) == total and len(handle.calls) >= total  # verl ran the same rollout at every level
+    per_request = PER_REQUEST_SEAMS & set(_wrap.applied_seams())
     if level == "step":
         assert not names  # the worker process records nothing; the trainer keeps steps and phases
+        assert per_request == set()  # and its rollout calls no hook per trajectory
+        assert agent_loop.WORKER_GENERATE in _wrap.applied_seams()  # still there: a carrier never reaches verl
         return
+    assert {agent_loop.RUN_AGENT_LOOP, agent_loop.POSTPROCESS, llm_server.CLIENT_GENERATE} <= per_request
     (worker_span,) = [s for s in _spans(memory) if s.name == semconv.SPAN_WORKER]
     requests = names[semconv.SPAN_REQUEST]
     summarized = worker_span.attributes[semconv.VERL_WORKER_NUM_SAMPLED_OUT]
