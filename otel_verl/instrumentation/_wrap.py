@@ -111,6 +111,9 @@ def _apply(module: Any, module_name: str, path: str, factory: WrapperFactory) ->
         if returns_coroutine(wrapper) and not inspect.iscoroutinefunction(function):
             # An async wrapper would hand verl a coroutine where it expects a value.
             raise TypeError(f"{path} is no longer a coroutine function (signature changed)")
+        if returns_generator(wrapper) and not inspect.isgeneratorfunction(function):
+            # A generator wrapper would hand verl a generator where it expects a value (a context manager).
+            raise TypeError(f"{path} is no longer a generator function (signature changed)")
         expected = _expected.get(seam)
         if expected is not None:
             bound = isinstance(owner, type) and not isinstance(original, staticmethod)
@@ -328,6 +331,24 @@ def coroutine_wrapper(wrapper: Callable[..., Any]) -> Callable[..., Any]:
 
 def returns_coroutine(wrapper: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(wrapper) or getattr(wrapper, _RETURNS_COROUTINE, False)
+
+
+_RETURNS_GENERATOR = "_otel_verl_returns_generator"
+
+
+def generator_wrapper(wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a wrapper that returns a generator of its own (``yield from`` the wrapped one).
+
+    Applied only to generator functions: verl's ``_timer`` is one, iterated by ``yield from`` inside
+    its ``@contextmanager`` timers. Were it to become a plain function returning something else, the
+    seam is left alone and warned about, as an async wrapper on a function that is no longer a coroutine.
+    """
+    setattr(wrapper, _RETURNS_GENERATOR, True)
+    return wrapper
+
+
+def returns_generator(wrapper: Callable[..., Any]) -> bool:
+    return getattr(wrapper, _RETURNS_GENERATOR, False)
 
 
 enabled = instrumentation_enabled

@@ -20,7 +20,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from otel_verl import semconv
 from otel_verl.export import setup
-from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
+from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect, generator_wrapper
 from otel_verl.recorder import current_request
 
 logger = logging.getLogger(__name__)
@@ -114,6 +114,7 @@ def _traced_timer(wrapped: Any, args: tuple, kwargs: dict, name: str) -> Generat
                 logger.debug("otel_verl: could not end span for timer %s", name, exc_info=True)
 
 
+@generator_wrapper
 def timer_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     name = args[0] if args else kwargs.get("name")
     if current_request.get() is not None or not enabled():  # timers inside a trajectory are not phases
