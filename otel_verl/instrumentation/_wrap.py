@@ -108,12 +108,10 @@ def _apply(module: Any, module_name: str, path: str, factory: WrapperFactory) ->
             return
         wrapper = factory()
         function = getattr(original, "__func__", original)  # staticmethod/classmethod in the class dict
-        if returns_coroutine(wrapper) and not inspect.iscoroutinefunction(function):
-            # An async wrapper would hand verl a coroutine where it expects a value.
-            raise TypeError(f"{path} is no longer a coroutine function (signature changed)")
-        if returns_generator(wrapper) and not inspect.isgeneratorfunction(function):
-            # A generator wrapper would hand verl a generator where it expects a value (a context manager).
-            raise TypeError(f"{path} is no longer a generator function (signature changed)")
+        kind = returns(wrapper)
+        if kind is not None and not _IS_KIND[kind](function):
+            # The wrapper would hand verl a coroutine or generator where it expects a value.
+            raise TypeError(f"{path} is no longer a {kind} function (signature changed)")
         expected = _expected.get(seam)
         if expected is not None:
             bound = isinstance(owner, type) and not isinstance(original, staticmethod)
@@ -314,7 +312,12 @@ def import_optional(name: str) -> Any | None:
         return None
 
 
-_RETURNS_COROUTINE = "_otel_verl_returns_coroutine"
+_RETURNS = "_otel_verl_returns"
+_IS_KIND: dict[str, Callable[[Any], bool]] = {
+    "coroutine": inspect.iscoroutinefunction,
+    "generator": inspect.isgeneratorfunction,
+}
+"""What a wrapper hands verl → the kind of function it may wrap (else verl would get the wrong object)."""
 
 
 def coroutine_wrapper(wrapper: Callable[..., Any]) -> Callable[..., Any]:
@@ -325,15 +328,8 @@ def coroutine_wrapper(wrapper: Callable[..., Any]) -> Callable[..., Any]:
     nothing at the current detail level, hands verl the original coroutine instead. Like an async
     wrapper it is applied only to coroutine functions.
     """
-    setattr(wrapper, _RETURNS_COROUTINE, True)
+    setattr(wrapper, _RETURNS, "coroutine")
     return wrapper
-
-
-def returns_coroutine(wrapper: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(wrapper) or getattr(wrapper, _RETURNS_COROUTINE, False)
-
-
-_RETURNS_GENERATOR = "_otel_verl_returns_generator"
 
 
 def generator_wrapper(wrapper: Callable[..., Any]) -> Callable[..., Any]:
@@ -343,12 +339,15 @@ def generator_wrapper(wrapper: Callable[..., Any]) -> Callable[..., Any]:
     its ``@contextmanager`` timers. Were it to become a plain function returning something else, the
     seam is left alone and warned about, as an async wrapper on a function that is no longer a coroutine.
     """
-    setattr(wrapper, _RETURNS_GENERATOR, True)
+    setattr(wrapper, _RETURNS, "generator")
     return wrapper
 
 
-def returns_generator(wrapper: Callable[..., Any]) -> bool:
-    return getattr(wrapper, _RETURNS_GENERATOR, False)
+def returns(wrapper: Callable[..., Any]) -> str | None:
+    """``"coroutine"`` (an ``async def`` or :func:`coroutine_wrapper`), ``"generator"`` or None (a value)."""
+    if inspect.iscoroutinefunction(wrapper):
+        return "coroutine"
+    return getattr(wrapper, _RETURNS, None)
 
 
 enabled = instrumentation_enabled

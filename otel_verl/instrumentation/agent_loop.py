@@ -645,10 +645,11 @@ FULL_DETAIL_SEAMS = frozenset((module, path) for module, path, _ in SEAMS if pat
 """Seams that only record turns and events: wrapped at ``full`` detail only (below it a turn is counted
 per engine round trip, see ``RequestRecorder.round_trip_turn``), so lower levels do not pay for them."""
 
-PER_REQUEST_SEAMS = frozenset({RUN_AGENT_LOOP, POSTPROCESS}) | FULL_DETAIL_SEAMS
-"""Seams called once or more per trajectory: not wrapped at ``step`` detail, which records nothing per
-request, so its rollout pays for no hook at all. The chunk seams (``generate_sequences``, ``concat``)
-stay at every level: once per chunk, and they remove a carrier whatever this process's level is."""
+PER_REQUEST_SEAMS = frozenset({RUN_AGENT_LOOP, POSTPROCESS})
+"""Seams called once per trajectory, besides the turn and event seams: not wrapped at ``step`` detail,
+which records nothing per request, so its rollout pays for no hook at all. The chunk seams
+(``generate_sequences``, ``concat``) stay at every level: once per chunk, and they remove a carrier
+whatever this process's level is."""
 
 _MANAGER = Expected(("prompts",), "verl.barrier spans and the step-to-worker parent links")
 SIGNATURES = expect(

@@ -34,7 +34,7 @@ from otel_verl.demo import runner
 from otel_verl.export import setup
 from otel_verl.export.replay import spool_files, validate
 from otel_verl.instrumentation import ALL_SEAMS, _wrap, tools
-from otel_verl.instrumentation._wrap import returns_coroutine, returns_generator, signature_drift, wrap_seams
+from otel_verl.instrumentation._wrap import returns, signature_drift, wrap_seams
 from tests.backends.conftest import REPO
 from tests.reliability.stack import spool_span_ids
 from tests.reliability.traced_run import digest, problems, run, spool_span_count, traced
@@ -591,9 +591,9 @@ def test_every_wrapper_passes_unexpected_arguments_through(
 
     token = current_request.set(RequestRecorder(None, {})) if in_request else None
     try:
-        if returns_coroutine(wrapper):
+        if returns(wrapper) == "coroutine":
             call = lambda: asyncio.run(wrapper(original_async, instance, args, dict(kwargs)))  # noqa: E731
-        elif returns_generator(wrapper):
+        elif returns(wrapper) == "generator":
             call = lambda: _run_generator(wrapper(original_generator, instance, args, dict(kwargs)))  # noqa: E731
         else:
             call = lambda: wrapper(original_sync, instance, args, dict(kwargs))  # noqa: E731
