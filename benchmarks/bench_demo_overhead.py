@@ -21,6 +21,15 @@ bandwidth, alike for both roles.
 The figure is the median over repetitions of the per-pair ratios; bench_instructions counts the same
 rollout's instructions, which are exact but blind to memory effects.
 
+The cyclic GC is most of what the instructions miss. Each chunk starts right after ``gc.collect()``, so
+the worker's ~550k long-lived objects set the bar for a full collection during the chunk: 25 % of them
+(~137k) promoted to the oldest generation. An untraced chunk promotes ~95-118k, so it never pays one;
+a traced chunk promotes what its recording keeps alive across young collections (spans held until the
+chunk ends, argument dicts and tokens held across awaits), and full detail used to promote ~131-143k:
+a full collection (~0.3 s alone, ~0.7 s on a shared core) in most chunks, ratios of ~1.07 against
+~1.015 without one. Without the ``gc.collect()`` the same promotions make full collections more
+frequent instead of certain, which costs the same on average and far more noise per chunk.
+
 One core (rows 2e/2f, not gating): the same pairs with both processes pinned to one CPU, which they
 time-share. Host drift then reaches both within the scheduler's few-ms slices, so these pairs agree to
 ~0.3 % (sd) even when the two-CPU control spreads by ±15 %. Both chunks are CPU-bound, so the

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -127,7 +127,7 @@ class RequestRecorder:
         self.spans = spans
         self.sampler = sampler
         self.late = late
-        """Root attributes worked out when the spans are built, off the event loop (``(fn, args)``)."""
+        """Root attributes worked out when the spans are built, off the event loop (``(fn, *args)``)."""
         self.hold = hold
         """The process's span hold, when the caller knows it (saves looking the tracing state up)."""
         self.status: str | None = None
@@ -219,7 +219,9 @@ class RequestRecorder:
 
     def otel_context(self, node: Node) -> otel_context.Context:
         """The current context with ``node`` as its span (and the step as baggage). Contexts are
-        immutable: below full detail every tool call and reward asks for the same one, made once."""
+        immutable: below full detail every tool call and reward asks for the same one, made once. At full
+        detail each event has a node (and a context) of its own: kept on the recorder, it would live as
+        long as the request, on the cyclic GC's lists."""
         current = otel_context.get_current()
         made = self._made_context
         if made is not None and made[0] is current and made[1] is node:
@@ -228,15 +230,16 @@ class RequestRecorder:
         step = self.attribute(semconv.VERL_STEP)
         if step is not None:  # W3C baggage: remote reward/engine spans learn their step
             ctx = baggage.set_baggage(semconv.VERL_STEP, str(step), ctx)
-        self._made_context = (current, node, ctx)
+        if node is self._detached:  # full detail: an event's own context is not kept past the event
+            self._made_context = (current, node, ctx)
         return ctx
 
     def attribute(self, key: str) -> Any:
         """A root attribute, also one of the ``late`` ones (worked out now if asked for)."""
         value = self.root.attributes.get(key)
-        if value is None and self.late is not None:
-            fn, args = self.late
-            value = fn(*args).get(key)
+        late = self.late
+        if value is None and late is not None:
+            value = late[0](*late[1:]).get(key)
         return value
 
     def carrier(self, node: Node) -> dict[str, str]:
@@ -291,10 +294,10 @@ class RequestRecorder:
         root = self.root
         end_default = root.end_ns
         root_attrs = root.attributes
-        if self.late is not None:
-            fn, args = self.late
+        late = self.late
+        if late is not None:
             self.late = None
-            root_attrs.update({k: v for k, v in fn(*args).items() if k not in root_attrs})
+            root_attrs.update({k: v for k, v in late[0](*late[1:]).items() if k not in root_attrs})
         stamp = shared.stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
         if status == _FAILED and root.error is None:
             root.status = _ERROR
@@ -338,8 +341,9 @@ class RequestPlan:
         self.hold = hold
 
 
-LateAttributes = tuple[Callable[..., Mapping[str, Any]], tuple[Any, ...]]
-"""``(fn, args)``: the request's descriptive attributes, worked out when its spans are built."""
+LateAttributes = tuple[Any, ...]
+"""``(fn, *args)``: the request's descriptive attributes, ``fn(*args)``, worked out when its spans are built
+(one flat tuple: it lives until then, and each object that does costs the cyclic GC)."""
 
 _ERROR = Status(StatusCode.ERROR)
 _COMPLETED = semconv.RequestStatus.COMPLETED.value

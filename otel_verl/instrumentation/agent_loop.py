@@ -435,7 +435,11 @@ def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> R
     if chunk is not None and chunk.plan is not None and _context.get_current() is chunk.context:
         late = (
             _trajectory_attributes,
-            (trajectory, kwargs.get("session_id"), kwargs.get("agent_name"), chunk.step, chunk.rank),
+            trajectory,
+            kwargs.get("session_id"),
+            kwargs.get("agent_name"),
+            chunk.step,
+            chunk.rank,
         )
         return RequestRecorder.in_chunk(chunk.plan, None, late)
     state = setup.get_state()
@@ -473,13 +477,18 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         recorder = None
     if recorder is None:
         return await wrapped(*args, **kwargs)
-    token = current_request.set(recorder)
+    # What this frame keeps while the trajectory runs (seconds, across many young-generation collections)
+    # is promoted to the GC's oldest generation, and enough of that triggers full collections of the
+    # worker's whole heap: so neither the call's arguments nor a context-variable token stay here.
+    call = wrapped(*args, **kwargs)
+    del wrapped, args, kwargs
+    current_request.set(recorder)  # unset again with set(None): the value before was None (checked above)
     if chunk is not None:
         chunk.request_started()
     error: BaseException | None = None
     result = None
     try:
-        result = await wrapped(*args, **kwargs)
+        result = await call
         return result
     except BaseException as exc:
         error = exc
@@ -503,10 +512,7 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         except Exception:
             logger.debug("otel_verl: request spans could not be built", exc_info=True)
         finally:
-            try:
-                current_request.reset(token)
-            except Exception:
-                pass
+            current_request.set(None)
             if chunk is not None:
                 chunk.request_finished(status)
 

@@ -135,6 +135,21 @@ def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Node:
     return recorder.start(names.span_name, parent=outer, attributes=attributes, kind=SpanKind.CLIENT)
 
 
+_FINISH_REASONS: dict[str, tuple[str]] = {}
+"""stop reason -> ``(stop,)``, made once: the cyclic GC untracks a tuple of strings, and a span's attribute
+dict holding only untracked values stays untracked itself (a fresh ``[stop]`` per round trip kept two
+objects per span on the GC's lists until the chunk's spans were exported; see ``_run_agent_loop_wrapper``)."""
+
+
+def _finish_reasons(stop: str) -> tuple[str]:
+    reasons = _FINISH_REASONS.get(stop)
+    if reasons is None:
+        reasons = (stop,)
+        if len(_FINISH_REASONS) < 64:  # a handful of reasons in practice; never grows without bound
+            _FINISH_REASONS[stop] = reasons
+    return reasons
+
+
 def _finish_generate(recorder: Any, names: _ClientNames, node: Node, output: Any) -> None:
     stop = getattr(output, "stop_reason", None)
     if stop is not None:
@@ -148,7 +163,7 @@ def _finish_generate(recorder: Any, names: _ClientNames, node: Node, output: Any
         attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = len(token_ids)
     if stop is not None:
         attrs[semconv.VERL_ENGINE_STOP_REASON] = stop
-        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [stop]
+        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = _finish_reasons(stop)
     preempted = getattr(output, "num_preempted", None)
     if isinstance(preempted, int):
         attrs[semconv.VERL_ENGINE_NUM_PREEMPTED] = preempted
@@ -186,14 +201,28 @@ def _counts_only(client: Any) -> bool:
     known = _counting
     if known is not None and known[0] is kind and known[1] is config and known[2] is _config:
         return known[3]
-    fully_async = any(c.__name__ == "FullyAsyncLLMServerClient" for c in kind.__mro__)
-    answer = not fully_async and not _client_names(client).linked
+    answer = not _fully_async(kind) and not _client_names(client).linked
     _counting = (kind, config, _config, answer)
     return answer
 
 
+_FULLY_ASYNC: dict[type, bool] = {}
+
+
+def _fully_async(kind: type) -> bool:
+    """A ``FullyAsyncLLMServerClient`` (or subclass): its round trips nest attempts (resumes after aborts)."""
+    answer = _FULLY_ASYNC.get(kind)
+    if answer is None:
+        answer = _FULLY_ASYNC[kind] = any(c.__name__ == "FullyAsyncLLMServerClient" for c in kind.__mro__)
+    return answer
+
+
 async def _counted_generate(recorder: Any, wrapped: Any, args: tuple, kwargs: dict) -> Any:
-    """One engine round trip below full detail: a turn counted, the request id and stop reason noted."""
+    """One engine round trip below full detail: a turn counted, the request id and stop reason noted.
+
+    The engine call is made before the first await and the arguments let go: the round trip's kwargs
+    dict then does not live, on the cyclic GC's lists, for as long as the engine takes.
+    """
     try:
         recorder.turns += 1
         request_id = kwargs.get("request_id")
@@ -201,7 +230,9 @@ async def _counted_generate(recorder: Any, wrapped: Any, args: tuple, kwargs: di
             recorder.root.attributes.setdefault(semconv.VERL_REQUEST_ID, request_id)
     except Exception:
         call_failed(CLIENT_GENERATE)
-    output = await wrapped(*args, **kwargs)
+    call = wrapped(*args, **kwargs)
+    del wrapped, args, kwargs
+    output = await call
     try:
         stop = getattr(output, "stop_reason", None)
         if stop is not None:
@@ -212,12 +243,16 @@ async def _counted_generate(recorder: Any, wrapped: Any, args: tuple, kwargs: di
 
 
 async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """One engine round trip as a span. Only a fully-async client's round trip is made current
+    (``_generate_node``): its attempts nest inside it; a plain client's never do, and it pays no context
+    variable. As in :func:`_counted_generate`, the arguments are let go before the engine is awaited."""
     node = token = names = None
     call_kwargs = kwargs
     try:
         names = _client_names(instance)
         node = _start_generate(recorder, names, kwargs)
-        token = _generate_node.set(node)
+        if _fully_async(type(instance)):
+            token = _generate_node.set(node)
         if names.linked:
             params = kwargs.get("sampling_params")
             if isinstance(params, dict):
@@ -225,7 +260,9 @@ async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: t
     except Exception:
         call_failed(CLIENT_GENERATE)
     try:
-        output = await wrapped(*args, **call_kwargs)
+        call = wrapped(*args, **call_kwargs)
+        del wrapped, args, kwargs, call_kwargs
+        output = await call
     except BaseException as exc:
         if node is not None:
             node.attributes.pop(_ATTEMPTS, None)

@@ -58,7 +58,9 @@ async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
     except Exception:
         logger.debug("otel_verl: tool context not attached", exc_info=True)
     try:
-        result = await wrapped(*args, **kwargs)
+        call = wrapped(*args, **kwargs)
+        del wrapped, args, kwargs  # not kept alive (and on the GC's lists) while the tool runs
+        result = await call
     except BaseException as exc:
         if node is not None:
             recorder.end(node, error=exc)
