@@ -56,7 +56,9 @@ async def _recorded_remote_score(recorder: Any, outputs: Any, wrapped: Any, args
     token = _pending_carrier.set(recorder.carrier(node))
     context_token = otel_context.attach(recorder.otel_context(node))
     try:
-        result = await wrapped(*args, **kwargs)
+        call = wrapped(*args, **kwargs)
+        del wrapped, args, kwargs  # not kept alive (and on the GC's lists) while the reward worker scores
+        result = await call
     except BaseException as exc:
         recorder.end(node, error=exc)
         raise
