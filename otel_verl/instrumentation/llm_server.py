@@ -85,6 +85,8 @@ class _ClientNames(NamedTuple):
     """The engine is SGLang or vLLM and ``OTEL_VERL_ENGINE_LINK`` is on: hand it the carrier."""
     attributes: dict[str, Any]
     """What every round trip of this client starts with (copied per span)."""
+    fully_async: bool
+    """A ``FullyAsyncLLMServerClient`` (or subclass): its round trips nest attempts (resumes after aborts)."""
 
 
 _names: dict[int, _ClientNames] = {}
@@ -107,7 +109,8 @@ def _client_names(client: Any) -> _ClientNames:
             attributes[semconv.GEN_AI_REQUEST_MODEL] = model
         if engine:
             attributes[semconv.GEN_AI_SYSTEM] = engine
-        cached = _names[id(client)] = _ClientNames(config, settings, span_name, linked, attributes)
+        fully_async = any(c.__name__ == "FullyAsyncLLMServerClient" for c in type(client).__mro__)
+        cached = _names[id(client)] = _ClientNames(config, settings, span_name, linked, attributes, fully_async)
     return cached
 
 
@@ -201,19 +204,9 @@ def _counts_only(client: Any) -> bool:
     known = _counting
     if known is not None and known[0] is kind and known[1] is config and known[2] is _config:
         return known[3]
-    answer = not _fully_async(kind) and not _client_names(client).linked
+    names = _client_names(client)
+    answer = not names.fully_async and not names.linked
     _counting = (kind, config, _config, answer)
-    return answer
-
-
-_FULLY_ASYNC: dict[type, bool] = {}
-
-
-def _fully_async(kind: type) -> bool:
-    """A ``FullyAsyncLLMServerClient`` (or subclass): its round trips nest attempts (resumes after aborts)."""
-    answer = _FULLY_ASYNC.get(kind)
-    if answer is None:
-        answer = _FULLY_ASYNC[kind] = any(c.__name__ == "FullyAsyncLLMServerClient" for c in kind.__mro__)
     return answer
 
 
@@ -251,7 +244,7 @@ async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: t
     try:
         names = _client_names(instance)
         node = _start_generate(recorder, names, kwargs)
-        if _fully_async(type(instance)):
+        if names.fully_async:
             token = _generate_node.set(node)
         if names.linked:
             params = kwargs.get("sampling_params")
