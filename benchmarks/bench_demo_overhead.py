@@ -27,8 +27,11 @@ the worker's ~550k long-lived objects set the bar for a full collection during t
 a traced chunk promotes what its recording keeps alive across young collections (spans held until the
 chunk ends, argument dicts and tokens held across awaits), and full detail used to promote ~131-143k:
 a full collection (~0.3 s alone, ~0.7 s on a shared core) in most chunks, ratios of ~1.07 against
-~1.015 without one. Without the ``gc.collect()`` the same promotions make full collections more
-frequent instead of certain, which costs the same on average and far more noise per chunk.
+~1.015 without one. Since turns and events are recorded as tuples the GC stops tracking
+(``otel_verl.recorder``), none of 24 timed traced chunks (12 full, 12 request, one core) ran one.
+Without the ``gc.collect()`` promotions carry over from chunk to chunk and both processes run full
+collections (an untraced chunk about 3 times in 4): the traced process a few more, and every ratio
+then depends on which of the two happened to collect, far more noise per chunk.
 
 One core (rows 2e/2f, not gating): the same pairs with both processes pinned to one CPU, which they
 time-share. Host drift then reaches both within the scheduler's few-ms slices, so these pairs agree to

@@ -121,7 +121,7 @@ def run_ours(requests: int) -> float:
             rec.end(rec.start(sc.SPAN_TOOL_PARSE), {sc.VERL_TOOL_CALL_COUNT: 1})
             rec.end(rec.start(tool, attributes={sc.GEN_AI_TOOL_NAME: "calculator"}))
             rec.end(rec.start(sc.SPAN_PREPROCESS, attributes={sc.VERL_PREPROCESS_KIND: "merge_assistant"}))
-        rec.end(rec.start(sc.SPAN_REWARD, parent=rec.root), {sc.VERL_REWARD_SCORE: 1.0})
+        rec.end(rec.start(sc.SPAN_REWARD, parent_id=rec.root.span_id), {sc.VERL_REWARD_SCORE: 1.0})
         rec.finish("completed")
     worker.end()
     t0 = time.perf_counter()

@@ -1,10 +1,19 @@
 """Cheap per-request recording; spans are completed and emitted when the request ends.
 
-One SDK span per event costs ~20-30 µs (DESIGN.md). A trajectory instead records light nodes
-(:class:`~otel_verl.export.recorded_span.Node`: name, start/end ``time_ns``, parent id, attributes),
-with span ids drawn up front so a W3C carrier for the engine (and any nested instrumentation) can be
-made while the request runs. When the request ends, its nodes — themselves ``ReadableSpan`` objects —
-go to our span processors: the same moment a keep/sample decision can be made with the full picture.
+One SDK span per event costs ~20-30 µs (DESIGN.md). A trajectory instead records its turns and events
+as plain tuples (:data:`Event`: name, span id, parent id, start ``time_ns``, kind), with span
+ids drawn up front so a W3C carrier for the engine (and any nested instrumentation) can be made while
+the request runs. When the request ends, the keep/sample decision is made with the full picture, and
+the events become :class:`~otel_verl.export.recorded_span.Node` spans (``ReadableSpan`` objects) when
+they are handed to our span processors: at a chunk's end, off the event loop.
+
+Why tuples: a request's events live until its chunk ends, across many young-generation collections of
+the cyclic GC, and every tracked object that does is promoted to the oldest generation, whose growth
+sets off full collections of the worker's whole heap (~0.3 s each with verl loaded; see
+``benchmarks/bench_demo_overhead.py``). The GC stops tracking a tuple of strings and ints at its first
+pass (not one holding a dict, even an untracked one) and never tracks a dict made as a literal that
+holds only such values. So the events are such tuples and their attributes such dicts, kept apart by
+span id: a request costs the GC its recorder, its root span and two containers, not ~12 objects.
 """
 
 from __future__ import annotations
@@ -24,10 +33,16 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, S
 from otel_verl import semconv
 from otel_verl.export import setup
 from otel_verl.export.hold import SpanHold
-from otel_verl.export.recorded_span import Node, RequestShared, new_trace_id
+from otel_verl.export.recorded_span import Node, RequestShared, new_span_id, new_trace_id
 from otel_verl.sampling import ChunkSampler
 
 logger = logging.getLogger(__name__)
+
+Event = tuple[str, int, "int | None", int, int]
+"""A recorded turn or event: ``(name, span_id, parent_id, start_ns, kind)``, ``kind`` a ``SpanKind``
+value. Its attributes and end time live on the recorder, by span id (:meth:`RequestRecorder.attributes_of`)."""
+SPAN_ID = 1
+"""The field instrumentation reads: carriers and nested events name their parent by it."""
 
 current_request: ContextVar[RequestRecorder | None] = ContextVar("otel_verl_request", default=None)
 """The trajectory being recorded in this asyncio task (copied into tasks it spawns)."""
@@ -37,27 +52,29 @@ class RequestRecorder:
     """Records one trajectory's turns and events; emits them as spans in :meth:`finish`.
 
     ``events=False`` (detail below ``full``): turns and events are counted but not recorded; they
-    hand out one detached node that shares the request's span id, so carriers still name the request.
+    hand out one detached event that shares the request's span id, so carriers still name the request.
     ``spans=False`` (detail ``worker``): nothing is emitted and carriers say "not sampled", so remote
     processes record nothing either; the request reaches the worker span's summary via ``sampler``.
     ``own_trace``: the request is the root of a new trace, linked to ``parent`` (the worker span).
     """
 
     __slots__ = (
+        "_built",
         "_detached",
         "_made_context",
         "current_turn",
+        "ends",
+        "event_attributes",
         "events",
         "finished",
         "hold",
         "last_stop_reason",
         "late",
-        "nodes",
+        "recorded",
         "resumes",
         "root",
         "sampled",
         "sampler",
-        "shared",
         "spans",
         "status",
         "trace_id",
@@ -120,9 +137,15 @@ class RequestRecorder:
         hold: SpanHold | None,
     ) -> None:
         self.trace_id = trace_id
-        self.shared = shared = RequestShared(trace_id)
-        self.root = root = Node(semconv.SPAN_REQUEST, parent_id, attributes, SpanKind.INTERNAL, shared)
-        self.nodes: list[Node] = [root]
+        self.root = Node(semconv.SPAN_REQUEST, parent_id, attributes, SpanKind.INTERNAL, None)  # type: ignore[arg-type]
+        """The request span itself; its ``shared`` part is made when the spans are built."""
+        self.recorded: list[Event] | None = None
+        """Turns and events in the order they started (full detail; made with the first)."""
+        self.event_attributes: dict[int, dict[str, Any]] = {}
+        """span id -> attributes of a recorded event (and the detached one's scratch values)."""
+        self.ends: dict[int, int] = {}
+        """span id -> end ``time_ns`` of the recorded events that ended (the rest end with the request)."""
+        self._built: list[Node] | None = None
         self.events = events
         self.spans = spans
         self.sampler = sampler
@@ -131,9 +154,9 @@ class RequestRecorder:
         self.hold = hold
         """The process's span hold, when the caller knows it (saves looking the tracing state up)."""
         self.status: str | None = None
-        self._detached: Node | None = None
-        self._made_context: tuple[otel_context.Context, Node, otel_context.Context] | None = None
-        self.current_turn: Node | None = None
+        self._detached: Event | None = None
+        self._made_context: tuple[otel_context.Context, Event, otel_context.Context] | None = None
+        self.current_turn: Event | None = None
         self.turns = 0
         self.last_stop_reason: str | None = None
         self.resumes = 0
@@ -143,50 +166,71 @@ class RequestRecorder:
     def start(
         self,
         name: str,
-        parent: Node | None = None,
+        parent_id: int | None = None,
         attributes: dict[str, Any] | None = None,
         kind: SpanKind = SpanKind.INTERNAL,
-    ) -> Node:
+    ) -> Event:
+        """Start an event under ``parent_id`` (default: the running turn, else the request)."""
         if not self.events:
             return self.detached()
-        if parent is None:
-            parent = self.current_turn or self.root
-        node = Node(name, parent.span_id, attributes, kind, self.shared)
-        self.nodes.append(node)
-        return node
+        if parent_id is None:
+            turn = self.current_turn
+            parent_id = turn[1] if turn is not None else self.root.span_id
+        return self._record(name, parent_id, attributes if attributes is not None else {}, kind.value)
 
-    def detached(self) -> Node:
+    def _record(self, name: str, parent_id: int, attributes: dict[str, Any], kind: int) -> Event:
+        event = (name, span_id := new_span_id(), parent_id, time.time_ns(), kind)
+        self.event_attributes[span_id] = attributes
+        recorded = self.recorded
+        if recorded is None:
+            self.recorded = [event]
+        else:
+            recorded.append(event)
+        return event
+
+    def detached(self) -> Event:
         """The stand-in for unrecorded turns/events: never emitted, carries the request's span id."""
-        node = self._detached
-        if node is None:
-            node = self._detached = Node("", None, None, SpanKind.INTERNAL, self.shared, self.root.span_id)
-        return node
+        event = self._detached
+        if event is None:
+            event = self._detached = ("", self.root.span_id, None, 0, 0)
+        return event
 
-    @staticmethod
-    def end(node: Node, attributes: Mapping[str, Any] | None = None, error: BaseException | None = None) -> None:
-        if node.end_ns is None:
-            node.end_ns = time.time_ns()
+    def attributes_of(self, event: Event) -> dict[str, Any]:
+        """A recorded event's attributes, to add to (the detached event's are a scratch dict, never emitted)."""
+        attributes = self.event_attributes.get(event[1])
+        if attributes is None:
+            attributes = self.event_attributes[event[1]] = {}
+        return attributes
+
+    def end(
+        self, event: Event, attributes: Mapping[str, Any] | None = None, error: BaseException | None = None
+    ) -> None:
+        """End a recorded event (a second end keeps the first end time); ``error`` marks it failed."""
+        if event is self._detached:
+            return
+        span_id = event[1]
+        self.ends.setdefault(span_id, time.time_ns())
         if attributes:
-            node.attributes.update(attributes)
+            self.event_attributes[span_id].update(attributes)
         if error is not None:
-            node.error = type(error).__qualname__
-            node.attributes[semconv.ERROR_TYPE] = node.error
+            self.event_attributes[span_id][semconv.ERROR_TYPE] = type(error).__qualname__
 
-    def open_turn(self) -> Node:
+    def fail(self, event: Event, error_type: str) -> None:
+        """Mark an event failed without an exception (e.g. a tool that returned an error)."""
+        self.attributes_of(event)[semconv.ERROR_TYPE] = error_type
+
+    def open_turn(self) -> Event:
         """Close the running turn, start turn ``self.turns``. Below full detail turns are not recorded:
         nothing happens here, each engine round trip counts one instead (:meth:`round_trip_turn`)."""
         if not self.events:
             return self.detached()
         self.close_turn()
-        turn = Node(
-            semconv.SPAN_TURN, self.root.span_id, {semconv.VERL_TURN_INDEX: self.turns}, SpanKind.INTERNAL, self.shared
-        )
-        self.nodes.append(turn)
+        turn = self._record(semconv.SPAN_TURN, self.root.span_id, {semconv.VERL_TURN_INDEX: self.turns}, _INTERNAL)
         self.current_turn = turn
         self.turns += 1
         return turn
 
-    def round_trip_turn(self) -> Node:
+    def round_trip_turn(self) -> Event:
         """The turn a top-level engine round trip runs in: at full detail the one the GENERATING state
         opened (opened here if none is); below it every round trip is one turn, counted, not recorded."""
         if not self.events:
@@ -202,7 +246,7 @@ class RequestRecorder:
     @contextmanager
     def event(
         self, name: str, attributes: dict[str, Any] | None = None, kind: SpanKind = SpanKind.INTERNAL
-    ) -> Iterator[Node]:
+    ) -> Iterator[Event]:
         """Record an event around a block; an exception is recorded and re-raised unchanged."""
         node = self.start(name, attributes=attributes, kind=kind)
         try:
@@ -213,25 +257,25 @@ class RequestRecorder:
         self.end(node)
 
     # -- context for nested instrumentation and the engine
-    def span_context(self, node: Node) -> SpanContext:
+    def span_context(self, event: Event) -> SpanContext:
         flags = TraceFlags(TraceFlags.SAMPLED if self.sampled else TraceFlags.DEFAULT)
-        return SpanContext(self.trace_id, node.span_id, is_remote=False, trace_flags=flags)
+        return SpanContext(self.trace_id, event[1], is_remote=False, trace_flags=flags)
 
-    def otel_context(self, node: Node) -> otel_context.Context:
-        """The current context with ``node`` as its span (and the step as baggage). Contexts are
+    def otel_context(self, event: Event) -> otel_context.Context:
+        """The current context with ``event`` as its span (and the step as baggage). Contexts are
         immutable: below full detail every tool call and reward asks for the same one, made once. At full
         detail each event has a node (and a context) of its own: kept on the recorder, it would live as
         long as the request, on the cyclic GC's lists."""
         current = otel_context.get_current()
         made = self._made_context
-        if made is not None and made[0] is current and made[1] is node:
+        if made is not None and made[0] is current and made[1] is event:
             return made[2]
-        ctx = trace.set_span_in_context(NonRecordingSpan(self.span_context(node)), current)
+        ctx = trace.set_span_in_context(NonRecordingSpan(self.span_context(event)), current)
         step = self.attribute(semconv.VERL_STEP)
         if step is not None:  # W3C baggage: remote reward/engine spans learn their step
             ctx = baggage.set_baggage(semconv.VERL_STEP, str(step), ctx)
-        if node is self._detached:  # full detail: an event's own context is not kept past the event
-            self._made_context = (current, node, ctx)
+        if event is self._detached:  # full detail: an event's own context is not kept past the event
+            self._made_context = (current, event, ctx)
         return ctx
 
     def attribute(self, key: str) -> Any:
@@ -242,10 +286,10 @@ class RequestRecorder:
             value = late[0](*late[1:]).get(key)
         return value
 
-    def carrier(self, node: Node) -> dict[str, str]:
-        """W3C ``traceparent`` (+ ``tracestate``) naming ``node`` as parent."""
+    def carrier(self, event: Event) -> dict[str, str]:
+        """W3C ``traceparent`` (+ ``tracestate``) naming ``event`` as parent."""
         carrier: dict[str, str] = {}
-        inject(carrier, context=self.otel_context(node))
+        inject(carrier, context=self.otel_context(event))
         return carrier
 
     # -- the end
@@ -267,7 +311,13 @@ class RequestRecorder:
         root.attributes[semconv.VERL_REQUEST_NUM_TURNS] = self.turns
         if self.resumes:
             root.attributes[semconv.VERL_REQUEST_NUM_RESUMES] = self.resumes
-        self.end(root, attributes, error)
+        if root.end_ns is None:
+            root.end_ns = time.time_ns()
+        if attributes:
+            root.attributes.update(attributes)
+        if error is not None:
+            root.error = type(error).__qualname__
+            root.attributes[semconv.ERROR_TYPE] = root.error
         if self.sampler is not None:
             if not self.sampler.admit(self, status) or not self.sampled:
                 return []
@@ -277,21 +327,32 @@ class RequestRecorder:
 
     def emit(self) -> list[Node]:
         """Hand this finished request's spans to the processors; while a rollout chunk is open they are
-        held and completed (:meth:`build_spans`) at release time, off the event loop."""
+        held and built (:meth:`build_spans`, the recorder itself is the held part) at release time, off
+        the event loop. Returns the spans if they were built already, else an empty list."""
+        spans = 1 + len(self.recorded or ())
         hold = self.hold
-        if hold is None or not hold.add(self._completed_spans, len(self.nodes)):
-            setup.emit_built(self._completed_spans, len(self.nodes))
-        return self.nodes
+        if hold is None or not hold.add(self, spans):
+            setup.emit_built(self, spans)
+        return self._built or []
 
-    def _completed_spans(self) -> list[Node]:
+    def __call__(self) -> list[Node]:
+        """The spans, for the hold or the processors (built once)."""
+        return self.build_spans(self.status or _COMPLETED)
+
+    @property
+    def nodes(self) -> list[Node]:
+        """This request's spans, root first (building them ends the recording: call after :meth:`finish`)."""
         return self.build_spans(self.status or _COMPLETED)
 
     def build_spans(self, status: str) -> list[Node]:
-        """The recorded nodes, completed as spans: end times, status, attributes stamped on children."""
+        """The recorded events as spans: end times, status, attributes stamped on children (built once)."""
+        built = self._built
+        if built is not None:
+            return built
         state = setup.get_state()
-        shared = self.shared
-        shared.resource = state.provider.resource if state is not None else None
         root = self.root
+        root.shared = shared = RequestShared(self.trace_id)
+        shared.resource = state.provider.resource if state is not None else None
         end_default = root.end_ns
         root_attrs = root.attributes
         late = self.late
@@ -299,19 +360,31 @@ class RequestRecorder:
             self.late = None
             root_attrs.update({k: v for k, v in late[0](*late[1:]).items() if k not in root_attrs})
         stamp = shared.stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
-        if status == _FAILED and root.error is None:
+        if root.end_ns is None:
+            root.end_ns = end_default = time.time_ns()
+        if root.error is not None:
+            root.status = Status(StatusCode.ERROR, root.error)
+        elif status == _FAILED:
             root.status = _ERROR
-        for node in self.nodes:
-            if node.end_ns is None:
-                node.end_ns = end_default
-            if node.error is not None:
-                node.status = Status(StatusCode.ERROR, node.error)
-            if node is not root and stamp:
-                own = node.attributes
-                if node.own is None and stamp.keys().isdisjoint(own):
+        self._built = built = [root]
+        ends, attributes = self.ends, self.event_attributes
+        error_key = semconv.ERROR_TYPE
+        for name, span_id, parent_id, start_ns, kind in self.recorded or ():
+            node = Node.completed(name, span_id, parent_id, start_ns, ends.get(span_id, end_default), kind, shared)
+            own = attributes[span_id]
+            error = own.get(error_key)
+            if error is not None:
+                node.status = Status(StatusCode.ERROR, str(error))
+            if stamp:
+                if stamp.keys().isdisjoint(own):
                     node.own = own  # the spool encodes the stamp once per request, then these
                 node.attributes = {**stamp, **own}
-        return self.nodes
+            else:
+                node.attributes = own
+            built.append(node)
+        self.recorded = None
+        self.event_attributes = {}
+        return built
 
 
 class RequestPlan:
@@ -346,6 +419,7 @@ LateAttributes = tuple[Any, ...]
 (one flat tuple: it lives until then, and each object that does costs the cyclic GC)."""
 
 _ERROR = Status(StatusCode.ERROR)
+_INTERNAL = SpanKind.INTERNAL.value
 _COMPLETED = semconv.RequestStatus.COMPLETED.value
 _FAILED = semconv.RequestStatus.FAILED.value
 _STAMPED = (semconv.VERL_STEP, semconv.VERL_WORKER_RANK, semconv.VERL_REQUEST_ID)

@@ -1,7 +1,8 @@
 """A request's spans as light ``ReadableSpan`` objects, filled while the request runs.
 
-The request recorder (:mod:`otel_verl.recorder`) makes one :class:`Node` per future span; when the
-request ends the nodes themselves go to the span processors. Kept apart from the recorder so the
+The request recorder (:mod:`otel_verl.recorder`) makes the request's own :class:`Node` when it starts
+and one per recorded turn or event when its spans are built; the nodes themselves go to the span
+processors. Kept apart from the recorder so the
 exporters can recognise nodes (and read their ids directly) without importing the instrumentation.
 """
 
@@ -24,6 +25,7 @@ SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 UNSET = Status(StatusCode.UNSET)
 _EMPTY_RESOURCE = Resource.get_empty()
 _rand = random.Random()
+_KINDS = {kind.value: kind for kind in SpanKind}
 
 
 def new_span_id() -> int:
@@ -69,7 +71,8 @@ class RequestShared:
 class Node(ReadableSpan):
     """One span of a request. It *is* the ``ReadableSpan`` handed to the span processors.
 
-    Recording fills a few slots; nothing else is built on the hot path or when the request ends.
+    A request's own node is made when it starts; its turns and events are recorded as plain tuples and
+    become nodes (:meth:`completed`) when the spans are built, off the event loop.
     ``SpanContext`` objects (~1 µs each) are made only if an exporter asks for ``context``/``parent``
     (the SDK's OTLP encoder does, on its export thread; the spool's encoder reads the ids directly).
     ``ReadableSpan.__init__`` is deliberately not called: every property it backs is overridden here.
@@ -104,6 +107,28 @@ class Node(ReadableSpan):
         self.attributes: dict[str, Any] = attributes if attributes is not None else {}
         self.kind = kind
         self.shared = shared
+
+    @classmethod
+    def completed(
+        cls,
+        name: str,
+        span_id: int,
+        parent_id: int | None,
+        start_ns: int,
+        end_ns: int | None,
+        kind: int,
+        shared: RequestShared,
+    ) -> Node:
+        """A recorded event as a span (``kind``: a ``SpanKind`` value); the caller sets ``attributes``."""
+        node = cls.__new__(cls)
+        node.name = name
+        node.span_id = span_id
+        node.parent_id = parent_id
+        node.start_ns = start_ns
+        node.end_ns = end_ns
+        node.kind = _KINDS[kind]
+        node.shared = shared
+        return node
 
     # -- the ReadableSpan interface, read by exporters after the request ended
     def get_span_context(self) -> SpanContext:

@@ -23,7 +23,7 @@ from otel_verl.config import OtelVerlConfig
 from otel_verl.content import capture_text
 from otel_verl.export import setup
 from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
-from otel_verl.recorder import Node, current_request
+from otel_verl.recorder import SPAN_ID, Event, current_request
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +37,12 @@ LINKED_ENGINES = frozenset({"sglang", "vllm"})
 CLIENT_GENERATE = (LLM_SERVER_MODULE, "LLMServerClient.generate")
 FULLY_ASYNC_GENERATE = (LLM_SERVER_MODULE, "FullyAsyncLLMServerClient.generate")
 
-_generate_node: ContextVar[Node | None] = ContextVar("otel_verl_generate", default=None)
+_generate_node: ContextVar[Event | None] = ContextVar("otel_verl_generate", default=None)
 engine_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_engine_carrier", default=None)
 """Server-side: the W3C carrier of the turn's generate span while the engine call runs."""
 
 _config: OtelVerlConfig | None = None
-_ATTEMPTS = "_otel_verl.attempts"  # scratch counter on a round trip's node, removed before export
+_ATTEMPTS = "_otel_verl.attempts"  # scratch counter on a round trip's event, removed before export
 
 
 def _cfg() -> OtelVerlConfig:
@@ -114,7 +114,7 @@ def _client_names(client: Any) -> _ClientNames:
     return cached
 
 
-def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Node:
+def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Event:
     request_id = kwargs.get("request_id")
     if isinstance(request_id, str):
         recorder.root.attributes.setdefault(semconv.VERL_REQUEST_ID, request_id)
@@ -122,10 +122,11 @@ def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Node:
     if outer is None:
         recorder.round_trip_turn()
     else:  # an attempt inside FullyAsyncLLMServerClient.generate; the 2nd+ are resumes
-        attempts = outer.attributes.get(_ATTEMPTS, 0)
+        outer_attributes = recorder.attributes_of(outer)
+        attempts = outer_attributes.get(_ATTEMPTS, 0)
         if attempts:
             recorder.resumes += 1
-        outer.attributes[_ATTEMPTS] = attempts + 1
+        outer_attributes[_ATTEMPTS] = attempts + 1
     if not recorder.events:  # below full detail the round trip is counted, not recorded
         return recorder.detached()
     attributes = names.attributes.copy()
@@ -135,7 +136,8 @@ def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Node:
             attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] = len(prompt_ids)
         except TypeError:
             pass
-    return recorder.start(names.span_name, parent=outer, attributes=attributes, kind=SpanKind.CLIENT)
+    parent_id = outer[SPAN_ID] if outer is not None else None
+    return recorder.start(names.span_name, parent_id=parent_id, attributes=attributes, kind=SpanKind.CLIENT)
 
 
 _FINISH_REASONS: dict[str, tuple[str]] = {}
@@ -153,11 +155,11 @@ def _finish_reasons(stop: str) -> tuple[str]:
     return reasons
 
 
-def _finish_generate(recorder: Any, names: _ClientNames, node: Node, output: Any) -> None:
+def _finish_generate(recorder: Any, names: _ClientNames, node: Event, output: Any) -> None:
     stop = getattr(output, "stop_reason", None)
     if stop is not None:
         stop = recorder.last_stop_reason = str(stop)
-    attempts = node.attributes.pop(_ATTEMPTS, 0)
+    attempts = recorder.attributes_of(node).pop(_ATTEMPTS, 0)
     if not recorder.events:
         return
     attrs: dict[str, Any] = {}
@@ -258,7 +260,7 @@ async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: t
         output = await call
     except BaseException as exc:
         if node is not None:
-            node.attributes.pop(_ATTEMPTS, None)
+            recorder.attributes_of(node).pop(_ATTEMPTS, None)
             recorder.end(node, error=exc)
         raise
     finally:

@@ -52,7 +52,9 @@ def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict
 
 
 async def _recorded_remote_score(recorder: Any, outputs: Any, wrapped: Any, args: tuple, kwargs: dict) -> Any:
-    node = recorder.start(semconv.SPAN_REWARD, parent=recorder.root, attributes={semconv.VERL_REWARD_REMOTE: True})
+    node = recorder.start(
+        semconv.SPAN_REWARD, parent_id=recorder.root.span_id, attributes={semconv.VERL_REWARD_REMOTE: True}
+    )
     token = _pending_carrier.set(recorder.carrier(node))
     context_token = otel_context.attach(recorder.otel_context(node))
     try:
@@ -68,7 +70,7 @@ async def _recorded_remote_score(recorder: Any, outputs: Any, wrapped: Any, args
     try:
         score = outputs[-1].reward_score
         if isinstance(score, (int, float)) and not isinstance(score, bool):
-            node.attributes[semconv.VERL_REWARD_SCORE] = float(score)
+            recorder.attributes_of(node)[semconv.VERL_REWARD_SCORE] = float(score)
     except Exception:
         pass
     recorder.end(node)

@@ -78,8 +78,7 @@ async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
                 or text.startswith("Unknown function")
                 or text.startswith("Invalid JSON")
             ):
-                node.attributes[semconv.ERROR_TYPE] = "tool_error"
-                node.error = "tool_error"
+                recorder.fail(node, "tool_error")
             recorder.end(node)
         except Exception:
             recorder.end(node)

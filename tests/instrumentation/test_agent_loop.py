@@ -94,6 +94,38 @@ def test_recorded_spans_leave_the_cyclic_gc_nothing_to_track(spans_of):
     assert tracked == []
 
 
+def test_held_requests_keep_their_events_off_the_cyclic_gc(spans_of):
+    """While the chunk is open, a finished request waits as its recorder: the turns and events are
+    tuples of strings, ints and such dicts, which the collector stops tracking at its first pass, so
+    only the recorder, its root span and one list per request count towards a full collection."""
+    from otel_verl.export import setup
+    from otel_verl.recorder import RequestRecorder
+
+    worker, _, opts = build_worker()
+    run_chunk(worker, opts)  # as in a worker past its first chunk: the cached finish-reason tuples (each
+    gc.collect(0)  # untracked by the GC's first pass over it) are untracked by now
+    setup.flush()
+    spans_before = len(spans_of())
+    setup.hold_begin()  # another chunk stays open: everything this one records is held
+    try:
+        run_chunk(worker, opts)
+        held = [part for part in setup.get_state().hold._held if isinstance(part, RequestRecorder)]
+        assert len(held) == opts.prompts * opts.n
+        events = [event for recorder in held for event in recorder.recorded]
+        assert {event[0] for event in events} >= {semconv.SPAN_TURN, semconv.SPAN_PREPROCESS, semconv.SPAN_TOOL_PARSE}
+        # attribute dicts are made untracked (only a full collection would untrack a tracked one) ...
+        tracked = {e[0] for r in held for e in r.recorded if gc.is_tracked(r.event_attributes[e[1]])}
+        assert sorted(tracked) == []
+        gc.collect(0)  # ... so the first pass over the events untracks them all
+        gc.collect()
+        assert sorted({event[0] for event in events if gc.is_tracked(event)}) == []
+        assert not any(gc.is_tracked(recorder.ends) for recorder in held)
+    finally:
+        setup.hold_end()
+    spans = spans_of()[spans_before:]  # released: every held event became a span of its request
+    assert len([s for s in spans if isinstance(s, Node)]) == len(held) + len(events)
+
+
 def test_no_text_by_default_and_capped_when_opted_in(spans_of, monkeypatch):
     worker, _, opts = build_worker()
     run_chunk(worker, opts)

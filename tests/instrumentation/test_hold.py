@@ -11,7 +11,7 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.export import setup
 from otel_verl.export.hold import SpanHold
-from otel_verl.recorder import RequestRecorder
+from otel_verl.recorder import SPAN_ID, RequestRecorder
 
 
 class Arrivals(SpanProcessor):
@@ -170,8 +170,8 @@ def test_chunk_spans_reach_processors_after_the_chunk(traced):
 def test_held_requests_are_completed_at_release_and_a_failing_one_loses_only_itself(traced):
     setup.hold_begin()
     first, _, last = (_request(None) for _ in range(3))
-    turn = first.nodes[1]
-    assert semconv.VERL_STEP not in turn.attributes  # the step is stamped on children at release, not on the loop
+    turn = first.recorded[0]  # the recorded turn: its span is built at release, off the event loop
+    assert first.recorded is not None and semconv.VERL_STEP not in first.attributes_of(turn)
 
     def fail() -> list:
         raise RuntimeError("build failed")
@@ -179,7 +179,8 @@ def test_held_requests_are_completed_at_release_and_a_failing_one_loses_only_its
     setup.get_state().hold._held[1] = fail  # the second request's builder breaks
     setup.hold_end()
     setup.flush()
-    assert len(traced.names) == 6 and turn.attributes[semconv.VERL_STEP] == 1
+    assert len(traced.names) == 6 and first.recorded is None  # built, the recording let go
+    assert first.nodes[1].span_id == turn[SPAN_ID] and first.nodes[1].attributes[semconv.VERL_STEP] == 1
     assert last.nodes[1].attributes[semconv.VERL_STEP] == 1
 
 
