@@ -558,7 +558,7 @@ def _event_wrapper(name: str, attributes: dict[str, Any] | None = None):
         recorder = current_request.get()
         if recorder is None or not recorder.events or not enabled():
             return wrapped(*args, **kwargs)
-        # a display copy, not dict(): a dict made by calling dict() starts tracked by the cyclic GC, and
+        # a literal copy, not dict(): a dict made by calling dict() starts tracked by the cyclic GC, and
         # only a full collection would untrack it (and the recorded event holding it)
         return _recorded_event(recorder, name, {**attributes} if attributes else None, wrapped(*args, **kwargs))
 
