@@ -66,8 +66,8 @@ engine that answers at once (the worst case). Measured (benchmarks/RESULTS.md, r
 count and engine link) costs 1.000-1.004× the instructions but ~1.015× the wall time on the 2-core CI VM,
 measured side by side with an untraced twin (each hook runs cold between ~40 M instructions of verl's,
 and finished requests are held until the chunk ends), and 1.017× with both on one shared core (row 2e,
-an upper bound; 1.016×, then 1.010× in the last suite run, after the GC-footprint work that took ``full``
-from 1.093× to 1.031× there);
+an upper bound; 1.016×, then 1.010-1.013× in the last two suite runs, after the GC-footprint work that took
+``full`` from 1.093× to 1.031-1.041× there);
 ``worker`` needs the same per-request seams (1.011-1.019× on one core), so no level
 that records workers meets 1 % yet and the default stays at ``request``. ``step`` wraps no seam the
 rollout calls per trajectory and does (1.001-1.004× on one core), but a trace without workers cannot

@@ -95,9 +95,10 @@ def test_recorded_spans_leave_the_cyclic_gc_nothing_to_track(spans_of):
 
 
 def test_held_requests_keep_their_events_off_the_cyclic_gc(spans_of):
-    """While the chunk is open, a finished request waits as its recorder: the turns and events are
-    tuples of strings, ints and such dicts, which the collector stops tracking at its first pass, so
-    only the recorder, its root span and one list per request count towards a full collection."""
+    """While the chunk is open, a finished request waits as its recorder: its turns and events are
+    tuples of strings and ints, which the collector stops tracking at its first pass, and their
+    attributes literal dicts of such values, which it never tracks; so only the recorder, its root
+    span, one list and one dict per request count towards a full collection."""
     from otel_verl.export import setup
     from otel_verl.recorder import RequestRecorder
 

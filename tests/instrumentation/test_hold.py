@@ -170,8 +170,9 @@ def test_chunk_spans_reach_processors_after_the_chunk(traced):
 def test_held_requests_are_completed_at_release_and_a_failing_one_loses_only_itself(traced):
     setup.hold_begin()
     first, _, last = (_request(None) for _ in range(3))
-    turn = first.recorded[0]  # the recorded turn: its span is built at release, off the event loop
-    assert first.recorded is not None and semconv.VERL_STEP not in first.attributes_of(turn)
+    assert first.recorded is not None  # the recorded turn: its span is built at release, off the event loop
+    turn = first.recorded[0]
+    assert semconv.VERL_STEP not in first.attributes_of(turn)
 
     def fail() -> list:
         raise RuntimeError("build failed")
