@@ -109,7 +109,7 @@ def burst(requests: int) -> int:
             rec.end(rec.start(sc.generate_span_name("demo-model")), {sc.GEN_AI_USAGE_OUTPUT_TOKENS: 60})
             rec.end(rec.start(sc.SPAN_TOOL_PARSE), {sc.VERL_TOOL_CALL_COUNT: 1})
             rec.end(rec.start(sc.tool_span_name("calculator")))
-        created += len(rec.finish("completed"))
+        created += rec.finish("completed")
     worker.end()
     return created
 

@@ -175,7 +175,7 @@ class RequestRecorder:
             return self.detached()
         if parent_id is None:
             turn = self.current_turn
-            parent_id = turn[1] if turn is not None else self.root.span_id
+            parent_id = turn[SPAN_ID] if turn is not None else self.root.span_id
         return self._record(name, parent_id, attributes if attributes is not None else {}, kind.value)
 
     def _record(self, name: str, parent_id: int, attributes: dict[str, Any], kind: int) -> Event:
@@ -197,9 +197,9 @@ class RequestRecorder:
 
     def attributes_of(self, event: Event) -> dict[str, Any]:
         """A recorded event's attributes, to add to (the detached event's are a scratch dict, never emitted)."""
-        attributes = self.event_attributes.get(event[1])
+        attributes = self.event_attributes.get(event[SPAN_ID])
         if attributes is None:
-            attributes = self.event_attributes[event[1]] = {}
+            attributes = self.event_attributes[event[SPAN_ID]] = {}
         return attributes
 
     def end(
@@ -208,12 +208,13 @@ class RequestRecorder:
         """End a recorded event (a second end keeps the first end time); ``error`` marks it failed."""
         if event is self._detached:
             return
-        span_id = event[1]
+        span_id = event[SPAN_ID]
         self.ends.setdefault(span_id, time.time_ns())
+        own = self.event_attributes[span_id]
         if attributes:
-            self.event_attributes[span_id].update(attributes)
+            own.update(attributes)
         if error is not None:
-            self.event_attributes[span_id][semconv.ERROR_TYPE] = type(error).__qualname__
+            own[semconv.ERROR_TYPE] = type(error).__qualname__
 
     def fail(self, event: Event, error_type: str) -> None:
         """Mark an event failed without an exception (e.g. a tool that returned an error)."""
@@ -259,7 +260,7 @@ class RequestRecorder:
     # -- context for nested instrumentation and the engine
     def span_context(self, event: Event) -> SpanContext:
         flags = TraceFlags(TraceFlags.SAMPLED if self.sampled else TraceFlags.DEFAULT)
-        return SpanContext(self.trace_id, event[1], is_remote=False, trace_flags=flags)
+        return SpanContext(self.trace_id, event[SPAN_ID], is_remote=False, trace_flags=flags)
 
     def otel_context(self, event: Event) -> otel_context.Context:
         """The current context with ``event`` as its span (and the step as baggage). Contexts are
@@ -295,14 +296,14 @@ class RequestRecorder:
     # -- the end
     def finish(
         self, status: str, attributes: Mapping[str, Any] | None = None, error: BaseException | None = None
-    ) -> list[Node]:
-        """End every open node; build the spans and hand them to the processors unless sampled out.
+    ) -> int:
+        """End every open node and hand the spans to the processors unless sampled out: how many.
 
         The keep decision (``sampler``, see :mod:`otel_verl.sampling`) is taken here, once the whole
         request is known; a request held for the chunk-end decision is emitted by :meth:`emit`.
         """
         if self.finished:
-            return []
+            return 0
         self.finished = True
         self.status = status
         self.close_turn()
@@ -320,20 +321,20 @@ class RequestRecorder:
             root.attributes[semconv.ERROR_TYPE] = root.error
         if self.sampler is not None:
             if not self.sampler.admit(self, status) or not self.sampled:
-                return []
+                return 0
         elif not self.sampled:
-            return []
+            return 0
         return self.emit()
 
-    def emit(self) -> list[Node]:
-        """Hand this finished request's spans to the processors; while a rollout chunk is open they are
-        held and built (:meth:`build_spans`, the recorder itself is the held part) at release time, off
-        the event loop. Returns the spans if they were built already, else an empty list."""
+    def emit(self) -> int:
+        """Hand this finished request's spans to the processors (how many); while a rollout chunk is open
+        they are held and built (:meth:`build_spans`, the recorder itself is the held part) at release
+        time, off the event loop."""
         spans = 1 + len(self.recorded or ())
         hold = self.hold
         if hold is None or not hold.add(self, spans):
             setup.emit_built(self, spans)
-        return self._built or []
+        return spans
 
     def __call__(self) -> list[Node]:
         """The spans, for the hold or the processors (built once)."""
@@ -342,7 +343,7 @@ class RequestRecorder:
     @property
     def nodes(self) -> list[Node]:
         """This request's spans, root first (building them ends the recording: call after :meth:`finish`)."""
-        return self.build_spans(self.status or _COMPLETED)
+        return self()
 
     def build_spans(self, status: str) -> list[Node]:
         """The recorded events as spans: end times, status, attributes stamped on children (built once)."""

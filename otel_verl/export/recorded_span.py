@@ -97,10 +97,9 @@ class Node(ReadableSpan):
         attributes: dict[str, Any] | None,
         kind: SpanKind,
         shared: RequestShared,
-        span_id: int | None = None,
     ) -> None:
         self.name = name
-        self.span_id = span_id or _rand.getrandbits(64) or new_span_id()  # 0 is not a valid span id
+        self.span_id = _rand.getrandbits(64) or new_span_id()  # 0 is not a valid span id
         self.parent_id = parent_id
         self.start_ns = time.time_ns()
         self.end_ns: int | None = None
