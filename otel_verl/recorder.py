@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
@@ -33,10 +33,11 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, S
 from otel_verl import semconv
 from otel_verl.export import setup
 from otel_verl.export.hold import SpanHold
-from otel_verl.export.recorded_span import Node, RequestShared, new_span_id, new_trace_id
+from otel_verl.export.recorded_span import Node, RequestShared, new_span_id, new_trace_id, random_bits
 from otel_verl.sampling import ChunkSampler
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 Event = tuple[str, int, "int | None", int, int]
 """A recorded turn or event: ``(name, span_id, parent_id, start_ns, kind)``, ``kind`` a ``SpanKind``
@@ -179,7 +180,7 @@ class RequestRecorder:
         return self._record(name, parent_id, attributes if attributes is not None else {}, kind.value)
 
     def _record(self, name: str, parent_id: int, attributes: dict[str, Any], kind: int) -> Event:
-        event = (name, span_id := new_span_id(), parent_id, time.time_ns(), kind)
+        event = (name, span_id := random_bits(64) or new_span_id(), parent_id, _time_ns(), kind)
         self.event_attributes[span_id] = attributes
         recorded = self.recorded
         if recorded is None:
@@ -187,6 +188,46 @@ class RequestRecorder:
         else:
             recorded.append(event)
         return event
+
+    async def timed(
+        self,
+        name: str,
+        attributes: dict[str, Any],
+        call: Awaitable[_T],
+        summarize: Callable[[_T], Mapping[str, Any]] | None = None,
+    ) -> _T:
+        """Await ``call`` (verl's coroutine) as an event under the running turn; ``summarize(result)``
+        adds attributes at its end. Full detail only (the caller checks ``events``).
+
+        The rollout's preprocess and tool-parse events, ~5 per trajectory: :meth:`start` and :meth:`end`
+        are inlined here, so an event costs one frame of ours rather than four calls. Each of them waits
+        on an executor thread and runs with caches the tokenizer work just went through, so what an event
+        costs there is mostly the code and data it touches, not its instructions.
+        """
+        try:
+            turn = self.current_turn
+            span_id = random_bits(64) or new_span_id()
+            event = (name, span_id, self.root.span_id if turn is None else turn[SPAN_ID], _time_ns(), _INTERNAL)
+            self.event_attributes[span_id] = attributes
+            recorded = self.recorded
+            if recorded is None:
+                self.recorded = [event]
+            else:
+                recorded.append(event)
+        except Exception:
+            return await call
+        try:
+            result = await call
+        except BaseException as exc:
+            self.end(event, error=exc)
+            raise
+        self.ends[span_id] = _time_ns()
+        if summarize is not None:
+            try:
+                attributes.update(summarize(result))
+            except Exception:
+                logger.debug("otel_verl: %s attributes not recorded", name, exc_info=True)
+        return result
 
     def detached(self) -> Event:
         """The stand-in for unrecorded turns/events: never emitted, carries the request's span id."""
@@ -209,7 +250,7 @@ class RequestRecorder:
         if event is self._detached:
             return
         span_id = event[SPAN_ID]
-        self.ends.setdefault(span_id, time.time_ns())
+        self.ends.setdefault(span_id, _time_ns())
         own = self.event_attributes[span_id]
         if attributes:
             own.update(attributes)
@@ -419,6 +460,7 @@ LateAttributes = tuple[Any, ...]
 """``(fn, *args)``: the request's descriptive attributes, ``fn(*args)``, worked out when its spans are built
 (one flat tuple: it lives until then, and each object that does costs the cyclic GC)."""
 
+_time_ns = time.time_ns
 _ERROR = Status(StatusCode.ERROR)
 _INTERNAL = SpanKind.INTERNAL.value
 _COMPLETED = semconv.RequestStatus.COMPLETED.value

@@ -25,6 +25,8 @@ SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 UNSET = Status(StatusCode.UNSET)
 _EMPTY_RESOURCE = Resource.get_empty()
 _rand = random.Random()
+random_bits = _rand.getrandbits
+"""``random_bits(64) or new_span_id()``: a span id in one C call on the recording hot path (0 is not valid)."""
 _KINDS = {kind.value: kind for kind in SpanKind}
 
 
@@ -99,7 +101,7 @@ class Node(ReadableSpan):
         shared: RequestShared,
     ) -> None:
         self.name = name
-        self.span_id = _rand.getrandbits(64) or new_span_id()  # 0 is not a valid span id
+        self.span_id = random_bits(64) or new_span_id()  # 0 is not a valid span id
         self.parent_id = parent_id
         self.start_ns = time.time_ns()
         self.end_ns: int | None = None

@@ -550,56 +550,38 @@ def _generating_state_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: 
     return wrapped(*args, **kwargs)
 
 
-def _event_wrapper(name: str, attributes: dict[str, Any] | None = None):
-    """A wrapper recording one event (preprocess, tool parse) inside the current request."""
+def _event_wrapper(name: str, attributes: dict[str, Any]):
+    """A wrapper recording one event (preprocess) inside the current request.
+
+    No ``enabled()`` check here, nor in the tool-parse wrapper: a trajectory has a recorder only when it
+    started outside ``suppress_instrumentation``, and these seams are verl's own code, never user code.
+    """
 
     @coroutine_wrapper
     def wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         recorder = current_request.get()
-        if recorder is None or not recorder.events or not enabled():
+        if recorder is None or not recorder.events:
             return wrapped(*args, **kwargs)
         # a literal copy, not dict(): a dict made by calling dict() starts tracked by the cyclic GC, and
         # only a full collection would untrack it (and the recorded event holding it)
-        return _recorded_event(recorder, name, {**attributes} if attributes else None, wrapped(*args, **kwargs))
+        return recorder.timed(name, {**attributes}, wrapped(*args, **kwargs))
 
     return wrapper
-
-
-async def _recorded_event(recorder: RequestRecorder, name: str, attributes: dict[str, Any] | None, call: Any) -> Any:
-    try:
-        node = recorder.start(name, attributes=attributes)
-    except Exception:
-        return await call
-    try:
-        result = await call
-    except BaseException as exc:
-        recorder.end(node, error=exc)
-        raise
-    recorder.end(node)
-    return result
 
 
 @coroutine_wrapper
 def _tool_parse_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     recorder = current_request.get()
-    if recorder is None or not recorder.events or not enabled():
+    if recorder is None or not recorder.events:
         return wrapped(*args, **kwargs)
-    return _recorded_tool_parse(recorder, type(instance).__name__, wrapped(*args, **kwargs))
+    attributes = {semconv.VERL_TOOL_PARSER: type(instance).__name__}
+    return recorder.timed(semconv.SPAN_TOOL_PARSE, attributes, wrapped(*args, **kwargs), _tool_call_count)
 
 
-async def _recorded_tool_parse(recorder: RequestRecorder, parser: str, call: Any) -> Any:
-    node = recorder.start(semconv.SPAN_TOOL_PARSE, attributes={semconv.VERL_TOOL_PARSER: parser})
-    try:
-        result = await call
-    except BaseException as exc:
-        recorder.end(node, error=exc)
-        raise
-    try:
-        calls = result[1] if isinstance(result, tuple) and len(result) > 1 else None
-        recorder.end(node, {semconv.VERL_TOOL_CALL_COUNT: len(calls) if calls is not None else 0})
-    except Exception:
-        recorder.end(node)
-    return result
+def _tool_call_count(result: Any) -> dict[str, int]:
+    """``extract_tool_calls`` returns ``(text, tool_calls)``."""
+    calls = result[1] if isinstance(result, tuple) and len(result) > 1 else None
+    return {semconv.VERL_TOOL_CALL_COUNT: len(calls) if calls is not None else 0}
 
 
 _CHUNK: ContextVar[WorkerChunk | None] = ContextVar("otel_verl_worker_chunk", default=None)
