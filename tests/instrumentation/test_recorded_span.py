@@ -183,3 +183,45 @@ def test_the_attribute_fragment_cache_stays_small_over_many_requests():
         {"key": semconv.VERL_REQUEST_ID, "value": {"stringValue": f"req-{i}"}},
         {"key": semconv.VERL_REQUEST_RESPONSE_TOKENS, "value": {"intValue": str(i)}},
     ]
+
+
+def test_timed_events_nest_under_the_turn_and_fail_like_verl(worker_span):
+    """``RequestRecorder.timed`` (preprocess, tool parse): the event spans exactly the awaited call, sits
+    under the running turn, takes ``summarize``'s attributes; an exception from verl's coroutine marks
+    the event failed and reaches verl unchanged; a ``summarize`` that raises costs only its attributes."""
+    import asyncio
+
+    rec = RequestRecorder(worker_span.get_span_context(), {semconv.VERL_STEP: 7})
+    boom = RuntimeError("tokenizer died")
+
+    async def parse() -> tuple[str, list[str]]:
+        await asyncio.sleep(0.01)
+        return "text", ["call-1", "call-2"]
+
+    async def fail() -> None:
+        raise boom
+
+    async def rollout() -> None:
+        rec.open_turn()
+        summarize = lambda result: {semconv.VERL_TOOL_CALL_COUNT: len(result[1])}  # noqa: E731
+        assert await rec.timed(semconv.SPAN_TOOL_PARSE, {semconv.VERL_TOOL_PARSER: "H"}, parse(), summarize) == (
+            "text",
+            ["call-1", "call-2"],
+        )
+        with pytest.raises(RuntimeError) as raised:
+            await rec.timed(semconv.SPAN_PREPROCESS, {semconv.VERL_PREPROCESS_KIND: "merge_context"}, fail())
+        assert raised.value is boom
+        unreadable = lambda result: {"n": len(result)}  # noqa: E731  (None has no len)
+        assert await rec.timed(semconv.SPAN_PREPROCESS, {}, asyncio.sleep(0), unreadable) is None
+
+    asyncio.run(rollout())
+    rec.finish("completed")
+    turn, parsed, failed, last = rec.nodes[1:]
+    assert parsed.parent.span_id == failed.parent.span_id == turn.context.span_id
+    assert parsed.attributes[semconv.VERL_TOOL_CALL_COUNT] == 2
+    assert parsed.attributes[semconv.VERL_TOOL_PARSER] == "H"
+    assert parsed.end_time - parsed.start_time >= 10_000_000  # the awaited sleep is inside the event
+    assert parsed.end_time <= failed.start_time
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.attributes[semconv.ERROR_TYPE] == "RuntimeError"
+    assert last.status.status_code is StatusCode.UNSET and "n" not in last.attributes
