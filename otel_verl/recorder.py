@@ -197,23 +197,14 @@ class RequestRecorder:
         summarize: Callable[[_T], Mapping[str, Any]] | None = None,
     ) -> _T:
         """Await ``call`` (verl's coroutine) as an event under the running turn; ``summarize(result)``
-        adds attributes at its end. Full detail only (the caller checks ``events``).
+        adds attributes at its end. Below full detail nothing is recorded (:meth:`start` hands out the
+        detached event).
 
-        The rollout's preprocess and tool-parse events, ~5 per trajectory: :meth:`start` and :meth:`end`
-        are inlined here, so an event costs one frame of ours rather than four calls. In the rollout our
-        code runs cold between verl's (at full detail +0.6 % instructions, +3-4 % CPU time on one core;
-        benchmarks/RESULTS.md), so fewer calls and fewer objects touched is what makes it cheaper.
+        The rollout's preprocess and tool-parse events, ~5 per trajectory, share this one frame (each
+        had a wrapper coroutine of its own).
         """
         try:
-            turn = self.current_turn
-            span_id = random_bits(64) or new_span_id()
-            event = (name, span_id, self.root.span_id if turn is None else turn[SPAN_ID], _time_ns(), _INTERNAL)
-            self.event_attributes[span_id] = attributes
-            recorded = self.recorded
-            if recorded is None:
-                self.recorded = [event]
-            else:
-                recorded.append(event)
+            event = self.start(name, attributes=attributes)
         except Exception:
             return await call
         try:
@@ -221,7 +212,7 @@ class RequestRecorder:
         except BaseException as exc:
             self.end(event, error=exc)
             raise
-        self.ends[span_id] = _time_ns()
+        self.end(event)
         if summarize is not None:
             try:
                 attributes.update(summarize(result))
