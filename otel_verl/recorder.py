@@ -18,6 +18,7 @@ span id: a request costs the GC its recorder, its root span and two containers, 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -46,7 +47,47 @@ SPAN_ID = 1
 """The field instrumentation reads: carriers and nested events name their parent by it."""
 
 current_request: ContextVar[RequestRecorder | None] = ContextVar("otel_verl_request", default=None)
-"""The trajectory being recorded in this asyncio task (copied into tasks it spawns)."""
+"""The trajectory being recorded in this asyncio task (copied into tasks it spawns). Read it as
+``current_request.get() or adopt_request()``: a trajectory handed over to its task (:func:`hand_over`)
+sets it at its first hook."""
+
+_handed_over: ContextVar[tuple[Any, RequestRecorder] | None] = ContextVar("otel_verl_handed_over", default=None)
+"""``(coroutine, recorder)`` of the trajectory whose coroutine was made last in this context."""
+
+
+def hand_over(call: Any, recorder: RequestRecorder) -> None:
+    """``recorder`` records ``call``, a trajectory coroutine verl is about to run as a task of its own
+    (``asyncio.create_task(self._run_agent_loop(...))``), with no frame of ours around it.
+
+    The task copies this context when it is made, right after; inside it, the first hook to look for
+    the request (:func:`adopt_request`) finds the pair and checks that its task runs ``call`` itself.
+    In the context that made the coroutine the pair stays behind, stale, and adopts nothing there
+    (that task runs another coroutine) until :func:`clear_hand_over`.
+    """
+    _handed_over.set((call, recorder))
+
+
+def clear_hand_over() -> None:
+    """Drop the stale hand-over of the chunk that made the trajectories (called when it returns)."""
+    _handed_over.set(None)
+
+
+def adopt_request() -> RequestRecorder | None:
+    """The recorder handed over to the trajectory this task runs (None: no such trajectory); sets
+    :data:`current_request` in the task's own context, so later hooks and tasks it spawns see it."""
+    handed = _handed_over.get()
+    if handed is None:
+        return None
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop running in this thread
+        return None
+    if task is None or task.get_coro() is not handed[0]:
+        return None
+    recorder = handed[1]
+    current_request.set(recorder)
+    _handed_over.set(None)  # the task's own copy: it would keep verl's coroutine alive from its context
+    return recorder
 
 
 class RequestRecorder:

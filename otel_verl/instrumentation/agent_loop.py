@@ -12,6 +12,7 @@ trajectory (``_run_agent_loop``), turns opened by ``ToolAgentLoop._handle_genera
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import re
@@ -28,7 +29,14 @@ from otel_verl import semconv
 from otel_verl.export import setup
 from otel_verl.instrumentation import _context, propagation, threads
 from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
-from otel_verl.recorder import RequestPlan, RequestRecorder, current_request
+from otel_verl.recorder import (
+    RequestPlan,
+    RequestRecorder,
+    adopt_request,
+    clear_hand_over,
+    current_request,
+    hand_over,
+)
 from otel_verl.sampling import ChunkSampler
 
 logger = logging.getLogger(__name__)
@@ -212,6 +220,8 @@ class WorkerChunk:
         """The context attached while the chunk runs: a trajectory started in it has the chunk's plan."""
         self.response_length: Any = _UNKNOWN
         """``rollout_config.response_length``, read at the first request's end (an OmegaConf lookup)."""
+        self.launched: dict[Any, tuple[RequestRecorder, Any]] = {}
+        """Trajectory coroutines made since the last :meth:`_bind`: coroutine -> (recorder, worker)."""
 
     def track_tasks(self, tasks: set[asyncio.Task[Any]]) -> None:
         """Fire-and-forget dispatch (V1): the chunk lasts until the tasks it spawned are done."""
@@ -223,6 +233,49 @@ class WorkerChunk:
     def _task_done(self, _task: asyncio.Task[Any]) -> None:
         self.pending_tasks -= 1
         self.maybe_end()
+
+    def launch(self, call: Any, recorder: RequestRecorder, instance: Any) -> bool:
+        """Record the trajectory coroutine ``call`` with no frame of ours around it (False: frame it).
+
+        verl runs each trajectory as a task of its own, made from the coroutine right after this
+        call returns. One callback, scheduled before the first of those tasks can start, finds them
+        (:meth:`_bind`) and has each end its request when it is done; the recorder reaches the task
+        through :func:`~otel_verl.recorder.hand_over`. A frame around the trajectory would be passed
+        through at each of its ~30 suspensions, and kept alive, with what it holds, for seconds.
+        """
+        if not _frameless:
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        launched = self.launched
+        if not launched:
+            loop.call_soon(self._bind)
+        launched[call] = (recorder, instance)
+        hand_over(call, recorder)
+        self.request_started()
+        return True
+
+    def _bind(self) -> None:
+        """The tasks of the trajectories launched since the last call: each ends its request when done."""
+        launched, self.launched = self.launched, {}
+        try:
+            for task in asyncio.all_tasks():
+                entry = launched.pop(task.get_coro(), None)
+                if entry is not None:
+                    task.add_done_callback(functools.partial(_trajectory_done, self, *entry))
+                    if not launched:
+                        break
+        except Exception:
+            logger.debug("otel_verl: trajectory tasks not found", exc_info=True)
+        if launched:  # awaited in place, or made into a task later: its end cannot be seen without a frame
+            _not_tasks(len(launched))
+            for recorder, _instance in launched.values():
+                recorder.finished = True
+                self.requests -= 1
+                self.outstanding -= 1
+            self.maybe_end()
 
     def request_started(self) -> None:
         self.outstanding += 1
@@ -358,6 +411,7 @@ async def _worker_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwa
                     chunk.span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))
                 chunk.dispatched = True
                 chunk.maybe_end()
+                clear_hand_over()
                 _CHUNK.reset(tokens[1])
                 otel_context.detach(tokens[0])
             except Exception:
@@ -466,23 +520,37 @@ def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> R
     )
 
 
-async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    if current_request.get() is not None or not enabled():
-        return await wrapped(*args, **kwargs)
+@coroutine_wrapper
+def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """One recorder per trajectory. In a worker chunk verl gets its own coroutine back and the request
+    ends with the task verl makes of it (:meth:`WorkerChunk.launch`); elsewhere a frame records it."""
+    if (current_request.get() or adopt_request()) is not None or not enabled():
+        return wrapped(*args, **kwargs)
     chunk: WorkerChunk | None = _CHUNK.get()
     try:
         recorder = _request_recorder(chunk, args, kwargs)
     except Exception:
         call_failed(RUN_AGENT_LOOP)
         recorder = None
-    if recorder is None:
-        return await wrapped(*args, **kwargs)
-    # What this frame keeps while the trajectory runs (seconds, across many young-generation collections)
-    # is promoted to the GC's oldest generation, and enough of that triggers full collections of the
-    # worker's whole heap: so neither the call's arguments nor a context-variable token stay here.
     call = wrapped(*args, **kwargs)
-    del wrapped, args, kwargs
-    current_request.set(recorder)  # unset again with set(None): the value before was None (checked above)
+    if recorder is None:
+        return call
+    try:
+        if chunk is not None and chunk.launch(call, recorder, instance):
+            return call
+    except Exception:
+        logger.debug("otel_verl: trajectory not handed over to its task", exc_info=True)
+    return _recorded_trajectory(call, recorder, chunk, instance)
+
+
+async def _recorded_trajectory(call: Any, recorder: RequestRecorder, chunk: WorkerChunk | None, instance: Any) -> Any:
+    """A trajectory that is not its own task (or not in a chunk), recorded by awaiting it here.
+
+    What this frame keeps while the trajectory runs (seconds, across many young-generation collections)
+    is promoted to the GC's oldest generation, and enough of that triggers full collections of the
+    worker's whole heap: so neither the call's arguments nor a context-variable token stay here.
+    """
+    current_request.set(recorder)  # unset again with set(None): the value before was None (checked by the caller)
     if chunk is not None:
         chunk.request_started()
     error: BaseException | None = None
@@ -494,34 +562,75 @@ async def _run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         error = exc
         raise
     finally:
-        status = _FAILED
-        try:
-            extra: dict[str, Any] = {}
+        current_request.set(None)
+        _end_request(recorder, chunk, instance, result, error)
+
+
+def _trajectory_done(chunk: WorkerChunk, recorder: RequestRecorder, instance: Any, task: asyncio.Task[Any]) -> None:
+    """A handed-over trajectory's task is done: end its request from the task's outcome.
+
+    The exception is read from ``task._exception``, not ``task.exception()``: that would mark it
+    retrieved, and asyncio's "exception was never retrieved" log is for verl's code to trigger or not.
+    """
+    result = error = None
+    try:
+        if task.cancelled():
+            error = asyncio.CancelledError()
+        else:
+            error = getattr(task, "_exception", None) if hasattr(task, "_exception") else task.exception()
             if error is None:
-                score = getattr(result, "reward_score", None)
-                if isinstance(score, (int, float)) and not isinstance(score, bool):
-                    extra[semconv.VERL_REWARD_SCORE] = float(score)
-                response_length = chunk.response_length if chunk is not None else _UNKNOWN
-                if response_length is _UNKNOWN:
-                    response_length = getattr(getattr(instance, "rollout_config", None), "response_length", None)
-                    if chunk is not None:
-                        chunk.response_length = response_length
-                recorder.root.attributes.update(extra)
-                status = _request_status(recorder, response_length)
-            recorder.finish(status, extra, error)
-        except Exception:
-            logger.debug("otel_verl: request spans could not be built", exc_info=True)
-        finally:
-            current_request.set(None)
-            if chunk is not None:
-                chunk.request_finished(status)
+                result = task.result()
+    except BaseException as exc:  # not a plain Task: its outcome as it reports it
+        error = exc
+    _end_request(recorder, chunk, instance, result, error)
+
+
+def _end_request(
+    recorder: RequestRecorder, chunk: WorkerChunk | None, instance: Any, result: Any, error: BaseException | None
+) -> None:
+    """The request's status, reward score and end; the chunk counts it as finished whatever happens."""
+    status = _FAILED
+    try:
+        extra: dict[str, Any] = {}
+        if error is None:
+            score = getattr(result, "reward_score", None)
+            if isinstance(score, (int, float)) and not isinstance(score, bool):
+                extra[semconv.VERL_REWARD_SCORE] = float(score)
+            response_length = chunk.response_length if chunk is not None else _UNKNOWN
+            if response_length is _UNKNOWN:
+                response_length = getattr(getattr(instance, "rollout_config", None), "response_length", None)
+                if chunk is not None:
+                    chunk.response_length = response_length
+            recorder.root.attributes.update(extra)
+            status = _request_status(recorder, response_length)
+        recorder.finish(status, extra, error)
+    except Exception:
+        logger.debug("otel_verl: request spans could not be built", exc_info=True)
+    finally:
+        if chunk is not None:
+            chunk.request_finished(status)
+
+
+_frameless = True
+"""False once a trajectory did not run as a task of its own: from then on this process frames them all."""
+
+
+def _not_tasks(count: int) -> None:
+    global _frameless
+    if _frameless:
+        _frameless = False
+        logger.warning(
+            "otel_verl: %d trajectory coroutine(s) of AgentLoopWorker._run_agent_loop did not run as an asyncio "
+            "task of their own; their request spans are lost, and from now on trajectories are recorded in a frame",
+            count,
+        )
 
 
 @coroutine_wrapper
 def _postprocess_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """Around ``AgentLoopWorker._agent_loop_postprocess(output, ...)``: the agent loop (any kind) has
     returned: close the last turn, note token counts. At entry, so no frame wraps the rollout itself."""
-    recorder = current_request.get()
+    recorder = current_request.get() or adopt_request()
     if recorder is not None:
         try:
             recorder.close_turn()
@@ -541,7 +650,7 @@ def _postprocess_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict)
 @coroutine_wrapper
 def _generating_state_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """Each entry into the GENERATING state starts a new turn (verl awaits the call at once)."""
-    recorder = current_request.get()
+    recorder = current_request.get() or adopt_request()
     if recorder is not None:
         try:
             recorder.open_turn()
@@ -559,7 +668,7 @@ def _event_wrapper(name: str, attributes: dict[str, Any]):
 
     @coroutine_wrapper
     def wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-        recorder = current_request.get()
+        recorder = current_request.get() or adopt_request()
         if recorder is None or not recorder.events:
             return wrapped(*args, **kwargs)
         # a literal copy, not dict(): a dict made by calling dict() starts tracked by the cyclic GC, and
@@ -571,7 +680,7 @@ def _event_wrapper(name: str, attributes: dict[str, Any]):
 
 @coroutine_wrapper
 def _tool_parse_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    recorder = current_request.get()
+    recorder = current_request.get() or adopt_request()
     if recorder is None or not recorder.events:
         return wrapped(*args, **kwargs)
     attributes = {semconv.VERL_TOOL_PARSER: type(instance).__name__}

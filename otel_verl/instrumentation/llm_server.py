@@ -23,7 +23,7 @@ from otel_verl.config import OtelVerlConfig
 from otel_verl.content import capture_text
 from otel_verl.export import setup
 from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
-from otel_verl.recorder import SPAN_ID, Event, current_request
+from otel_verl.recorder import SPAN_ID, Event, adopt_request, current_request
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ def _finish_generate(recorder: Any, names: _ClientNames, node: Event, output: An
 
 @coroutine_wrapper
 def client_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    recorder = current_request.get()
+    recorder = current_request.get() or adopt_request()
     if recorder is None or not enabled():
         return wrapped(*args, **kwargs)
     if not recorder.events and _counts_only(instance):

@@ -20,7 +20,7 @@ from otel_verl import semconv
 from otel_verl.export import setup
 from otel_verl.instrumentation import propagation
 from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
-from otel_verl.recorder import current_request
+from otel_verl.recorder import adopt_request, current_request
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ _pending_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_rewa
 
 @coroutine_wrapper
 def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    recorder = current_request.get()
+    recorder = current_request.get() or adopt_request()
     # scored in this process (or later by the trainer's reward phase): nothing to record or carry
     if recorder is None or getattr(instance, "reward_loop_worker_handles", None) is None or not enabled():
         return wrapped(*args, **kwargs)

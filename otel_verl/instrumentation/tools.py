@@ -15,7 +15,7 @@ from otel_verl import semconv
 from otel_verl.content import capture_text
 from otel_verl.export import setup
 from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
-from otel_verl.recorder import current_request
+from otel_verl.recorder import adopt_request, current_request
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def _attributes(tool_call: Any) -> dict[str, Any]:
 
 
 async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    recorder = current_request.get()
+    recorder = current_request.get() or adopt_request()
     if recorder is None or not enabled():
         return await wrapped(*args, **kwargs)
     node = None

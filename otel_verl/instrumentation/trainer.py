@@ -21,7 +21,7 @@ from opentelemetry.trace import Status, StatusCode
 from otel_verl import semconv
 from otel_verl.export import setup
 from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect, generator_wrapper
-from otel_verl.recorder import current_request
+from otel_verl.recorder import adopt_request, current_request
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,8 @@ def _traced_timer(wrapped: Any, args: tuple, kwargs: dict, name: str) -> Generat
 @generator_wrapper
 def timer_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     name = args[0] if args else kwargs.get("name")
-    if current_request.get() is not None or not enabled():  # timers inside a trajectory are not phases
+    # timers inside a trajectory are not phases
+    if (current_request.get() or adopt_request()) is not None or not enabled():
         return wrapped(*args, **kwargs)
     if not isinstance(name, str):
         call_failed((TIMER_MODULE, "_timer"), f"timer name is {type(name).__name__}, not str")

@@ -262,3 +262,119 @@ def test_same_trajectories_with_and_without_tracing(memory_exporter):
         map(tuple, plain.batch["responses"].tolist())
     )
     assert traced.meta_info.keys() == plain.meta_info.keys()
+
+
+def test_trajectories_run_without_a_frame_of_ours(spans_of):
+    """verl makes a task of each trajectory coroutine: it gets verl's own coroutine, and the request
+    still ends with the task (its end time, status and score from the task's outcome)."""
+    import asyncio
+
+    from verl.experimental.agent_loop import agent_loop as verl_agent_loop
+
+    made: list = []
+    real_create_task = asyncio.create_task
+
+    def create_task(coro, **kwargs):
+        made.append(coro)
+        return real_create_task(coro, **kwargs)
+
+    worker, _, opts = build_worker(remote_reward=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(verl_agent_loop.asyncio, "create_task", create_task)
+        output = run_chunk(worker, opts)
+    assert made and all(c.cr_code is verl_agent_loop.AgentLoopWorker._run_agent_loop.__wrapped__.__code__ for c in made)
+    spans = spans_of()
+    worker_span = next(s for s in spans if s.name == semconv.SPAN_WORKER)
+    requests = [s for s in spans if s.name == semconv.SPAN_REQUEST]
+    assert len(requests) == len(output) == worker_span.attributes[semconv.VERL_WORKER_NUM_REQUESTS]
+    assert all(r.end_time <= worker_span.end_time for r in requests)
+    scores = sorted(r.attributes[semconv.VERL_REWARD_SCORE] for r in requests)
+    assert scores == sorted(output.batch["rm_scores"].sum(dim=-1).tolist())
+
+
+def test_trajectory_failing_before_any_hook_is_a_failed_request(spans_of, monkeypatch):
+    """verl's ``_run_agent_loop`` raises at its first line (no hook of ours ran inside it): the request
+    still ends, failed, with the error's type, and verl sees its own exception."""
+    from verl.experimental.agent_loop import agent_loop as verl_agent_loop
+
+    real_info = verl_agent_loop.get_trajectory_info
+
+    async def without_step(*args, **kwargs):
+        return [{k: v for k, v in info.items() if k != "step"} for info in await real_info(*args, **kwargs)]
+
+    monkeypatch.setattr(verl_agent_loop, "get_trajectory_info", without_step)
+    worker, _, opts = build_worker()
+    with pytest.raises(KeyError, match="step"):
+        run_chunk(worker, opts)
+    spans = spans_of()
+    requests = [s for s in spans if s.name == semconv.SPAN_REQUEST]
+    assert len(requests) == opts.prompts * opts.n
+    assert all(r.attributes[semconv.VERL_REQUEST_STATUS] == "failed" for r in requests)
+    assert all(r.attributes[semconv.ERROR_TYPE] == "KeyError" and not r.status.is_ok for r in requests)
+    assert [s.name for s in spans].count(semconv.SPAN_WORKER) == 1
+
+
+def test_a_handed_over_task_keeps_its_exception_unretrieved(memory_exporter):
+    """Ending the request must not mark the task's exception retrieved: asyncio's "Task exception was
+    never retrieved" log stays verl's to trigger."""
+    import asyncio
+
+    from opentelemetry import trace
+
+    from otel_verl.instrumentation.agent_loop import WorkerChunk
+    from otel_verl.recorder import RequestRecorder
+
+    class Boom(Exception):
+        pass
+
+    async def trajectory():
+        raise Boom
+
+    async def main():
+        chunk = WorkerChunk(trace.INVALID_SPAN, None, None, None)
+        recorder = RequestRecorder(None, {})
+        call = trajectory()
+        assert chunk.launch(call, recorder, None)
+        task = asyncio.create_task(call)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert task.done() and recorder.finished and recorder.status == "failed"
+        assert task._log_traceback  # still unretrieved
+        assert isinstance(task.exception(), Boom)  # retrieved here, as verl's gather would
+        assert chunk.outstanding == 0 and chunk.requests == 1
+
+    asyncio.run(main())
+
+
+def test_trajectories_that_are_not_tasks_of_their_own_fall_back_to_a_frame(spans_of, monkeypatch, caplog):
+    """A worker that wraps the trajectory coroutine before making a task of it (or awaits it in place)
+    loses the request spans of that first batch, with one warning; the chunk still ends, verl's output
+    is unchanged, and the process records later trajectories in a frame."""
+    import asyncio
+    import logging
+
+    from verl.experimental.agent_loop import agent_loop as verl_agent_loop
+
+    from otel_verl.instrumentation import agent_loop
+
+    monkeypatch.setattr(agent_loop, "_frameless", True)
+    real_create_task = asyncio.create_task
+
+    async def in_place(coro):
+        return await coro
+
+    monkeypatch.setattr(verl_agent_loop.asyncio, "create_task", lambda coro, **kw: real_create_task(in_place(coro)))
+    worker, _, opts = build_worker()
+    with caplog.at_level(logging.WARNING, logger="otel_verl.instrumentation.agent_loop"):
+        first = run_chunk(worker, opts, step=1)
+        second = run_chunk(worker, opts, step=2)
+    assert len(first) == len(second) == opts.prompts * opts.n
+    assert sum("did not run as an asyncio task" in r.getMessage() for r in caplog.records) == 1
+    assert agent_loop._frameless is False
+    spans = spans_of()
+    workers = sorted((s for s in spans if s.name == semconv.SPAN_WORKER), key=lambda s: s.attributes[semconv.VERL_STEP])
+    assert [w.attributes[semconv.VERL_WORKER_NUM_REQUESTS] for w in workers] == [0, opts.prompts * opts.n]
+    requests = [s for s in spans if s.name == semconv.SPAN_REQUEST]
+    assert len(requests) == opts.prompts * opts.n
+    assert {r.attributes[semconv.VERL_STEP] for r in requests} == {2}
+    assert all(r.parent.span_id == workers[1].context.span_id for r in requests)
