@@ -577,10 +577,12 @@ def _trajectory_done(chunk: WorkerChunk, recorder: RequestRecorder, instance: An
         if task.cancelled():
             error = asyncio.CancelledError()
         else:
-            error = getattr(task, "_exception", None) if hasattr(task, "_exception") else task.exception()
+            error = getattr(task, "_exception", _UNKNOWN)
+            if error is _UNKNOWN:  # not asyncio's Task: its public accessor, then
+                error = task.exception()
             if error is None:
                 result = task.result()
-    except BaseException as exc:  # not a plain Task: its outcome as it reports it
+    except BaseException as exc:
         error = exc
     _end_request(recorder, chunk, instance, result, error)
 
