@@ -8,10 +8,25 @@ from __future__ import annotations
 
 from typing import Final
 
+import numpy as np
+import pandas as pd
+
 from otel_verl import semconv as sc
 
 INT64_LIMIT: Final = 2**63
 """Span times (ns) and integer values are int64 in every table: they stay below this."""
+
+
+def whole_numbers(values: pd.Series) -> pd.Series:
+    """``values`` as nullable int64: what is not a whole number within int64 (text, 1.5, inf, 1e300:
+    a corrupt or hand-edited attribute) becomes missing rather than failing the cast."""
+    numeric = pd.to_numeric(values, errors="coerce")
+    if numeric.dtype.kind == "i":
+        return numeric.astype("Int64")
+    as_float = numeric.astype("float64")
+    whole = np.isfinite(as_float) & (as_float == np.trunc(as_float)) & (as_float.abs() < INT64_LIMIT)
+    return numeric.where(whole).astype("float64").astype("Int64")
+
 
 # Attribute key -> (column name, kind). kind: "int" | "float" | "str" | "bool" | "strlist".
 ATTR_COLUMNS: Final[dict[str, tuple[str, str]]] = {

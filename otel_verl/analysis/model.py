@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis import volume
+from otel_verl.analysis.columns import whole_numbers
 
 EVENT_KINDS = ("engine", "tool", "tool_parse", "preprocess", "reward", "other")
 """Span kinds that are work inside a request (``other`` = unknown spans below a request)."""
 
 
-def _int(series: pd.Series) -> pd.Series:
-    return pd.to_numeric(series, errors="coerce").astype("Int64")
+_int = whole_numbers
 
 
 def event_label(ev: pd.DataFrame) -> pd.Series:

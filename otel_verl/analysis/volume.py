@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl import semconv as sc
+from otel_verl.analysis.columns import whole_numbers
 
 
 def sampled_out_requests(spans: pd.DataFrame) -> pd.DataFrame:
@@ -42,7 +43,7 @@ def sampled_out_requests(spans: pd.DataFrame) -> pd.DataFrame:
             values = extra.get(key)
             return list(values) if isinstance(values, list) and len(values) == n else [fill] * n
 
-        tokens = pd.Series(column(sc.VERL_SAMPLED_OUT_RESPONSE_TOKENS, None), dtype="Int64")
+        tokens = whole_numbers(pd.Series(column(sc.VERL_SAMPLED_OUT_RESPONSE_TOKENS, None), dtype=object))
         parts.append(
             pd.DataFrame(
                 {
@@ -50,7 +51,9 @@ def sampled_out_requests(spans: pd.DataFrame) -> pd.DataFrame:
                     "worker": worker["worker"],
                     "request_id": None,
                     "request_status": column(sc.VERL_SAMPLED_OUT_STATUS, sc.RequestStatus.COMPLETED.value),
-                    "num_turns": pd.array(column(sc.VERL_SAMPLED_OUT_NUM_TURNS, None), dtype="Int64"),
+                    "num_turns": whole_numbers(
+                        pd.Series(column(sc.VERL_SAMPLED_OUT_NUM_TURNS, None), dtype=object)
+                    ).array,
                     "response_tokens": tokens.where(tokens >= 0).to_numpy(),
                     "reward_score": np.nan,
                     "start_ns": start,
@@ -111,6 +114,6 @@ def sampled_out_counts(spans: pd.DataFrame) -> pd.Series:
     rows = sampled_out_requests(spans)
     if rows.empty:
         return pd.Series(dtype=float)
-    step = pd.to_numeric(rows["step"], errors="coerce").astype("Int64")
-    worker = pd.to_numeric(rows["worker"], errors="coerce").astype("Int64")
+    step = whole_numbers(rows["step"])
+    worker = whole_numbers(rows["worker"])
     return rows.groupby([step, worker]).size()

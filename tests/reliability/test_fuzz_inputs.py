@@ -575,3 +575,28 @@ def test_every_seed_log_field_retyped_imports_or_names_its_line(seed_logs, tmp_p
             assert result.exception is None or isinstance(result.exception, SystemExit), (path, value, result.output)
             if result.exit_code != 0:
                 assert result.exit_code == 2 and f"{rel}:{i + 1}: " in result.stderr, (path, value, result.output)
+
+
+@pytest.mark.parametrize("value", [{"doubleValue": 1.5}, {"doubleValue": 1e300}, {"stringValue": "inf"}])
+def test_non_integral_step_and_rank_are_no_value(real_spool, tmp_path, value):
+    """Hypothesis found it: a ``verl.step`` (and rank) retyped to 1.5 in one line failed the int64 cast
+    of the step table. A value that is not a whole number is no value; the analysis runs on."""
+    step_int = b'"key":"verl.step","value":{"intValue":"1"}'
+    rank_int = b'"key":"verl.worker.rank","value":{"intValue":"0"}'
+    junk = json.dumps(value, separators=(",", ":")).encode()
+    files = dict(real_spool)
+    rel = next(rel for rel, lines in real_spool.items() if any(step_int in line for line in lines))
+    lines = list(files[rel])
+    i = next(i for i, line in enumerate(lines) if step_int in line)
+    lines[i] = (
+        lines[i]
+        .replace(step_int, b'"key":"verl.step","value":' + junk)
+        .replace(rank_int, b'"key":"verl.worker.rank","value":' + junk)
+    )
+    files[rel] = lines
+    root = tmp_path / "spool"
+    write_tree(root, files, {})
+    result = analyze(root, tmp_path / "out", False)
+    tb = "".join(traceback.format_exception(result.exception)) if result.exception else ""
+    assert result.exception is None or isinstance(result.exception, SystemExit), tb
+    assert result.exit_code == 0, result.output

@@ -144,7 +144,7 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
                 ax.text(sp["start_rel_s"], y, f" turn index {int(sp['turn_index'])}", va="center", fontsize=6)
             first = g.iloc[0]
             names.append(
-                f"{rid[:16]} (step {int(first['step'])}, w{_w(first['worker'])})"
+                f"{rid[:16]} (step {_w(first['step'])}, w{_w(first['worker'])})"
                 if d == 0
                 else DEPTH_NAMES[min(d, len(DEPTH_NAMES) - 1)]
             )
