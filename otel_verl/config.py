@@ -63,7 +63,7 @@ DEFAULT_DETAIL = "request"
 """Issue #5's rule: the richest level within 1 % of the rollout's wall time on the CPU demo with an
 engine that answers at once (the worst case). Measured (benchmarks/RESULTS.md, rows 2-2f): ``request``
 (step, phase, worker, barrier and request spans, each request with its status, token counts, turn
-count and engine link) costs 1.001 × the instructions but 1.006-1.011× the wall time side by side with
+count and engine link) costs 1.001× the instructions but 1.006-1.011× the wall time side by side with
 an untraced twin on the 2-core CI VM in calm runs (1.022× in the last, whose control pair spread
 0.85-1.06×), and 1.010-1.015× with both on one shared core (row 2e, an upper bound): each hook runs
 cold between ~40 M instructions of verl's. ``worker`` needs the same per-request seams (1.012-1.018×
