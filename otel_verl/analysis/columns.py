@@ -25,7 +25,7 @@ def whole_numbers(values: pd.Series) -> pd.Series:
         return numeric.astype("Int64")
     as_float = numeric.astype("float64")
     whole = np.isfinite(as_float) & (as_float == np.trunc(as_float)) & (as_float.abs() < INT64_LIMIT)
-    return numeric.where(whole).astype("float64").astype("Int64")
+    return as_float.where(whole).astype("Int64")
 
 
 # Attribute key -> (column name, kind). kind: "int" | "float" | "str" | "bool" | "strlist".

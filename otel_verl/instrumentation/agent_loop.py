@@ -273,13 +273,17 @@ class WorkerChunk:
             _not_tasks(len(launched))
             for recorder, _instance in launched.values():
                 recorder.finished = True
-                self.requests -= 1
-                self.outstanding -= 1
+                self.request_lost()
             self.maybe_end()
 
     def request_started(self) -> None:
         self.outstanding += 1
         self.requests += 1
+
+    def request_lost(self) -> None:
+        """Undo :meth:`request_started` for a request whose end cannot be seen (nothing is recorded)."""
+        self.outstanding -= 1
+        self.requests -= 1
 
     def request_finished(self, status: str) -> None:
         self.outstanding -= 1
