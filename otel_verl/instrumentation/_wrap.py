@@ -33,6 +33,7 @@ _applied: dict[Seam, bool] = {}
 _pending: dict[str, list[tuple[str, WrapperFactory]]] = {}
 _hooked_modules: set[str] = set()
 _warned: set[Seam] = set()
+_retired: set[Seam] = set()
 _call_warned: set[Seam] = set()
 _lock = threading.RLock()
 _active = False
@@ -214,8 +215,8 @@ def wrap_seams(seams: Iterable[tuple[str, str, WrapperFactory]]) -> None:
                 wrapt.register_post_import_hook(_on_import, module_name)
 
 
-def _unwrap(owner: Any, attr: str) -> None:
-    """Put back exactly what was wrapped: for a class, the entry of its own ``__dict__``.
+def _unwrap(owner: Any, attr: str) -> bool:
+    """Put back exactly what was wrapped: for a class, the entry of its own ``__dict__`` (False: not ours).
 
     ``getattr`` would return the descriptor's result, so a wrapped ``staticmethod`` came back as a
     plain function, i.e. an instance method (``DataProto.concat`` after ``uninstrument()``).
@@ -223,6 +224,46 @@ def _unwrap(owner: Any, attr: str) -> None:
     current = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
     if _is_wrapped(current) and hasattr(current, "__wrapped__"):
         setattr(owner, attr, current.__wrapped__)
+        return True
+    return False
+
+
+def retire(seams: Iterable[Seam]) -> list[Seam]:
+    """Unwrap applied seams this process turned out not to need (see :mod:`otel_verl.instrumentation.idle`);
+    :func:`restore` wraps them again. The seams retired by this call."""
+    retired: list[Seam] = []
+    with _lock:
+        for seam in seams:
+            module = sys.modules.get(seam[0])
+            if not _applied.get(seam) or module is None:
+                continue
+            try:
+                if not _unwrap(*_resolve(module, seam[1])):
+                    continue  # someone else's wrapper sits on top (Ray's tracing shim): ours stays
+            except Exception:
+                logger.debug("otel_verl: %s.%s could not be retired", *seam, exc_info=True)
+                continue
+            _applied[seam] = False
+            _retired.add(seam)
+            retired.append(seam)
+    return retired
+
+
+def restore(seams: Iterable[Seam]) -> None:
+    """Wrap again the seams :func:`retire` took off (nothing after :func:`unwrap_all`)."""
+    with _lock:
+        for module_name, path in seams:
+            if (module_name, path) not in _retired:
+                continue
+            _retired.discard((module_name, path))
+            module = sys.modules.get(module_name)
+            factory = next((f for p, f in _pending.get(module_name, []) if p == path), None)
+            if _active and module is not None and factory is not None:
+                _apply(module, module_name, path, factory)
+
+
+def retired_seams() -> set[Seam]:
+    return set(_retired)
 
 
 def unwrap_all() -> None:
@@ -230,6 +271,7 @@ def unwrap_all() -> None:
     global _active
     with _lock:
         _active = False
+        _retired.clear()
         for (module_name, path), applied in list(_applied.items()):
             if not applied:
                 continue

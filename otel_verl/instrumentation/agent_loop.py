@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from otel_verl import semconv
 from otel_verl.export import setup
-from otel_verl.instrumentation import _context, propagation, threads
+from otel_verl.instrumentation import _context, idle, propagation, threads
 from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
 from otel_verl.recorder import (
     RequestPlan,
@@ -338,7 +338,7 @@ class WorkerChunk:
         }
 
 
-def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
+def _start_chunk(batch: Any, worker: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
     rank = _ensure_worker_tracing()
     state = setup.get_state()
     config = state.config if state is not None else None
@@ -347,6 +347,7 @@ def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
     carrier = propagation.pop_from_meta_info(batch)  # popped at every detail level: verl never sees it
     if carrier is None:
         carrier = propagation.pop_from_tensordict(batch)
+    idle.retire_for_rollout(config, worker)
     if config is not None and not config.detail_at_least("worker"):
         return None, None
     parent_ctx = propagation.context_from_carrier(carrier) if carrier is not None else None
@@ -396,7 +397,7 @@ async def _worker_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwa
     batch = args[0] if args else kwargs.get("batch")
     chunk = tokens = None
     try:
-        chunk, tokens = _start_chunk(batch)
+        chunk, tokens = _start_chunk(batch, instance)
     except Exception:
         call_failed(WORKER_GENERATE)
     error: BaseException | None = None

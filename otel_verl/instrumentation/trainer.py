@@ -39,8 +39,16 @@ _step_counter = 0
 
 def track_trainer(trainer: Any) -> None:
     """Read ``trainer.global_steps`` for step spans (done automatically for verl's trainers)."""
+    from otel_verl.instrumentation.idle import restore_for_trainer
+
     global _active_trainer
     _active_trainer = trainer
+    restore_for_trainer()  # a rollout worker in this process may have retired the timer seam
+
+
+def in_process() -> bool:
+    """A trainer is tracked, or a step is open, in this process."""
+    return _active_trainer is not None or _current_step is not None
 
 
 def current_step() -> int | None:

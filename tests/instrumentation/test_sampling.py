@@ -25,7 +25,7 @@ from otel_verl.demo import runner
 from otel_verl.demo.sim_server import SimServerConfig
 from otel_verl.export import dropped, setup
 from otel_verl.export.spool import SpoolSpanExporter
-from otel_verl.instrumentation import FULL_DETAIL_SEAMS, PER_REQUEST_SEAMS, _wrap, agent_loop, llm_server
+from otel_verl.instrumentation import FULL_DETAIL_SEAMS, PER_REQUEST_SEAMS, _wrap, agent_loop, idle, llm_server
 from otel_verl.sampling import ChunkSampler
 from tests.instrumentation.harness import build_worker, run_chunk
 
@@ -101,6 +101,11 @@ def test_detail_levels(traced, level: str) -> None:
     total = opts.prompts * opts.n
     assert len(output) == total and len(handle.calls) >= total  # verl ran the same rollout at every level
     per_request = PER_REQUEST_SEAMS & set(_wrap.applied_seams())
+    # a rollout worker with no trainer and no reward actors drops the seams it cannot record with
+    # (threads stay at full; step never wrapped the reward seams)
+    retired = set(idle.TRAINER_ONLY) | (set() if level == "full" else set(idle.CONTEXT_CARRY))
+    retired |= set() if level == "step" else set(idle.REMOTE_REWARD)
+    assert _wrap.retired_seams() == retired and not retired & set(_wrap.applied_seams())
     if level == "step":
         assert not names  # the worker process records nothing; the trainer keeps steps and phases
         assert per_request == set()  # and its rollout calls no hook per trajectory
@@ -117,6 +122,47 @@ def test_detail_levels(traced, level: str) -> None:
     if level == "worker":  # not sampled carriers: the engine records nothing either
         assert names["sim_engine.generate"] == 0
         assert len(worker_span.attributes[semconv.VERL_SAMPLED_OUT_START_NS]) == total
+
+
+def test_retired_seams_come_back_when_they_can_record(traced, monkeypatch) -> None:
+    """A trainer tracked after a chunk wraps the trainer and thread seams again (its timers are phases);
+    a chunk in a process with a trainer retires nothing; a worker with reward actors gets the reward
+    seams back (and its requests carry their context to the reward actor); instrument() after uninstrument() wraps all."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from verl.utils.profiler import performance
+
+    from otel_verl.instrumentation import reward, trainer
+
+    memory, _ = traced(detail="request")
+    worker, _, opts = build_worker(_opts())
+    run_chunk(worker, opts)
+    trainer_seams = set(idle.TRAINER_ONLY + idle.CONTEXT_CARRY)
+    every = trainer_seams | set(idle.REMOTE_REWARD)
+    assert _wrap.retired_seams() == every
+    assert not _wrap._is_wrapped(performance.__dict__["_timer"])
+    assert not _wrap._is_wrapped(ThreadPoolExecutor.__dict__["submit"])
+
+    remote_worker, _, opts = build_worker(_opts(), remote_reward=True)
+    _spans(memory)  # the first chunk's spans, flushed before they are cleared
+    memory.clear()
+    run_chunk(remote_worker, opts)
+    assert _wrap.retired_seams() == trainer_seams and reward.CLIENT_SCORE in _wrap.applied_seams()
+    names = Counter(s.name for s in _spans(memory))
+    assert names[reward.SPAN_REWARD_COMPUTE] == names[semconv.SPAN_REQUEST] == opts.prompts * opts.n
+
+    trainer.track_trainer(object())
+    assert _wrap.retired_seams() == set() and every <= set(_wrap.applied_seams())
+    assert _wrap._is_wrapped(performance.__dict__["_timer"])
+    run_chunk(worker, opts)  # a trainer in this process: nothing is retired
+    assert _wrap.retired_seams() == set() and every <= set(_wrap.applied_seams())
+
+    monkeypatch.setattr(trainer, "_active_trainer", None)
+    run_chunk(worker, opts)
+    assert _wrap.retired_seams() == every
+    otel_verl.uninstrument()
+    otel_verl.instrument()
+    assert _wrap.retired_seams() == set() and every <= set(_wrap.applied_seams())
 
 
 def test_request_detail_wraps_no_turn_seams_and_still_counts_turns(traced, monkeypatch) -> None:
