@@ -68,8 +68,12 @@ an untraced twin on the 2-core CI VM in calm runs (1.022× in the last, whose co
 0.85-1.06×), and 1.010-1.015× with both on one shared core (row 2e, an upper bound): each hook runs
 cold between ~40 M instructions of verl's. ``worker`` needs the same per-request seams (1.012-1.018×
 on one core), so no level that records workers meets 1 % reliably and the default stays at
-``request``. ``step`` wraps no seam the rollout calls per trajectory (1.002-1.007× on one core), but a
-trace without workers cannot name the straggler, which is what the product is for. The request wrapper
+``request``. At ``step`` a worker's rollout calls no hook of ours (the per-request seams are not
+wrapped, and the worker retires the ones verl still calls per trajectory, see
+``otel_verl.instrumentation.idle``): 0.999-1.001× on one core, as an untraced twin; but a trace without
+workers cannot name the straggler, which is what the product is for. Retiring those seams (~8 hook
+calls per trajectory) did not move ``request`` measurably (1.011× on one core, 20 repetitions): its cost
+is the request's own hooks. The request wrapper
 adds no frame to the trajectory (it ends with verl's task, see ``WorkerChunk.launch``): that frame
 was ~1.002 of ``worker``'s wall ratio on one core. ``full`` adds a span per turn, engine call, tool
 call, tool parse and tokenization step (~0.25 M instructions, ~70 µs of CPU per request more), noise

@@ -127,7 +127,7 @@ def test_detail_levels(traced, level: str) -> None:
 def test_retired_seams_come_back_when_they_can_record(traced, monkeypatch) -> None:
     """A trainer tracked after a chunk wraps the trainer and thread seams again (its timers are phases);
     a chunk in a process with a trainer retires nothing; a worker with reward actors gets the reward
-    seams back (and its requests carry their context to the reward actor); instrument() after uninstrument() wraps all."""
+    seams back (its requests carry their context to the reward actor); instrument() again wraps all."""
     from concurrent.futures import ThreadPoolExecutor
 
     from verl.utils.profiler import performance
