@@ -63,22 +63,21 @@ DEFAULT_DETAIL = "request"
 """Issue #5's rule: the richest level within 1 % of the rollout's wall time on the CPU demo with an
 engine that answers at once (the worst case). Measured (benchmarks/RESULTS.md, rows 2-2f): ``request``
 (step, phase, worker, barrier and request spans, each request with its status, token counts, turn
-count and engine link) costs 1.001× the instructions but 1.006-1.011× the wall time side by side with
-an untraced twin on the 2-core CI VM in calm runs (1.022× in the last, whose control pair spread
-0.85-1.06×), and 1.010-1.015× with both on one shared core (row 2e, an upper bound): each hook runs
-cold between ~40 M instructions of verl's. ``worker`` needs the same per-request seams (1.012-1.018×
-on one core), so no level that records workers meets 1 % reliably and the default stays at
-``request``. At ``step`` a worker's rollout calls no hook of ours (the per-request seams are not
-wrapped, and the worker retires the ones verl still calls per trajectory, see
-``otel_verl.instrumentation.idle``): 0.999-1.001× on one core, as an untraced twin; but a trace without
-workers cannot name the straggler, which is what the product is for. Retiring those seams (~8 hook
-calls per trajectory) did not move ``request`` measurably (1.011× on one core, 20 repetitions): its cost
-is the request's own hooks. The request wrapper
-adds no frame to the trajectory (it ends with verl's task, see ``WorkerChunk.launch``): that frame
-was ~1.002 of ``worker``'s wall ratio on one core. ``full`` adds a span per turn, engine call, tool
-call, tool parse and tokenization step (~0.25 M instructions, ~70 µs of CPU per request more), noise
-against a real engine but not against the simulated one: 1.020-1.032× side by side, 1.028-1.041× on
-one core. ``OTEL_VERL_DETAIL=full`` turns them on; the CPU demo does, so its report has every figure."""
+count and engine link) costs 1.0004× the instructions (+18k per request) but ~1 % of the wall time:
+1.008× with an untraced twin on one shared core in the latest suite run (row 2e, an upper bound),
+1.011× in a 20-repetition run of the same code, and 1.006-1.011× side by side on the 2-core CI VM in
+calm runs of earlier code (the latest suite's two-CPU rows could not judge). Each hook runs cold
+between ~40 M instructions of verl's. ``worker`` needs the same per-request seams (1.005-1.013× on one
+core), so no level that records workers meets 1 % reliably and the default stays at ``request``. At
+``step`` a worker's rollout calls no hook of ours (the per-request seams are not wrapped, and the worker
+retires the ones verl still calls per trajectory, see ``otel_verl.instrumentation.idle``): 0.999-1.001×
+on one core, as an untraced twin; but a trace without workers cannot name the straggler, which is what
+the product is for. The request wrapper adds no frame to the trajectory (it ends with verl's task, see
+``WorkerChunk.launch``): that frame was ~1.002 of ``worker``'s wall ratio on one core. ``full`` adds a
+span per turn, engine call, tool call, tool parse and tokenization step (~0.2 M instructions, ~70 µs of
+CPU per request more), noise against a real engine but not against the simulated one: 1.020-1.032× side
+by side, 1.027-1.041× on one core. ``OTEL_VERL_DETAIL=full`` turns them on; the CPU demo does, so its
+report has every figure."""
 
 
 def _env_detail() -> str:
