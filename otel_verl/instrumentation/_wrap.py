@@ -228,10 +228,9 @@ def _unwrap(owner: Any, attr: str) -> bool:
     return False
 
 
-def retire(seams: Iterable[Seam]) -> list[Seam]:
+def retire(seams: Iterable[Seam]) -> None:
     """Unwrap applied seams this process turned out not to need (see :mod:`otel_verl.instrumentation.idle`);
-    :func:`restore` wraps them again. The seams retired by this call."""
-    retired: list[Seam] = []
+    :func:`restore` wraps them again."""
     with _lock:
         for seam in seams:
             module = sys.modules.get(seam[0])
@@ -245,8 +244,6 @@ def retire(seams: Iterable[Seam]) -> list[Seam]:
                 continue
             _applied[seam] = False
             _retired.add(seam)
-            retired.append(seam)
-    return retired
 
 
 def restore(seams: Iterable[Seam]) -> None:

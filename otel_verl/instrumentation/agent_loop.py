@@ -347,7 +347,7 @@ def _start_chunk(batch: Any, worker: Any) -> tuple[WorkerChunk, Any] | tuple[Non
     carrier = propagation.pop_from_meta_info(batch)  # popped at every detail level: verl never sees it
     if carrier is None:
         carrier = propagation.pop_from_tensordict(batch)
-    idle.retire_for_rollout(config, worker)
+    idle.retire_for_rollout(state, worker)
     if config is not None and not config.detail_at_least("worker"):
         return None, None
     parent_ctx = propagation.context_from_carrier(carrier) if carrier is not None else None

@@ -28,8 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from otel_verl import semconv
-from otel_verl.config import OtelVerlConfig
-from otel_verl.export import setup
+from otel_verl.export.setup import TracingState
 from otel_verl.instrumentation import reward, threads, trainer
 from otel_verl.instrumentation._wrap import Seam, restore, retire
 
@@ -45,14 +44,13 @@ REMOTE_REWARD: tuple[Seam, ...] = tuple(sorted(reward.PER_REQUEST_SEAMS))
 _WORKER_ROLE = semconv.ProcessRole.AGENT_LOOP_WORKER.value
 
 
-def retire_for_rollout(config: OtelVerlConfig | None, worker: Any) -> None:
-    """At the start of ``worker``'s chunk: unwrap what this process cannot record with (wrap the reward
-    seams again for a worker with reward actors); a no-op when that is done already."""
-    state = setup.get_state()
+def retire_for_rollout(state: TracingState | None, worker: Any) -> None:
+    """At the start of ``worker``'s chunk, in a process traced as ``state``: unwrap what it cannot record
+    with (wrap the reward seams again for a worker with reward actors); a no-op when that is done already."""
     if state is None or state.role != _WORKER_ROLE or trainer.in_process():
         return
     seams = TRAINER_ONLY
-    if config is None or not config.detail_at_least("full"):
+    if not state.config.detail_at_least("full"):
         seams += CONTEXT_CARRY
     if getattr(worker, "reward_loop_worker_handles", None) is None:
         seams += REMOTE_REWARD
