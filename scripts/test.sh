@@ -10,5 +10,6 @@ bash scripts/install_backends.sh
 uv run --frozen ruff check otel_verl tests dashboards benchmarks
 uv run --frozen ruff format --check otel_verl tests dashboards benchmarks
 uv run --frozen python dashboards/generate.py --check
-uv run --frozen pytest -q -p no:cacheprovider "$@"
+# a crash in native code (even at interpreter exit, after the summary) prints every thread's Python stack
+PYTHONFAULTHANDLER=1 uv run --frozen pytest -q -p no:cacheprovider "$@"
 echo "test: all done in $((SECONDS - start)) s"

@@ -289,21 +289,30 @@ def _disabled() -> bool:
 
 
 def _run(opts: DemoOptions, model_path: Path, tool_config: Path, run_id: str) -> DemoResult:
-    import ray
     from verl.experimental.agent_loop import AgentLoopManager
+
+    config = _verl_config(opts, model_path, tool_config)
+    if opts.trainer != "v1":
+        return _run_with(AgentLoopManager, opts, config, model_path, run_id)
+    import transfer_queue as tq
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
+
+    tq.init()
+    try:
+        return _run_with(AgentLoopManagerTQ, opts, config, model_path, run_id)
+    finally:
+        # as verl's main_ppo does: its client loop thread, storage notify thread and ZMQ contexts
+        # otherwise live on in this process until interpreter exit, where tearing them down can crash
+        tq.close()
+
+
+def _run_with(manager_cls: Any, opts: DemoOptions, config: Any, model_path: Path, run_id: str) -> DemoResult:
+    import ray
 
     from otel_verl.demo.client import DemoLLMServerClient
     from otel_verl.demo.reward import DemoRewardWorker
     from otel_verl.demo.sim_server import SimLLMServer, SimServerConfig
 
-    config = _verl_config(opts, model_path, tool_config)
-    manager_cls: Any = AgentLoopManager
-    if opts.trainer == "v1":
-        import transfer_queue as tq
-        from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
-
-        tq.init()
-        manager_cls = AgentLoopManagerTQ
     server_config = SimServerConfig(
         seconds_per_token=opts.seconds_per_token,
         seed=opts.seed,

@@ -6,6 +6,7 @@ both worker actors, the reward actor and the server actor.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 import pytest
@@ -24,9 +25,11 @@ def demo_run(tmp_path_factory):
     setup.reset_for_tests()
     spool = tmp_path_factory.mktemp("spool")
     opts = DemoOptions(steps=2, workers=2, prompts=4, n=2, ray_cpus=2, spool=str(spool), seconds_per_token=0.0002)
+    before = {thread.ident for thread in threading.enumerate()}
     result = run_demo(opts)
     setup.reset_for_tests()
-    return opts, result, load_spans(result.spool_dir)
+    left = [t.name for t in threading.enumerate() if t.ident not in before and not t.name.startswith("otel-verl")]
+    return opts, result, load_spans(result.spool_dir), left
 
 
 def test_each_step_is_one_connected_trace(demo_run):
@@ -89,13 +92,15 @@ def v1_run(tmp_path_factory):
     spool = tmp_path_factory.mktemp("spool_v1")
     # TransferQueue's controller and storage actors take a logical CPU each, beside the 2 workers
     opts = DemoOptions(steps=2, workers=2, prompts=4, n=2, ray_cpus=4, spool=str(spool), trainer="v1")
+    before = {thread.ident for thread in threading.enumerate()}
     result = run_demo(opts)
     setup.reset_for_tests()
-    return opts, result, load_spans(result.spool_dir)
+    left = [t.name for t in threading.enumerate() if t.ident not in before and not t.name.startswith("otel-verl")]
+    return opts, result, load_spans(result.spool_dir), left
 
 
 def test_v1_trainer_steps_are_connected_traces(v1_run):
-    opts, _, spans = v1_run
+    opts, _, spans, _ = v1_run
     names = Counter(spans.name)
     assert spans.trace_id.nunique() == opts.steps
     ids = set(spans.span_id)
@@ -116,3 +121,11 @@ def test_v1_trainer_steps_are_connected_traces(v1_run):
         assert worker.end_ns >= mine.end_ns.max()
     # rollout.n comes from the session id the V1 worker gives each of the n samples
     assert sorted(set(requests.rollout_n.astype(int))) == list(range(opts.n))
+
+
+def test_v1_demo_closes_transfer_queue(v1_run):
+    """TransferQueue's client loop and storage notify threads (and their ZMQ contexts) end with the run.
+    Left to interpreter exit, daemon threads polling ZMQ are torn down mid-call: the likely cause of a
+    CI run whose test process died with SIGSEGV after every test had passed."""
+    *_, left = v1_run
+    assert left == []
