@@ -33,13 +33,15 @@ Without the ``gc.collect()`` promotions carry over from chunk to chunk and both 
 collections (an untraced chunk about 3 times in 4): the traced process a few more, and every ratio
 then depends on which of the two happened to collect, far more noise per chunk.
 
-One core (rows 2e/2f, not gating): the same pairs with both processes pinned to one CPU, which they
+One core (rows 2e/2f): the same pairs with both processes pinned to one CPU, which they
 time-share. Host drift then reaches both within the scheduler's few-ms slices, so these pairs agree to
 ~0.3 % (sd) even when the two-CPU control spreads by ±15 %. Both chunks are CPU-bound, so the
 untraced one finishes first, after twice its CPU time, and the traced one then runs its extra CPU
 alone: a wall ratio ``r`` means an overhead of ``2 (r - 1)``. Pessimistic against the two-CPU
 figure (every slice starts with caches the other process filled, and our per-request code runs cold
-more often), so it bounds the overhead from above in hours when the two-CPU rows cannot judge.
+more often), so it bounds the overhead from above in hours when the two-CPU rows cannot judge. Rows
+2/2b are therefore decided by the two-CPU pairs when their control is quiet, and by this bound when it
+is not: a bound within the target proves the target, a bound above it proves nothing and the row fails.
 """
 
 from __future__ import annotations
@@ -206,6 +208,11 @@ def _swapped_pairs(ratios: list[float]) -> list[float]:
     return [math.sqrt(a * b) for a, b in zip(ratios[::2], ratios[1::2], strict=False)]
 
 
+def _quiet(ratios: dict[tuple[str, str], list[float]]) -> bool:
+    """Whether the control pair's median says this run can tell 1 % from nothing."""
+    return abs(statistics.median(ratios[("untraced", "untraced")]) - 1.0) <= CONTROL_TOLERANCE
+
+
 def _judged_rows(
     ratios: dict[tuple[str, str], list[float]], how: str, labels: tuple[str, str], gate: bool
 ) -> list[Result]:
@@ -220,7 +227,7 @@ def _judged_rows(
         + "; ".join(f"{m} {_spread(ratios[(m, 'untraced')])}" for m in treated)
         + f"; control untraced/untraced {_spread(control)}"
     )
-    quiet = abs(statistics.median(control) - 1.0) <= CONTROL_TOLERANCE
+    quiet = _quiet(ratios)
     if not quiet:
         detail += f"; too noisy to judge: the control's median is off 1.000× by more than {CONTROL_TOLERANCE:.1%}"
     default = statistics.median(ratios.get((DEFAULT_DETAIL, "untraced"), [float("nan")]))
@@ -251,6 +258,22 @@ def _one_core_rows(reps: int) -> list[Result]:
     return _judged_rows(overhead, how, labels, gate=False)
 
 
+def _bounded(two_cpu: Result, one_core: Result) -> Result:
+    """A gating row the two-CPU pairs could not judge, decided by its one-core bound instead.
+
+    The one-core overhead bounds the two-CPU one from above (module docstring: same work, plus a cold
+    cache at every time slice), so a bound within the target proves the target; a bound above it, or a
+    one-core control that is itself noisy, leaves the row failing."""
+    return Result(
+        two_cpu.target,
+        two_cpu.goal,
+        f"≤ {one_core.measured} (one-core bound)",
+        one_core.ok,
+        f"{two_cpu.detail}; judged by the one-core upper bound instead (row {one_core.target.split('.')[0]})",
+        gate=two_cpu.gate,
+    )
+
+
 def run(quick: bool) -> list[Result]:
     reps = 4 if quick else 21
     how = (
@@ -259,7 +282,12 @@ def run(quick: bool) -> list[Result]:
         "per-repetition ratios"
     )
     labels = ("2. rollout wall time", "2b. rollout wall time")
-    return _judged_rows(measure(reps), how, labels, gate=True) + _one_core_rows(2 if quick else 10)
+    ratios = measure(reps)
+    two_cpu = _judged_rows(ratios, how, labels, gate=True)
+    one_core = _one_core_rows(2 if quick else 10)
+    if not _quiet(ratios):
+        two_cpu = [_bounded(row, bound) for row, bound in zip(two_cpu, one_core, strict=True)]
+    return two_cpu + one_core
 
 
 if __name__ == "__main__":

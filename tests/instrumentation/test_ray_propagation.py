@@ -25,11 +25,9 @@ def demo_run(tmp_path_factory):
     setup.reset_for_tests()
     spool = tmp_path_factory.mktemp("spool")
     opts = DemoOptions(steps=2, workers=2, prompts=4, n=2, ray_cpus=2, spool=str(spool), seconds_per_token=0.0002)
-    before = {thread.ident for thread in threading.enumerate()}
     result = run_demo(opts)
     setup.reset_for_tests()
-    left = [t.name for t in threading.enumerate() if t.ident not in before and not t.name.startswith("otel-verl")]
-    return opts, result, load_spans(result.spool_dir), left
+    return opts, result, load_spans(result.spool_dir)
 
 
 def test_each_step_is_one_connected_trace(demo_run):
