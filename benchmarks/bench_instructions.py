@@ -68,7 +68,7 @@ def run(quick: bool) -> list[Result]:
     ratio = {m: counts[m] / base for m in MODES}
     requests = PROMPTS * 4
     detail = f"one chunk of {requests} requests × ≤3 turns: untraced {base / 1e6:,.1f}M instructions; " + ", ".join(
-        f"{m} +{(counts[m] - base) / requests / 1e3:,.0f}k per request" for m in MODES[1:]
+        f"{m} {(counts[m] - base) / requests / 1e3:+,.0f}k per request" for m in MODES[1:]
     )
     default = ratio.get(DEFAULT_DETAIL, float("nan"))
     return [

@@ -63,12 +63,13 @@ DEFAULT_DETAIL = "request"
 """Issue #5's rule: the richest level within 1 % of the rollout's wall time on the CPU demo with an
 engine that answers at once (the worst case). Measured (benchmarks/RESULTS.md, rows 2-2f): ``request``
 (step, phase, worker, barrier and request spans, each request with its status, token counts, turn
-count and engine link) costs 1.0004× the instructions (+18k per request) but ~1 % of the wall time:
-1.008× with an untraced twin on one shared core in the latest suite run (row 2e, an upper bound),
-1.011× in a 20-repetition run of the same code, and 1.006-1.011× side by side on the 2-core CI VM in
-calm runs of earlier code (the latest suite's two-CPU rows could not judge). Each hook runs cold
-between ~40 M instructions of verl's. ``worker`` needs the same per-request seams (1.005-1.013× on one
-core), so no level that records workers meets 1 % reliably and the default stays at ``request``. At
+count and engine link) costs the same instructions within callgrind's noise but ~1 % of the wall time:
+1.009× with an untraced twin on one shared core in the latest suite run (row 2e, an upper bound; 1.008×
+in the one before), 1.011× in a 20-repetition run, and 1.006-1.011× side by side on the 2-core CI VM in
+calm runs of earlier code (the last suites' two-CPU rows could not judge, so rows 2/2b took the bound).
+Each hook runs cold between ~40 M instructions of verl's. ``worker`` needs the same per-request seams
+(1.005-1.013× on one core), so leaving the request spans out saves almost nothing and the default
+stays at ``request``, within its 1 % with little margin. At
 ``step`` a worker's rollout calls no hook of ours (the per-request seams are not wrapped, and the worker
 retires the ones verl still calls per trajectory, see ``otel_verl.instrumentation.idle``): 0.999-1.001×
 on one core, as an untraced twin; but a trace without workers cannot name the straggler, which is what
