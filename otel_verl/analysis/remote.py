@@ -211,9 +211,12 @@ def tempo_documents(
 ) -> Iterator[Any]:
     """Each trace of the window as an OTLP/JSON document: ``/api/v2/traces/<id>``, else ``/api/traces/<id>``.
 
-    v2 (Tempo >= 2.5) wraps the trace as ``{"trace": {...}}``; v1 answers ``{"batches": [...]}`` with
-    base64 ids and enum names: both go through the spool's decoder. A 404 from v2 on the first trace
-    means an older Tempo, and v1 is used for the rest; a trace that vanished since the search is skipped.
+    v2 (Tempo >= 2.5, and 3.x) wraps the trace as ``{"trace": {...}, "status": ...}``; v1 answers
+    ``{"batches": [...]}``. Both carry base64 ids and enum names: both go through the spool's decoder.
+    A trace is asked for with v2 first; when v2 answers 404 and v1 has the trace, v2 is an unknown route
+    (Tempo < 2.5) and v1 is used for the rest. The 404 body is not read: Tempo sends none for a missing
+    trace. A trace missing from both (gone since the search) is skipped. v2's ``"status": "PARTIAL"`` (the
+    trace is over Tempo's ``max_bytes_per_trace``) keeps the spans Tempo returned and tells ``warn``.
     One GET per trace: ``bar`` advances per trace, ``warn`` is told when the search hit ``limit``.
     """
     base = base_url(base)
@@ -227,17 +230,22 @@ def tempo_documents(
     if bar is not None:
         bar.set_total(len(ids))
     for tid in ids:
-        for path in list(paths):
+        for i, path in enumerate(paths):
             url = f"{base}{path}{tid}"
             status, body = _request(url)
             if status == 404:
-                if path == paths[0] and len(paths) > 1 and b"trace not found" not in body.lower():
-                    paths.pop(0)  # no such route: Tempo < 2.5
                 continue
             if status != 200:
                 raise _http_error(url, status, body)
+            if i > 0:
+                del paths[:i]  # v1 had what v2 answered 404 for: no v2 route here
             for doc in _json_documents(url, body):
                 inner = doc.get("trace", doc) if isinstance(doc, dict) else None
+                if warn is not None and isinstance(doc, dict) and doc.get("status") == "PARTIAL":
+                    warn(
+                        f"Tempo returned trace {tid} partially ({doc.get('message') or 'no message'}): its step "
+                        "misses spans; raise Tempo's max_bytes_per_trace"
+                    )
                 if isinstance(inner, dict) and (inner.get("batches") or inner.get("resourceSpans")):
                     yield inner
             break

@@ -29,7 +29,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("OTEL_VERL_CACHE") or Path.home() / ".cache" / "otel_verl")
 BIN = CACHE / "bin"
-INSTALL_HINT = "run scripts/install_backends.sh (builds otelcol-verl, jaeger and tempo, installs prometheus)"
+INSTALL_HINT = "run scripts/install_backends.sh (builds otelcol-verl and jaeger, installs prometheus)"
 
 
 def load_dashboards():
@@ -48,7 +48,7 @@ def load_dashboards():
 
 def binary(name: str) -> Path:
     """A backend binary, or a test failure that says how to get it."""
-    if name in ("otelcol-verl", "jaeger", "tempo"):
+    if name in ("otelcol-verl", "jaeger"):
         path = BIN / name
         if not (path.exists() and os.access(path, os.X_OK)):
             pytest.fail(f"{path} is missing: {INSTALL_HINT}", pytrace=False)

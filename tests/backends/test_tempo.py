@@ -1,6 +1,7 @@
-"""Tempo as an analyzer source: a real Tempo (scripts/build_tempo.sh, tempo/tempo-local.yaml, local disk)
-gets a CPU-demo spool through ``otel-verl replay``; ``otel-verl analyze <Tempo URL>`` must read back
-exactly the spool's spans and diagnose the same run.
+"""Tempo as an analyzer source, against Tempo's documented query API (tests/backends/tempo_standin.py) serving
+a real CPU-demo spool: ``otel-verl analyze <Tempo URL>`` must read back exactly the spool's spans and
+diagnose the same run, on Tempo 3 (v2 trace by id), 2.0-2.4 (v1 only) and 1.x (tag search); Tempo's errors
+are one line, a trace gone since the search is skipped, a PARTIAL trace is a visible warning.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from .conftest import REPO, Proc, binary, free_ports, http_get, start, wait_until
+from .conftest import REPO
+from .tempo_standin import TempoStandIn
 
-pytestmark = [pytest.mark.backends, pytest.mark.ray]
+pytestmark = [pytest.mark.ray]
 
 
 def _cli() -> list[str]:
@@ -32,84 +34,61 @@ def _env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def tempo(tmp_path_factory) -> Iterator[tuple[str, str, Proc]]:
-    """Tempo single binary on free ports: (query base URL, OTLP gRPC endpoint, process)."""
-    exe = binary("tempo")
-    work = tmp_path_factory.mktemp("tempo")
-    http, grpc, otlp_grpc, otlp_http, gossip = free_ports(5)
-    env = {
-        "TEMPO_DATA": str(work / "data"),
-        "TEMPO_HTTP_PORT": str(http),
-        "TEMPO_GRPC_PORT": str(grpc),
-        "TEMPO_OTLP_GRPC_PORT": str(otlp_grpc),
-        "TEMPO_OTLP_HTTP_PORT": str(otlp_http),
-        "TEMPO_MEMBERLIST_PORT": str(gossip),
-    }
-    config = REPO / "tempo" / "tempo-local.yaml"
-    proc = start("tempo", [exe, f"-config.file={config}", "-config.expand-env=true"], env, work)
-    base = f"http://127.0.0.1:{http}"
-    try:
-        wait_until(lambda: http_get(f"{base}/ready")[0] == 200, 60, "tempo ready", procs=[proc])
-        yield base, f"http://127.0.0.1:{otlp_grpc}", proc
-    finally:
-        proc.stop(timeout=5)
+def _analyze(url: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [*_cli(), "analyze", url, "--source-type", "tempo", *extra, "--out", str(out)]
+    return subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
 def demo_spool(tmp_path_factory) -> Path:
     spool = tmp_path_factory.mktemp("tempo-spool")
     size = ["--steps", "2", "--workers", "2", "--prompts", "4", "--n", "2"]
-    cmd = [*_cli(), "demo", *size, "--spool", str(spool), "--no-report"]  # the test analyzes it itself
+    cmd = [*_cli(), "demo", *size, "--spool", str(spool), "--no-report"]  # the tests analyze it themselves
     r = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"{cmd} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return spool
 
 
-def test_analyze_reads_tempo_like_the_spool(tempo, demo_spool: Path, tmp_path: Path):
-    from otel_verl.analysis import remote
+@pytest.fixture(scope="module")
+def spool_spans(demo_spool: Path) -> pd.DataFrame:
     from otel_verl.analysis.load import load_spans
 
-    base, otlp, proc = tempo
-    spool = load_spans(demo_spool)
-    services = set(spool["service"])
-    assert services == {"verl"}, services
-    since_s = math.floor(spool["start_ns"].min() / 1e9)
-    until_s = math.ceil(spool["start_ns"].max() / 1e9)
+    spans = load_spans(demo_spool)
+    assert set(spans["service"]) == {"verl"} and spans["trace_id"].nunique() >= 2
+    return spans
 
-    r = subprocess.run(
-        [*_cli(), "replay", str(demo_spool), "--endpoint", otlp], cwd=REPO, env=_env(), capture_output=True, text=True
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
 
-    # Ingestion is asynchronous: wait until every step trace is searchable and complete.
-    n_traces = spool["trace_id"].nunique()
-    wait_until(
-        lambda: len(remote.tempo_trace_ids(base, "verl", since_s * 10**9, until_s * 10**9)) == n_traces,
-        60,
-        f"{n_traces} traces searchable in tempo",
-        interval=1.0,
-        procs=[proc],
-    )
+def _window(spans: pd.DataFrame) -> tuple[int, int]:
+    """Whole seconds around the run, as a user types --since/--until."""
+    return math.floor(spans["start_ns"].min() / 1e9), math.ceil(spans["end_ns"].max() / 1e9)
 
-    def complete():
-        got = load_spans(base, source_type="tempo", service="verl", since_ns=since_s * 10**9, until_ns=until_s * 10**9)
-        return [got] if len(got) >= len(spool) else None  # a list: a DataFrame has no truth value
 
-    (from_tempo,) = wait_until(complete, 60, "all spans in tempo", interval=1.0, procs=[proc])
-    assert set(from_tempo["span_id"]) == set(spool["span_id"])
-    assert set(from_tempo["trace_id"]) == set(spool["trace_id"])
-    merged = from_tempo.set_index("span_id").loc[spool["span_id"]]
-    assert (merged["parent_id"].to_numpy() == spool["parent_id"].to_numpy()).all()
-    assert (merged["name"].to_numpy() == spool["name"].to_numpy()).all()
-    assert (merged["start_ns"].to_numpy() == spool["start_ns"].to_numpy()).all()
+def _assert_same_spans(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    assert len(got) == len(want)
+    merged = got.set_index("span_id").loc[want["span_id"]]
+    for col in ("trace_id", "parent_id", "name", "start_ns", "end_ns", "status"):
+        assert (merged[col].to_numpy() == want[col].to_numpy()).all(), col
 
-    # The CLI, as a user runs it: --service and a time range, findings.json + report.html.
-    out_t, out_s = tmp_path / "from-tempo", tmp_path / "from-spool"
-    window = ["--service", "verl", "--since", str(since_s), "--until", str(until_s)]
-    cmd = [*_cli(), "analyze", base, "--source-type", "tempo", *window, "--out", str(out_t)]
-    r = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+
+def test_analyze_reads_tempo3_like_the_spool(demo_spool: Path, spool_spans: pd.DataFrame, tmp_path: Path):
+    from otel_verl.analysis.load import load_spans
+
+    since, until = _window(spool_spans)
+    with TempoStandIn(demo_spool, version="3") as tempo:
+        got = load_spans(tempo.url, service="verl", since_ns=since * 10**9, until_ns=until * 10**9)
+        _assert_same_spans(got, spool_spans)
+        asked = list(tempo.requests)
+        searches = [p for p in asked if p.startswith("/api/search")]
+        assert len(searches) == 1 and "q=%7B+resource.service.name+%3D+%22verl%22+%7D" in searches[0]
+        assert sum(p.startswith("/api/v2/traces/") for p in asked) == spool_spans["trace_id"].nunique()
+        assert not [p for p in asked if p.startswith("/api/traces/")]
+
+        # The CLI, as a user runs it: probe (no --source-type), --service and a time range.
+        out_t, out_s = tmp_path / "from-tempo", tmp_path / "from-spool"
+        cmd = [*_cli(), "analyze", tempo.url, "--service", "verl", "--since", str(since), "--until", str(until)]
+        r = subprocess.run([*cmd, "--out", str(out_t)], cwd=REPO, env=_env(), capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "/api/echo" in tempo.requests
     r = subprocess.run([*_cli(), "analyze", str(demo_spool), "--out", str(out_s)], cwd=REPO, env=_env(), text=True)
     assert r.returncode == 0
     assert (out_t / "report.html").stat().st_size > 10_000
@@ -117,7 +96,7 @@ def test_analyze_reads_tempo_like_the_spool(tempo, demo_spool: Path, tmp_path: P
     spool_findings = json.loads((out_s / "findings.json").read_text())
     for key in ("spans", "steps", "workers", "requests"):
         assert tempo_findings["summary"][key] == spool_findings["summary"][key], key
-    assert tempo_findings["summary"]["spans"] == len(spool)
+    assert tempo_findings["summary"]["spans"] == len(spool_spans)
     assert len(tempo_findings["summary"]["steps"]) == 2
     assert tempo_findings["summary"]["requests"] == 2 * 4 * 2
     assert [(f["kind"], f["step"], f["worker"]) for f in tempo_findings["findings"]] == [
@@ -125,14 +104,76 @@ def test_analyze_reads_tempo_like_the_spool(tempo, demo_spool: Path, tmp_path: P
     ]
 
 
-def test_tempo_errors_are_one_line(tempo, tmp_path: Path):
+@pytest.mark.parametrize("version", ["2.4", "1.5"])
+def test_older_tempo_apis(version: str, demo_spool: Path, spool_spans: pd.DataFrame):
+    """No v2 route (Tempo < 2.5): v1 trace by id after one 404; Tempo 1.x: tag search instead of TraceQL."""
+    from otel_verl.analysis.load import load_spans
+
+    since, until = _window(spool_spans)
+    with TempoStandIn(demo_spool, version=version) as tempo:
+        got = load_spans(tempo.url, service="verl", since_ns=since * 10**9, until_ns=until * 10**9)
+    _assert_same_spans(got, spool_spans)
+    assert sum(p.startswith("/api/v2/traces/") for p in tempo.requests) == 1
+    searches = [p for p in tempo.requests if p.startswith("/api/search")]
+    assert len(searches) == (2 if version == "1.5" else 1)
+    if version == "1.5":
+        assert "tags=service.name%3Dverl" in searches[1]
+
+
+def test_trace_gone_since_the_search_is_skipped(demo_spool: Path, spool_spans: pd.DataFrame):
+    """Tempo's 404 for a missing trace has no body: the reader must not take it for a missing v2 route."""
+    from otel_verl.analysis.load import load_spans
+
+    first, *rest = sorted(
+        spool_spans["trace_id"].unique(), key=lambda t: -spool_spans.loc[spool_spans["trace_id"] == t, "start_ns"].min()
+    )
+    with TempoStandIn(demo_spool, vanished={first}) as tempo:
+        got = load_spans(tempo.url, source_type="tempo", since_ns=0)
+    assert set(got["trace_id"]) == set(rest)
+    v1 = [p for p in tempo.requests if p.startswith("/api/traces/")]
+    assert v1 == [f"/api/traces/{first.lstrip('0')}"], "v2 stays in use after a missing trace"
+
+
+def test_partial_trace_is_a_warning(demo_spool: Path, spool_spans: pd.DataFrame, tmp_path: Path):
+    from otel_verl.analysis.load import LoadStats, load_spans
+
+    big = spool_spans["trace_id"].value_counts().index[0]
+    with TempoStandIn(demo_spool, partial={big}) as tempo:
+        stats = LoadStats()
+        got = load_spans(tempo.url, source_type="tempo", since_ns=0, stats=stats)
+        r = _analyze(tempo.url, tmp_path / "out", "--since", "0", "--no-html")
+    n_big = int((spool_spans["trace_id"] == big).sum())
+    assert len(got) == len(spool_spans) - n_big + n_big // 2
+    assert len(stats.warnings) == 1 and f"trace {big.lstrip('0')} partially" in stats.warnings[0]
+    assert "Trace exceeds maximum size of 5000000 bytes" in stats.warnings[0]
+    assert r.returncode == 0, r.stderr
+    assert "warning: Tempo returned trace" in r.stderr
+    summary = json.loads((tmp_path / "out" / "findings.json").read_text())["summary"]
+    assert summary["load"]["warnings"] == stats.warnings
+
+
+@pytest.mark.parametrize(
+    ("faults", "expected"),
+    [
+        ({"/api/search": (500, b"internal error")}, "HTTP 500: internal error"),
+        ({"/api/v2/traces/": (503, b"too many outstanding requests")}, "HTTP 503: too many outstanding requests"),
+        ({"/api/search": (429, b"job queue full")}, "HTTP 429: job queue full"),
+    ],
+)
+def test_tempo_errors_are_one_line(faults, expected: str, demo_spool: Path, tmp_path: Path):
+    with TempoStandIn(demo_spool, faults=faults) as tempo:
+        r = _analyze(tempo.url, tmp_path / "out", "--since", "0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
+
+
+def test_empty_window_and_wrong_url_are_one_line(demo_spool: Path, tmp_path: Path):
     """A window with nothing in it, and a URL that is not Tempo: one line on stderr, exit 2."""
-    base, _, _ = tempo
-    empty = [*_cli(), "analyze", base, "--source-type", "tempo", "--since", "1000", "--until", "2000"]
-    r = subprocess.run([*empty, "--out", str(tmp_path / "a")], cwd=REPO, env=_env(), capture_output=True, text=True)
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
-    wrong = [*_cli(), "analyze", f"{base}/nothing-here", "--source-type", "tempo", "--lookback", "1h"]
-    r = subprocess.run([*wrong, "--out", str(tmp_path / "b")], cwd=REPO, env=_env(), capture_output=True, text=True)
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and "HTTP 404" in r.stderr, r.stderr
+    with TempoStandIn(demo_spool) as tempo:
+        empty = _analyze(tempo.url, tmp_path / "a", "--since", "1000", "--until", "2000")
+        wrong = _analyze(f"{tempo.url}/nothing-here", tmp_path / "b", "--lookback", "1h")
+    for r in (empty, wrong):
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "no spans found" in empty.stderr
+    assert "HTTP 404" in wrong.stderr

@@ -170,13 +170,20 @@ def test_compose_ports_bound_to_localhost():
 
 
 def test_grafana_has_no_anonymous_admin():
-    env = compose()["services"]["grafana"]["environment"]
-    assert str(env["GF_AUTH_ANONYMOUS_ENABLED"]).lower() == "false"
-    assert str(env.get("GF_AUTH_ANONYMOUS_ORG_ROLE", "Viewer")) != "Admin"
+    """Anonymous access is read-only (Viewer, on 127.0.0.1); the admin password is never a fixed default:
+    GRAFANA_ADMIN_PASSWORD or one generated on the first start (grafana/entrypoint.sh)."""
+    grafana = compose()["services"]["grafana"]
+    env = grafana["environment"]
+    if str(env["GF_AUTH_ANONYMOUS_ENABLED"]).lower() == "true":
+        assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
     assert str(env.get("GF_AUTH_DISABLE_LOGIN_FORM", "false")).lower() == "false"
     assert str(env.get("GF_USERS_ALLOW_SIGN_UP", "false")).lower() == "false"
-    # the admin password is required from the user, never a default like admin/admin
-    assert re.fullmatch(r"\$\{GRAFANA_ADMIN_PASSWORD:\?[^}]+\}", env["GF_SECURITY_ADMIN_PASSWORD"])
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in env  # no default like admin/admin in the file
+    assert env["GRAFANA_ADMIN_PASSWORD"] == "${GRAFANA_ADMIN_PASSWORD:-}"
+    assert grafana["entrypoint"] == ["/bin/sh", "/otel-verl/entrypoint.sh"]
+    assert "./grafana/entrypoint.sh:/otel-verl/entrypoint.sh:ro" in grafana["volumes"]
+    script = (ROOT / "grafana" / "entrypoint.sh").read_text()
+    assert "/dev/urandom" in script and "GF_SECURITY_ADMIN_PASSWORD__FILE" in script
     for path in (ROOT / "grafana" / "provisioning").rglob("*"):
         if path.is_file():
             assert "anonymous" not in path.read_text().lower(), path
@@ -184,9 +191,10 @@ def test_grafana_has_no_anonymous_admin():
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
 def test_compose_file_validates_offline():
-    env = {**os.environ, "GRAFANA_ADMIN_PASSWORD": "test-only"}
+    """`docker compose up` needs no variable; a password set by the user still validates."""
+    env = {k: v for k, v in os.environ.items() if k != "GRAFANA_ADMIN_PASSWORD"}
+    bare = subprocess.run(["docker-compose", "config", "-q"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert bare.returncode == 0 and not bare.stderr.strip(), bare.stderr
+    env["GRAFANA_ADMIN_PASSWORD"] = "test-only"
     ok = subprocess.run(["docker-compose", "config", "-q"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
-    env.pop("GRAFANA_ADMIN_PASSWORD")
-    missing = subprocess.run(["docker-compose", "config", "-q"], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert missing.returncode != 0 and "GRAFANA_ADMIN_PASSWORD" in missing.stderr
