@@ -139,7 +139,8 @@ def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Event:
 _FINISH_REASONS: dict[str, tuple[str]] = {}
 """stop reason -> ``(stop,)``, made once: the cyclic GC untracks a tuple of strings, and a span's attribute
 dict holding only untracked values stays untracked itself (a fresh ``[stop]`` per round trip kept two
-objects per span on the GC's lists until the chunk's spans were exported; see ``_run_agent_loop_wrapper``)."""
+objects per span on the GC's lists until the chunk's spans were exported; see
+``rollout.trajectory._recorded_trajectory``)."""
 
 
 def _finish_reasons(stop: str) -> tuple[str]:
