@@ -188,7 +188,7 @@ def test_a_rollout_chunks_own_context_is_not_carried_into_executor_threads():
     from opentelemetry import context as otel_context
     from opentelemetry import trace
 
-    from otel_verl.instrumentation import threads
+    from otel_verl.wrapping import threads
 
     memory = InMemorySpanExporter()
 
