@@ -26,14 +26,14 @@ def _callgrind(switch: str) -> None:
 def main(mode: str, prompts: int) -> None:
     from benchmarks import bench_demo_overhead as overhead
     from benchmarks._rollout import build_worker, run_chunk
-    from otel_verl.export import setup
+    from otel_verl.export import flush, tracing
 
     overhead._configure(mode, Path(tempfile.mkdtemp(prefix="otel-verl-bench-cg-")))
     worker, opts = build_worker(prompts, overhead.N, overhead.TURNS, 0.0)
     for step in (1, 2):
         run_chunk(worker, opts, step)
-        setup.flush()
-    state = setup.get_state()
+        flush.flush()
+    state = tracing.get_state()
     deferred: list = []
     if state is not None and state.hold is not None:
         release, state.hold._release = state.hold._release, deferred.extend
@@ -44,7 +44,7 @@ def main(mode: str, prompts: int) -> None:
     assert len(output) == prompts * overhead.N
     if deferred:
         release(deferred)
-    setup.flush()
+    flush.flush()
 
 
 if __name__ == "__main__":

@@ -96,10 +96,10 @@ def _collector_accepted(tele: int) -> int | None:
 
 def burst(requests: int) -> int:
     from otel_verl import semconv as sc
-    from otel_verl.export import setup
-    from otel_verl.recorder import RequestRecorder
+    from otel_verl.export import tracing
+    from otel_verl.recording.recorder import RequestRecorder
 
-    worker = setup.tracer().start_span(sc.SPAN_WORKER, attributes={sc.VERL_STEP: 1, sc.VERL_WORKER_RANK: 0})
+    worker = tracing.tracer().start_span(sc.SPAN_WORKER, attributes={sc.VERL_STEP: 1, sc.VERL_WORKER_RANK: 0})
     parent = worker.get_span_context()
     created = 1
     for r in range(requests):
@@ -115,7 +115,7 @@ def burst(requests: int) -> int:
 
 
 def run(quick: bool) -> list[Result]:
-    from otel_verl.export import dropped, setup
+    from otel_verl.export import dropped, provider
 
     if not COLLECTOR.exists():
         return [Result("3. burst 100k spans: 0 dropped", "0 dropped", "collector missing", False, str(COLLECTOR))]
@@ -130,13 +130,13 @@ def run(quick: bool) -> list[Result]:
             os.environ.update(
                 OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_VERL_SPOOL="true", OTEL_VERL_SPOOL_DIR=str(work / "spool")
             )
-            setup.reset_for_tests()
+            provider.reset_for_tests()
             dropped.reset_for_tests()
-            setup.setup_tracing("agent_loop_worker", worker_rank=0, set_global=False)
+            provider.setup_tracing("agent_loop_worker", worker_rank=0, set_global=False)
             t0 = time.perf_counter()
             created = burst(requests)
             burst_s = time.perf_counter() - t0
-            setup.shutdown_tracing()  # flushes both exporters
+            provider.shutdown_tracing()  # flushes both exporters
             drained_s = time.perf_counter() - t0
             lost = dropped.dropped_total()
             spooled = _count_spans(sorted((work / "spool").rglob("*.jsonl")))

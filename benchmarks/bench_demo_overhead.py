@@ -28,7 +28,7 @@ a traced chunk promotes what its recording keeps alive across young collections 
 chunk ends, argument dicts and tokens held across awaits), and full detail used to promote ~131-143k:
 a full collection (~0.3 s alone, ~0.7 s on a shared core) in most chunks, ratios of ~1.07 against
 ~1.015 without one. Since turns and events are recorded as tuples the GC stops tracking
-(``otel_verl.recorder``), none of 24 timed traced chunks (12 full, 12 request, one core) ran one.
+(``otel_verl.recording.recorder``), none of 24 timed traced chunks (12 full, 12 request, one core) ran one.
 Without the ``gc.collect()`` promotions carry over from chunk to chunk and both processes run full
 collections (an untraced chunk about 3 times in 4): the traced process a few more, and every ratio
 then depends on which of the two happened to collect, far more noise per chunk.
@@ -80,9 +80,9 @@ CONTROL_TOLERANCE = 0.005
 def _configure(mode: str, spool_root: Path) -> None:
     import otel_verl
     from otel_verl.config import OtelVerlConfig
-    from otel_verl.export import setup
+    from otel_verl.export import provider
 
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     if otel_verl.VerlInstrumentor().is_instrumented_by_opentelemetry:
         otel_verl.uninstrument()  # each mode wraps the seams of its own detail level
     if mode == "untraced":
@@ -92,7 +92,7 @@ def _configure(mode: str, spool_root: Path) -> None:
     config = OtelVerlConfig(
         spool=True, spool_dir=str(spool_root), run_id=f"bench-overhead-{mode}", detail=mode, engine_link=False
     )
-    setup.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
+    provider.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
     otel_verl.instrument()
 
 
@@ -106,7 +106,7 @@ def _side(index: int, barrier: Any, connection: Any, one_core: bool) -> None:
     elif len(cpus) >= 2:  # on one CPU the two time-share it; the control pair then shows how evenly
         os.sched_setaffinity(0, {cpus[index]})
     from benchmarks._rollout import build_worker, run_chunk
-    from otel_verl.export import setup
+    from otel_verl.export import flush
 
     with tempfile.TemporaryDirectory(prefix="otel-verl-bench-") as tmp:
         spool = Path(tmp)
@@ -114,7 +114,7 @@ def _side(index: int, barrier: Any, connection: Any, one_core: bool) -> None:
         for mode in MODES:  # warm-up: imports, tokenizer caches, first-chunk effects
             _configure(mode, spool)
             run_chunk(worker, opts)
-            setup.flush()
+            flush.flush()
         connection.send(("ready", 0.0))
         while (command := connection.recv()) is not None:
             mode, step = command
@@ -125,7 +125,7 @@ def _side(index: int, barrier: Any, connection: Any, one_core: bool) -> None:
             output = run_chunk(worker, opts, step)
             elapsed = time.perf_counter() - t0
             assert len(output) == PROMPTS * N
-            setup.flush()
+            flush.flush()
             connection.send((mode, elapsed))
         _configure("untraced", spool)
 

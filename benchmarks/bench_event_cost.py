@@ -5,7 +5,7 @@ a token merge, plus the initial preprocess and the reward (17 events a request).
 seed 000's logger re-created line by line (dict + ``datetime.now().isoformat()`` + ``json.dumps`` +
 ``write`` + ``flush`` per event, file opened with ``buffering=1``). Ours is the request recorder with
 the default config writing the spool, inside an open rollout chunk as in an AgentLoopWorker:
-start/end per event, ``finish`` per request (spans held until the chunk ends, :mod:`otel_verl.export.hold`).
+start/end per event, ``finish`` per request (spans held until the chunk ends, :mod:`otel_verl.recording.hold`).
 
 Two figures: the hot path's wall time (what the event loop pays while the chunk runs), and CPU time
 of the whole process until the spool is flushed (encoding and writing the spans included: the work
@@ -101,13 +101,13 @@ def run_ours(requests: int) -> float:
     from opentelemetry.trace import SpanKind
 
     from otel_verl import semconv as sc
-    from otel_verl.export import setup
-    from otel_verl.recorder import RequestRecorder
+    from otel_verl.export import flush, tracing
+    from otel_verl.recording.recorder import RequestRecorder
 
-    state = setup.get_state()
+    state = tracing.get_state()
     assert state is not None
-    setup.hold_begin()  # what the worker-chunk wrapper does when verl's AgentLoopWorker starts a chunk
-    worker = setup.tracer().start_span(sc.SPAN_WORKER, attributes={sc.VERL_STEP: 1, sc.VERL_WORKER_RANK: 0})
+    flush.hold_begin()  # what the worker-chunk wrapper does when verl's AgentLoopWorker starts a chunk
+    worker = tracing.tracer().start_span(sc.SPAN_WORKER, attributes={sc.VERL_STEP: 1, sc.VERL_WORKER_RANK: 0})
     parent = worker.get_span_context()
     engine = sc.generate_span_name("demo-model")
     tool = sc.tool_span_name("calculator")
@@ -125,25 +125,25 @@ def run_ours(requests: int) -> float:
         rec.finish("completed")
     worker.end()
     t0 = time.perf_counter()
-    setup.hold_end()
-    setup.flush()
+    flush.hold_end()
+    flush.flush()
     return time.perf_counter() - t0
 
 
 def _setup(spool_root: Path) -> None:
     from otel_verl.config import OtelVerlConfig
-    from otel_verl.export import setup
+    from otel_verl.export import provider
 
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         os.environ.pop(var, None)
     config = OtelVerlConfig(spool=True, spool_dir=str(spool_root), run_id="bench-event-cost")
-    setup.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
+    provider.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
 
 
 def measure(requests: int, reps: int) -> dict[str, float]:
     """Median µs per event: seed, ours (hot path wall), ours (CPU until flushed), seed CPU."""
-    from otel_verl.export import setup
+    from otel_verl.export import provider
 
     seed_wall, seed_cpu, our_hot, our_cpu = [], [], [], []
     events = requests * EVENTS_PER_REQUEST
@@ -161,7 +161,7 @@ def measure(requests: int, reps: int) -> dict[str, float]:
                     flush_s = run_ours(requests)
                     our_hot.append(time.perf_counter() - t0 - flush_s)
                     our_cpu.append(time.process_time() - c0)
-        setup.shutdown_tracing()
+        provider.shutdown_tracing()
     med = statistics.median
     return {
         "seed_us": med(seed_wall) / events * 1e6,

@@ -3,7 +3,7 @@
 Why: issue #5 target 4 needs the analyzer measured on ~2M spans; no real run of that size exists
 here. Spans follow the contract the instrumentation emits (names and attributes of
 :mod:`otel_verl.semconv`, one trace per step, barrier spans in ``trainer.jsonl``), attributes are
-encoded with the spool's own encoder (:mod:`otel_verl.export._encode`) and lines are
+encoded with the spool's own encoder (:mod:`otel_verl.export.encoding`) and lines are
 ``ExportTraceServiceRequest`` batches of up to 512 spans in end-time order, like the SDK's batch
 processor feeding :class:`~otel_verl.export.spool.SpoolSpanExporter`.
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_verl import semconv as sc
-from otel_verl.export._encode import encode_attributes
+from otel_verl.export.encoding import encode_attributes
 
 T0_NS = 1_800_000_000_000_000_000
 SPANS_PER_REQUEST = 11.2
@@ -102,7 +102,7 @@ def _span(
     kind: int = 1,
     status: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Same keys and order as :func:`otel_verl.export._encode.encode_span`."""
+    """Same keys and order as :func:`otel_verl.export.encoding.encode_span`."""
     out: dict[str, Any] = {
         "traceId": trace_id,
         "spanId": span_id,

@@ -28,15 +28,18 @@ class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        """Wrap the seams the configured detail level records (``detail=`` overrides the configuration)."""
-        from otel_verl.export import setup
-        from otel_verl.instrumentation import seams_for
-        from otel_verl.instrumentation._wrap import wrap_seams
+        """Wrap the seams :mod:`otel_verl.instrumentation.policy` picks for the configured detail level
+        (``detail=`` overrides the configuration) and, if this process is set up already, its role."""
+        from otel_verl.export import tracing
+        from otel_verl.instrumentation.policy import seams_for
+        from otel_verl.wrapping.registry import wrap_seams
 
-        wrap_seams(seams_for(kwargs.get("detail") or setup.current_config().detail))
+        state = tracing.get_state()
+        detail = kwargs.get("detail") or tracing.current_config().detail
+        wrap_seams(seams_for(detail, state.role if state is not None else None))
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        from otel_verl.instrumentation._wrap import unwrap_all
+        from otel_verl.wrapping.registry import unwrap_all
 
         unwrap_all()
 

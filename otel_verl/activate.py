@@ -34,10 +34,11 @@ def warm_exporter_imports() -> None:
     """Import what building the tracer provider will need (never raises; the import lock keeps it safe)."""
     try:
         from otel_verl.config import otlp_endpoint_configured
-        from otel_verl.export.setup import _otlp_protocol  # and with it the SDK, spool and encoders
+        from otel_verl.export import provider  # noqa: F401 (and with it the SDK, spool and encoders)
+        from otel_verl.export.otlp import otlp_protocol
 
         if otlp_endpoint_configured():
-            if _otlp_protocol() == "grpc":
+            if otlp_protocol() == "grpc":
                 import opentelemetry.exporter.otlp.proto.grpc.trace_exporter
             else:
                 import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401

@@ -70,11 +70,12 @@ calm runs of earlier code (the last suites' two-CPU rows could not judge, so row
 Each hook runs cold between ~40 M instructions of verl's. ``worker`` needs the same per-request seams
 (1.005-1.013× on one core), so leaving the request spans out saves almost nothing and the default
 stays at ``request``, within its 1 % with little margin. At
-``step`` a worker's rollout calls no hook of ours (the per-request seams are not wrapped, and the worker
-retires the ones verl still calls per trajectory, see ``otel_verl.instrumentation.idle``): 0.999-1.001×
-on one core, as an untraced twin; but a trace without workers cannot name the straggler, which is what
-the product is for. The request wrapper adds no frame to the trajectory (it ends with verl's task, see
-``WorkerChunk.launch``): that frame was ~1.002 of ``worker``'s wall ratio on one core. ``full`` adds a
+``step`` a worker's rollout wraps no per-request seam (:mod:`otel_verl.instrumentation.policy`): 0.999-1.001×
+on one core, as an untraced twin (measured while rollout workers also unwrapped verl's ``_timer``, the
+thread and the remote-reward seams at run time, ~8-9 hook calls and ~5 µs per trajectory; that run-time
+unwrapping was removed, issue 26); but a trace without workers cannot name the straggler, which is what
+the product is for. The request wrapper awaits each trajectory in one frame of its own (a frameless
+hand-over that saved it, ~1.002× of ``worker``'s wall ratio on one core, was removed too). ``full`` adds a
 span per turn, engine call, tool call, tool parse and tokenization step (~0.2 M instructions, ~70 µs of
 CPU per request more), noise against a real engine but not against the simulated one: 1.020-1.032× side
 by side, 1.027-1.041× on one core. ``OTEL_VERL_DETAIL=full`` turns them on; the CPU demo does, so its
@@ -136,7 +137,7 @@ class OtelVerlConfig:
     rollout_hold_s: float = field(default_factory=lambda: _env_float("OTEL_VERL_ROLLOUT_HOLD_S", 30.0, 0.0, 86400.0))
     """OTEL_VERL_ROLLOUT_HOLD_S: finished requests' spans wait in memory while a rollout chunk of the
     AgentLoopWorker is open, and are exported when it ends (idle time), or once the oldest has waited
-    this long. 0 exports as they finish (see :mod:`otel_verl.export.hold`)."""
+    this long. 0 exports as they finish (see :mod:`otel_verl.recording.hold`)."""
 
     model_name: str | None = field(default_factory=lambda: os.environ.get("OTEL_VERL_MODEL_NAME") or None)
     """OTEL_VERL_MODEL_NAME: model name used in ``text_completion <model>``; default from verl's config."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from otel_verl.export._encode import encode_value
+from otel_verl.export.encoding import encode_value
 
 
 def any_value(v: Any) -> dict[str, Any]:

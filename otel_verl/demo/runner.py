@@ -244,7 +244,7 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     import ray
 
     import otel_verl
-    from otel_verl.export import setup
+    from otel_verl.export import flush, provider
 
     run_id = opts.run_id or f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     os.environ["OTEL_VERL_RUN_ID"] = run_id
@@ -260,7 +260,7 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     model_path = write_model_dir(workdir / "model")
     tool_config = _write_tool_config(workdir / "tools.yaml", opts)
     otel_verl.instrument()
-    state = setup.setup_tracing(semconv.ProcessRole.DEMO.value) if not _disabled() else None
+    state = provider.setup_tracing(semconv.ProcessRole.DEMO.value) if not _disabled() else None
     env_vars = {k: v for k, v in os.environ.items() if k.startswith(("OTEL_", "VERL_LOGGING"))}
     env_vars.setdefault("VERL_LOGGING_LEVEL", "ERROR")
     started = time.time()
@@ -276,7 +276,7 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     finally:
         ray.shutdown()
         if state is not None:
-            setup.flush()
+            flush.flush()
     result.wall_seconds = time.time() - started
     result.spool_dir = str(Path(spool_dir) / run_id) if state is not None and state.spool is not None else None
     return result
@@ -334,9 +334,9 @@ def _run_with(manager_cls: Any, opts: DemoOptions, config: Any, model_path: Path
 
 
 def _flush_actor(_actor: Any) -> bool:
-    from otel_verl.export import setup
+    from otel_verl.export import flush
 
-    return setup.flush()
+    return flush.flush()
 
 
 def _summarize(opts: DemoOptions, run_id: str, step_seconds: list[float], outputs: list[Any]) -> DemoResult:

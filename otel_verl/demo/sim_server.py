@@ -122,11 +122,11 @@ class SimLLMServer:
         if not carrier:
             return None
         try:
-            from otel_verl.export import setup
+            from otel_verl.export import provider, tracing
             from otel_verl.instrumentation.propagation import context_from_carrier, step_from_context
 
-            if setup.get_state() is None:
-                setup.setup_tracing(semconv.ProcessRole.SERVER.value)
+            if tracing.get_state() is None:
+                provider.setup_tracing(semconv.ProcessRole.SERVER.value)
             parent = context_from_carrier(carrier)
             attributes: dict[str, Any] = {
                 "sim_engine.request_id": request_id,
@@ -136,7 +136,7 @@ class SimLLMServer:
             step = step_from_context(parent)
             if step is not None:
                 attributes[semconv.VERL_STEP] = step
-            return setup.tracer().start_span("sim_engine.generate", context=parent, attributes=attributes)
+            return tracing.tracer().start_span("sim_engine.generate", context=parent, attributes=attributes)
         except Exception:
             return None
 

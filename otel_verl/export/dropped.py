@@ -19,7 +19,7 @@ from opentelemetry import metrics
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from otel_verl.export.recorded_span import Node
+from otel_verl.recording.spans import RecordedSpan
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         inner = self._inner
-        if inner is not None and type(span) is Node:  # always sampled: skip building its SpanContext
+        if inner is not None and type(span) is RecordedSpan:  # always sampled: skip building its SpanContext
             if inner._shutdown:
                 _count()  # the SDK ignores spans ended after shutdown
             inner.emit(span)

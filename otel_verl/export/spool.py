@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_verl import semconv
-from otel_verl.export._encode_json import request_line
+from otel_verl.export.encoding_json import request_line
 
 logger = logging.getLogger(__name__)
 

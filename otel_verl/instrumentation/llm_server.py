@@ -21,21 +21,17 @@ from opentelemetry.trace import SpanKind
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.content import capture_text
-from otel_verl.export import setup
-from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
-from otel_verl.recorder import SPAN_ID, Event, adopt_request, current_request
+from otel_verl.export import tracing
+from otel_verl.recording.recorder import SPAN_ID, Event, current_request
+from otel_verl.wrapping.registry import coroutine_wrapper, enabled
+from otel_verl.wrapping.signatures import call_failed
 
 logger = logging.getLogger(__name__)
 
 LLM_SERVER_MODULE = "verl.workers.rollout.llm_server"
-SGLANG_SERVER_MODULE = "verl.workers.rollout.sglang_rollout.async_sglang_server"
-VLLM_SERVER_MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
-SGLANG_TOKENIZER_MANAGER_MODULE = "sglang.srt.managers.tokenizer_manager"
-VLLM_ASYNC_LLM_MODULE = "vllm.v1.engine.async_llm"
 
 LINKED_ENGINES = frozenset({"sglang", "vllm"})
 CLIENT_GENERATE = (LLM_SERVER_MODULE, "LLMServerClient.generate")
-FULLY_ASYNC_GENERATE = (LLM_SERVER_MODULE, "FullyAsyncLLMServerClient.generate")
 
 _generate_node: ContextVar[Event | None] = ContextVar("otel_verl_generate", default=None)
 engine_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_engine_carrier", default=None)
@@ -48,7 +44,7 @@ _ATTEMPTS = "_otel_verl.attempts"  # scratch counter on a round trip's event, re
 def _cfg() -> OtelVerlConfig:
     global _config
     if _config is None:
-        _config = setup.current_config()
+        _config = tracing.current_config()
     return _config
 
 
@@ -143,7 +139,8 @@ def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Event:
 _FINISH_REASONS: dict[str, tuple[str]] = {}
 """stop reason -> ``(stop,)``, made once: the cyclic GC untracks a tuple of strings, and a span's attribute
 dict holding only untracked values stays untracked itself (a fresh ``[stop]`` per round trip kept two
-objects per span on the GC's lists until the chunk's spans were exported; see ``_run_agent_loop_wrapper``)."""
+objects per span on the GC's lists until the chunk's spans were exported; see
+``rollout.trajectory._recorded_trajectory``)."""
 
 
 def _finish_reasons(stop: str) -> tuple[str]:
@@ -183,7 +180,7 @@ def _finish_generate(recorder: Any, names: _ClientNames, node: Event, output: An
 
 @coroutine_wrapper
 def client_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    recorder = current_request.get() or adopt_request()
+    recorder = current_request.get()
     if recorder is None or not enabled():
         return wrapped(*args, **kwargs)
     if not recorder.events and _counts_only(instance):
@@ -314,33 +311,3 @@ def vllm_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict
     if carrier and kwargs.get("trace_headers") is None:
         kwargs = {**kwargs, "trace_headers": dict(carrier)}
     return wrapped(*args, **kwargs)
-
-
-SEAMS = (
-    (*CLIENT_GENERATE, lambda: client_generate_wrapper),
-    (*FULLY_ASYNC_GENERATE, lambda: client_generate_wrapper),
-    (SGLANG_SERVER_MODULE, "SGLangHttpServer.generate", lambda: server_generate_wrapper),
-    (VLLM_SERVER_MODULE, "vLLMHttpServer.generate", lambda: server_generate_wrapper),
-)
-
-PER_REQUEST_SEAMS = frozenset({CLIENT_GENERATE, FULLY_ASYNC_GENERATE})
-"""Client-side round trips: none below ``worker`` detail. The server-side seams stay at every level:
-they remove a carrier a client sent, whatever the server process's own level."""
-
-ENGINE_SEAMS = (
-    (SGLANG_TOKENIZER_MANAGER_MODULE, "TokenizerManager.generate_request", lambda: sglang_generate_request_wrapper),
-    (VLLM_ASYNC_LLM_MODULE, "AsyncLLM.generate", lambda: vllm_generate_wrapper),
-)
-
-_CLIENT = Expected(("*", "request_id", "prompt_ids", "sampling_params"), "text_completion (engine round trip) spans")
-_LINK = "links of the engine's own spans to the turn"
-SIGNATURES = expect(
-    {
-        CLIENT_GENERATE: _CLIENT,
-        FULLY_ASYNC_GENERATE: _CLIENT,
-        (SGLANG_SERVER_MODULE, "SGLangHttpServer.generate"): Expected(("prompt_ids", "sampling_params"), _LINK),
-        (VLLM_SERVER_MODULE, "vLLMHttpServer.generate"): Expected(("prompt_ids", "sampling_params"), _LINK),
-        (SGLANG_TOKENIZER_MANAGER_MODULE, "TokenizerManager.generate_request"): Expected(("obj",), _LINK),
-        (VLLM_ASYNC_LLM_MODULE, "AsyncLLM.generate"): Expected(("*", "trace_headers"), _LINK),
-    }
-)

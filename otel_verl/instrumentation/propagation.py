@@ -86,3 +86,8 @@ def pop_from_tensordict(batch: Any) -> Any:
     except Exception:
         logger.debug("otel_verl: could not read carrier from TensorDict", exc_info=True)
     return None
+
+
+WORKER_INFO_KEY = semconv.CARRIER_KEY + ".worker"
+"""``meta_info`` key of a worker chunk's output: its span ids and end time, for the manager's barrier spans
+(:mod:`otel_verl.instrumentation.rollout.manager` pops it before verl merges the chunks)."""

@@ -17,27 +17,26 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from otel_verl import semconv
-from otel_verl.export import setup
+from otel_verl.export import flush, provider, tracing
 from otel_verl.instrumentation import propagation
-from otel_verl.instrumentation._wrap import Expected, call_failed, coroutine_wrapper, enabled, expect
-from otel_verl.recorder import adopt_request, current_request
+from otel_verl.recording.recorder import current_request
+from otel_verl.wrapping.registry import coroutine_wrapper, enabled
+from otel_verl.wrapping.signatures import call_failed
 
 logger = logging.getLogger(__name__)
 
 AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 REWARD_LOOP_MODULE = "verl.experimental.reward_loop.reward_loop"
-PROTOCOL_MODULE = "verl.protocol"
 SPAN_REWARD_COMPUTE = "verl.reward.compute"
 REMOTE_SCORE = (REWARD_LOOP_MODULE, "RewardLoopWorker.compute_score")
 CLIENT_SCORE = (AGENT_LOOP_MODULE, "AgentLoopWorker._compute_score")
-DATAPROTO_INIT = (PROTOCOL_MODULE, "DataProto.__post_init__")
 
 _pending_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_reward_carrier", default=None)
 
 
 @coroutine_wrapper
 def compute_score_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    recorder = current_request.get() or adopt_request()
+    recorder = current_request.get()
     # scored in this process (or later by the trainer's reward phase): nothing to record or carry
     if recorder is None or getattr(instance, "reward_loop_worker_handles", None) is None or not enabled():
         return wrapped(*args, **kwargs)
@@ -92,14 +91,14 @@ async def reward_worker_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
         return await wrapped(*args, **kwargs)
     span = None
     try:
-        if setup.get_state() is None:
-            setup.setup_tracing(semconv.ProcessRole.REWARD.value)
+        if tracing.get_state() is None:
+            provider.setup_tracing(semconv.ProcessRole.REWARD.value)
         parent = propagation.context_from_carrier(carrier)
         attributes: dict[str, Any] = {semconv.VERL_REWARD_REMOTE: True}
         step = propagation.step_from_context(parent)
         if step is not None:
             attributes[semconv.VERL_STEP] = step
-        span = setup.tracer().start_span(SPAN_REWARD_COMPUTE, context=parent, attributes=attributes)
+        span = tracing.tracer().start_span(SPAN_REWARD_COMPUTE, context=parent, attributes=attributes)
     except Exception:
         call_failed(REMOTE_SCORE)
     # current while the reward manager runs: the reward function's own spans (in verl's executor
@@ -123,21 +122,5 @@ async def reward_worker_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
                 span.set_attribute(semconv.VERL_REWARD_SCORE, float(score))
         finally:
             span.end()
-            setup.flush_async()
+            flush.flush_async()
     return result
-
-
-SEAMS = (
-    (*CLIENT_SCORE, lambda: compute_score_wrapper),
-    (*DATAPROTO_INIT, lambda: dataproto_post_init_wrapper),
-    (*REMOTE_SCORE, lambda: reward_worker_wrapper),
-)
-PER_REQUEST_SEAMS = frozenset({CLIENT_SCORE, DATAPROTO_INIT})
-"""The reward event's seams (a request's carrier to a remote RewardLoopWorker): none below ``worker``
-detail. The RewardLoopWorker's own seam stays: it removes a carrier whatever its process's level."""
-SIGNATURES = expect(
-    {
-        CLIENT_SCORE: Expected(("outputs",), "verl.reward and verl.reward.compute spans"),
-        REMOTE_SCORE: Expected(("data",), "verl.reward.compute spans"),
-    }
-)

@@ -13,9 +13,10 @@ from opentelemetry import context as otel_context
 
 from otel_verl import semconv
 from otel_verl.content import capture_text
-from otel_verl.export import setup
-from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect
-from otel_verl.recorder import adopt_request, current_request
+from otel_verl.export import tracing
+from otel_verl.recording.recorder import current_request
+from otel_verl.wrapping.registry import enabled
+from otel_verl.wrapping.signatures import call_failed
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def _attributes(tool_call: Any) -> dict[str, Any]:
     call_id = getattr(tool_call, "tool_call_id", None)
     if isinstance(call_id, str):
         attributes[semconv.GEN_AI_TOOL_CALL_ID] = call_id
-    config = setup.current_config()
+    config = tracing.current_config()
     arguments = getattr(tool_call, "arguments", None)
     if config.capture_content and isinstance(arguments, str):
         captured = capture_text(arguments, config)
@@ -41,7 +42,7 @@ def _attributes(tool_call: Any) -> dict[str, Any]:
 
 
 async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    recorder = current_request.get() or adopt_request()
+    recorder = current_request.get()
     if recorder is None or not enabled():
         return await wrapped(*args, **kwargs)
     node = None
@@ -83,10 +84,3 @@ async def call_tool_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: di
         except Exception:
             recorder.end(node)
     return result
-
-
-SEAMS = ((*CALL_TOOL, lambda: call_tool_wrapper),)
-FULL_DETAIL_SEAMS = frozenset({CALL_TOOL})
-"""``execute_tool`` spans are events: wrapped at ``full`` detail only. Below it, spans a tool makes
-itself (an instrumented HTTP client) nest under the worker span, the context current in the rollout."""
-SIGNATURES = expect({CALL_TOOL: Expected(("tool_call",), "execute_tool spans")})

@@ -19,15 +19,14 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from otel_verl import semconv
-from otel_verl.export import setup
-from otel_verl.instrumentation._wrap import Expected, call_failed, enabled, expect, generator_wrapper
-from otel_verl.recorder import adopt_request, current_request
+from otel_verl.export import flush, provider, tracing
+from otel_verl.recording.recorder import current_request
+from otel_verl.wrapping.registry import enabled, generator_wrapper
+from otel_verl.wrapping.signatures import call_failed
 
 logger = logging.getLogger(__name__)
 
 TIMER_MODULE = "verl.utils.profiler.performance"
-LEGACY_TRAINER_MODULE = "verl.trainer.ppo.ray_trainer"
-V1_TRAINER_MODULE = "verl.trainer.ppo.v1.trainer_base"
 
 STEP_TIMER = "step"
 ROLLOUT_METRIC_TIMERS = frozenset({"generate_sequences", "tool_calls", "compute_score"})
@@ -39,11 +38,8 @@ _step_counter = 0
 
 def track_trainer(trainer: Any) -> None:
     """Read ``trainer.global_steps`` for step spans (done automatically for verl's trainers)."""
-    from otel_verl.instrumentation.idle import restore_for_trainer
-
     global _active_trainer
     _active_trainer = trainer
-    restore_for_trainer()  # a rollout worker in this process may have retired the timer seam
 
 
 def in_process() -> bool:
@@ -67,9 +63,9 @@ def _global_step() -> int:
 
 def _start(name: str) -> tuple[trace.Span, object, int | None]:
     global _current_step
-    if setup.get_state() is None:
-        setup.setup_tracing(semconv.ProcessRole.TRAINER.value)
-    tracer = setup.tracer()
+    if tracing.get_state() is None:
+        provider.setup_tracing(semconv.ProcessRole.TRAINER.value)
+    tracer = tracing.tracer()
     previous = _current_step
     if name == STEP_TIMER:
         step = _global_step()
@@ -99,7 +95,7 @@ def _end(name: str, span: trace.Span, token: object, previous: int | None, error
             logger.debug("otel_verl: context detach failed for timer %s", name, exc_info=True)
         if name == STEP_TIMER:
             _current_step = previous
-            setup.flush_async()
+            flush.flush_async()
 
 
 def _traced_timer(wrapped: Any, args: tuple, kwargs: dict, name: str) -> Generator[Any, Any, Any]:
@@ -126,7 +122,7 @@ def _traced_timer(wrapped: Any, args: tuple, kwargs: dict, name: str) -> Generat
 def timer_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     name = args[0] if args else kwargs.get("name")
     # timers inside a trajectory are not phases
-    if (current_request.get() or adopt_request()) is not None or not enabled():
+    if (current_request.get()) is not None or not enabled():
         return wrapped(*args, **kwargs)
     if not isinstance(name, str):
         call_failed((TIMER_MODULE, "_timer"), f"timer name is {type(name).__name__}, not str")
@@ -140,19 +136,11 @@ def fit_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """Remember the trainer (for ``global_steps``); flush once training ends."""
     try:
         track_trainer(instance)
-        if setup.get_state() is None:
-            setup.setup_tracing(semconv.ProcessRole.TRAINER.value)
+        if tracing.get_state() is None:
+            provider.setup_tracing(semconv.ProcessRole.TRAINER.value)
     except Exception:
         logger.debug("otel_verl: trainer tracking failed", exc_info=True)
     try:
         return wrapped(*args, **kwargs)
     finally:
-        setup.flush_async()
-
-
-SEAMS = (
-    (TIMER_MODULE, "_timer", lambda: timer_wrapper),
-    (LEGACY_TRAINER_MODULE, "RayPPOTrainer.fit", lambda: fit_wrapper),
-    (V1_TRAINER_MODULE, "PPOTrainer.fit", lambda: fit_wrapper),
-)
-SIGNATURES = expect({(TIMER_MODULE, "_timer"): Expected(("name",), "verl.step and verl.phase spans")})
+        flush.flush_async()

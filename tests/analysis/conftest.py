@@ -59,15 +59,15 @@ def _demo_run(tmp_path_factory: pytest.TempPathFactory, name: str, **planted):
     pytest.importorskip("verl")
     from otel_verl.analysis.report import analyze
     from otel_verl.demo.runner import DemoOptions, run_demo
-    from otel_verl.export import setup
+    from otel_verl.export import provider
 
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     spool = tmp_path_factory.mktemp(f"demo-{name}")
     opts = DemoOptions(spool=str(spool), **DEMO_SIZE, **planted)
     try:
         result = run_demo(opts)
     finally:
-        setup.reset_for_tests()
+        provider.reset_for_tests()
     spans = load_spans(result.spool_dir)
     out = tmp_path_factory.mktemp(f"report-{name}")
     return opts, spans, analyze(spans, out), out

@@ -8,7 +8,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_verl
-from otel_verl.export import setup
+from otel_verl.export import flush, provider
 
 pytest.importorskip("verl", reason="needs the verl extra")
 
@@ -18,17 +18,17 @@ def memory_exporter(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("OTEL_VERL_SPOOL", "false")
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     exporter = InMemorySpanExporter()
-    setup.setup_tracing("agent_loop_worker", worker_rank=0, extra_exporters=[exporter], set_global=False)
+    provider.setup_tracing("agent_loop_worker", worker_rank=0, extra_exporters=[exporter], set_global=False)
     otel_verl.instrument()
     yield exporter
     otel_verl.uninstrument()
-    setup.reset_for_tests()
+    provider.reset_for_tests()
 
 
 def finished(exporter: InMemorySpanExporter) -> list:
-    setup.flush()
+    flush.flush()
     return list(exporter.get_finished_spans())
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from otel_verl import semconv
 from otel_verl.demo.sim_server import SimServerConfig
-from otel_verl.export.recorded_span import Node
 from otel_verl.instrumentation import llm_server
+from otel_verl.recording.spans import RecordedSpan
 from tests.instrumentation.harness import build_worker, run_chunk
 
 
@@ -86,7 +86,7 @@ def test_recorded_spans_leave_the_cyclic_gc_nothing_to_track(spans_of):
     """
     worker, _, opts = build_worker()
     run_chunk(worker, opts)
-    recorded = [s for s in spans_of() if isinstance(s, Node)]  # the SDK's own spans are not held
+    recorded = [s for s in spans_of() if isinstance(s, RecordedSpan)]  # the SDK's own spans are not held
     assert {semconv.SPAN_REQUEST, semconv.SPAN_TURN, semconv.SPAN_PREPROCESS} <= {s.name for s in recorded}
     assert any(s.name.startswith(semconv.GEN_AI_OP_TEXT_COMPLETION) for s in recorded)
     gc.collect()
@@ -99,18 +99,18 @@ def test_held_requests_keep_their_events_off_the_cyclic_gc(spans_of):
     tuples of strings and ints, which the collector stops tracking at its first pass, and their
     attributes literal dicts of such values, which it never tracks; so only the recorder, its root
     span, one list and one dict per request count towards a full collection."""
-    from otel_verl.export import setup
-    from otel_verl.recorder import RequestRecorder
+    from otel_verl.export import flush, tracing
+    from otel_verl.recording.recorder import RequestRecorder
 
     worker, _, opts = build_worker()
     run_chunk(worker, opts)  # as in a worker past its first chunk: the cached finish-reason tuples (each
     gc.collect(0)  # untracked by the GC's first pass over it) are untracked by now
-    setup.flush()
+    flush.flush()
     spans_before = len(spans_of())
-    setup.hold_begin()  # another chunk stays open: everything this one records is held
+    flush.hold_begin()  # another chunk stays open: everything this one records is held
     try:
         run_chunk(worker, opts)
-        held = [part for part in setup.get_state().hold._held if isinstance(part, RequestRecorder)]
+        held = [part for part in tracing.get_state().hold._held if isinstance(part, RequestRecorder)]
         assert len(held) == opts.prompts * opts.n
         events = [event for recorder in held for event in recorder.recorded]
         assert {event[0] for event in events} >= {semconv.SPAN_TURN, semconv.SPAN_PREPROCESS, semconv.SPAN_TOOL_PARSE}
@@ -122,9 +122,9 @@ def test_held_requests_keep_their_events_off_the_cyclic_gc(spans_of):
         assert sorted({event[0] for event in events if gc.is_tracked(event)}) == []
         assert not any(gc.is_tracked(recorder.ends) for recorder in held)
     finally:
-        setup.hold_end()
+        flush.hold_end()
     spans = spans_of()[spans_before:]  # released: every held event became a span of its request
-    assert len([s for s in spans if isinstance(s, Node)]) == len(held) + len(events)
+    assert len([s for s in spans if isinstance(s, RecordedSpan)]) == len(held) + len(events)
 
 
 def test_no_text_by_default_and_capped_when_opted_in(spans_of, monkeypatch):
@@ -137,14 +137,14 @@ def test_no_text_by_default_and_capped_when_opted_in(spans_of, monkeypatch):
 
 def test_content_capture_opt_in_is_capped(monkeypatch, memory_exporter):
     from otel_verl.config import OtelVerlConfig
-    from otel_verl.export import setup
+    from otel_verl.export import flush, tracing
 
-    state = setup.get_state()
+    state = tracing.get_state()
     monkeypatch.setattr(state, "config", OtelVerlConfig(capture_content=True, content_max_chars=10))
     monkeypatch.setattr(llm_server, "_config", None)
     worker, _, opts = build_worker()
     run_chunk(worker, opts)
-    setup.flush()
+    flush.flush()
     spans = memory_exporter.get_finished_spans()
     completions = [s.attributes[semconv.GEN_AI_COMPLETION] for s in spans if semconv.GEN_AI_COMPLETION in s.attributes]
     arguments = [
@@ -214,10 +214,10 @@ def test_engine_error_passes_through_unchanged(spans_of, monkeypatch):
 
 def test_broken_exporter_does_not_change_results(memory_exporter, monkeypatch):
     """A processor that raises on every span must not change what verl returns."""
-    from otel_verl.export import setup
+    from otel_verl.export import tracing
 
     worker, _, opts = build_worker(server_config=SimServerConfig(seconds_per_token=0.0, seed=7))
-    state = setup.get_state()
+    state = tracing.get_state()
 
     class Exploding:
         def on_end(self, span):
@@ -239,12 +239,12 @@ def test_broken_exporter_does_not_change_results(memory_exporter, monkeypatch):
 
 def test_uninstrument_leaves_no_spans(memory_exporter):
     import otel_verl
-    from otel_verl.export import setup
+    from otel_verl.export import flush
 
     otel_verl.uninstrument()
     worker, _, opts = build_worker()
     run_chunk(worker, opts)
-    setup.flush()
+    flush.flush()
     assert memory_exporter.get_finished_spans() == ()
     otel_verl.instrument()
 
@@ -264,32 +264,23 @@ def test_same_trajectories_with_and_without_tracing(memory_exporter):
     assert traced.meta_info.keys() == plain.meta_info.keys()
 
 
-def test_trajectories_run_without_a_frame_of_ours(spans_of):
-    """verl makes a task of each trajectory coroutine: it gets verl's own coroutine, and the request
-    still ends with the task (its end time, status and score from the task's outcome)."""
-    import asyncio
-
-    from verl.experimental.agent_loop import agent_loop as verl_agent_loop
-
-    made: list = []
-    real_create_task = asyncio.create_task
-
-    def create_task(coro, **kwargs):
-        made.append(coro)
-        return real_create_task(coro, **kwargs)
-
+def test_every_trajectory_is_a_request_with_its_status_and_score(spans_of):
+    """Each trajectory verl runs is one request span under its worker span, ended before the worker span,
+    with verl's reward score and a status."""
     worker, _, opts = build_worker(remote_reward=True)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(verl_agent_loop.asyncio, "create_task", create_task)
-        output = run_chunk(worker, opts)
-    assert made and all(c.cr_code is verl_agent_loop.AgentLoopWorker._run_agent_loop.__wrapped__.__code__ for c in made)
+    output = run_chunk(worker, opts)
     spans = spans_of()
     worker_span = next(s for s in spans if s.name == semconv.SPAN_WORKER)
     requests = [s for s in spans if s.name == semconv.SPAN_REQUEST]
     assert len(requests) == len(output) == worker_span.attributes[semconv.VERL_WORKER_NUM_REQUESTS]
-    assert all(r.end_time <= worker_span.end_time for r in requests)
+    assert all(r.parent.span_id == worker_span.context.span_id for r in requests)
+    assert all(r.start_time >= worker_span.start_time and r.end_time <= worker_span.end_time for r in requests)
     scores = sorted(r.attributes[semconv.VERL_REWARD_SCORE] for r in requests)
     assert scores == sorted(output.batch["rm_scores"].sum(dim=-1).tolist())
+    statuses = Counter(r.attributes[semconv.VERL_REQUEST_STATUS] for r in requests)
+    assert set(statuses) <= {"completed", "truncated", "aborted"} and sum(statuses.values()) == len(output)
+    completed = worker_span.attributes[semconv.VERL_WORKER_NUM_COMPLETED]
+    assert completed == statuses["completed"]
 
 
 def test_trajectory_failing_before_any_hook_is_a_failed_request(spans_of, monkeypatch):
@@ -314,50 +305,13 @@ def test_trajectory_failing_before_any_hook_is_a_failed_request(spans_of, monkey
     assert [s.name for s in spans].count(semconv.SPAN_WORKER) == 1
 
 
-def test_a_handed_over_task_keeps_its_exception_unretrieved(memory_exporter):
-    """Ending the request must not mark the task's exception retrieved: asyncio's "Task exception was
-    never retrieved" log stays verl's to trigger."""
-    import asyncio
-
-    from opentelemetry import trace
-
-    from otel_verl.instrumentation.agent_loop import WorkerChunk
-    from otel_verl.recorder import RequestRecorder
-
-    class Boom(Exception):
-        pass
-
-    async def trajectory():
-        raise Boom
-
-    async def main():
-        chunk = WorkerChunk(trace.INVALID_SPAN, None, None, None)
-        recorder = RequestRecorder(None, {})
-        call = trajectory()
-        assert chunk.launch(call, recorder, None)
-        task = asyncio.create_task(call)
-        for _ in range(3):
-            await asyncio.sleep(0)
-        assert task.done() and recorder.finished and recorder.status == "failed"
-        assert task._log_traceback  # still unretrieved
-        assert isinstance(task.exception(), Boom)  # retrieved here, as verl's gather would
-        assert chunk.outstanding == 0 and chunk.requests == 1
-
-    asyncio.run(main())
-
-
-def test_trajectories_that_are_not_tasks_of_their_own_fall_back_to_a_frame(spans_of, monkeypatch, caplog):
+def test_trajectories_awaited_in_place_are_recorded_too(spans_of, monkeypatch):
     """A worker that wraps the trajectory coroutine before making a task of it (or awaits it in place)
-    loses the request spans of that first batch, with one warning; the chunk still ends, verl's output
-    is unchanged, and the process records later trajectories in a frame."""
+    still gets every request recorded, under the right worker span and step; verl's output is unchanged."""
     import asyncio
-    import logging
 
     from verl.experimental.agent_loop import agent_loop as verl_agent_loop
 
-    from otel_verl.instrumentation import agent_loop
-
-    monkeypatch.setattr(agent_loop, "_frameless", True)
     real_create_task = asyncio.create_task
 
     async def in_place(coro):
@@ -365,16 +319,14 @@ def test_trajectories_that_are_not_tasks_of_their_own_fall_back_to_a_frame(spans
 
     monkeypatch.setattr(verl_agent_loop.asyncio, "create_task", lambda coro, **kw: real_create_task(in_place(coro)))
     worker, _, opts = build_worker()
-    with caplog.at_level(logging.WARNING, logger="otel_verl.instrumentation.agent_loop"):
-        first = run_chunk(worker, opts, step=1)
-        second = run_chunk(worker, opts, step=2)
-    assert len(first) == len(second) == opts.prompts * opts.n
-    assert sum("did not run as an asyncio task" in r.getMessage() for r in caplog.records) == 1
-    assert agent_loop._frameless is False
+    first = run_chunk(worker, opts, step=1)
+    second = run_chunk(worker, opts, step=2)
+    total = opts.prompts * opts.n
+    assert len(first) == len(second) == total
     spans = spans_of()
     workers = sorted((s for s in spans if s.name == semconv.SPAN_WORKER), key=lambda s: s.attributes[semconv.VERL_STEP])
-    assert [w.attributes[semconv.VERL_WORKER_NUM_REQUESTS] for w in workers] == [0, opts.prompts * opts.n]
+    assert [w.attributes[semconv.VERL_WORKER_NUM_REQUESTS] for w in workers] == [total, total]
     requests = [s for s in spans if s.name == semconv.SPAN_REQUEST]
-    assert len(requests) == opts.prompts * opts.n
-    assert {r.attributes[semconv.VERL_STEP] for r in requests} == {2}
-    assert all(r.parent.span_id == workers[1].context.span_id for r in requests)
+    for step, worker_span in zip((1, 2), workers, strict=True):
+        mine = [r for r in requests if r.parent.span_id == worker_span.context.span_id]
+        assert len(mine) == total and {r.attributes[semconv.VERL_STEP] for r in mine} == {step}

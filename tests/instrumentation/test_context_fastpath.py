@@ -7,7 +7,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled, suppress_instrumentation
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from otel_verl.instrumentation import _context
+from otel_verl.wrapping import context as _context
 
 
 def test_uses_the_sdk_contextvar_and_agrees_with_the_api():

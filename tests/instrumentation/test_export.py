@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.trace import Link, Status, StatusCode
 
 from otel_verl import semconv
-from otel_verl.export import setup
+from otel_verl.export import provider, tracing
 from otel_verl.export.replay import ReplayError, replay
 from otel_verl.export.spool import SpoolSpanExporter
 from tests.otlp_receiver import Receiver, start_grpc, start_http
@@ -130,13 +130,13 @@ def test_otlp_export_through_standard_env(monkeypatch, tmp_path, protocol):
         monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
         monkeypatch.setenv("OTEL_VERL_SPOOL", "true")
         monkeypatch.setenv("OTEL_VERL_SPOOL_DIR", str(tmp_path))
-        setup.reset_for_tests()
-        state = setup.setup_tracing("trainer", set_global=False)
-        tracer = setup.tracer()
+        provider.reset_for_tests()
+        state = provider.setup_tracing("trainer", set_global=False)
+        tracer = tracing.tracer()
         for i in range(50):
             with tracer.start_as_current_span(semconv.SPAN_STEP, attributes={semconv.VERL_STEP: i}):
                 pass
-        setup.shutdown_tracing()
+        provider.shutdown_tracing()
         spans = receiver.spans()
         assert len(spans) == 50
         assert state.spool is not None and state.spool.spans_written == 50  # both, when asked
@@ -156,7 +156,7 @@ def test_otlp_export_through_standard_env(monkeypatch, tmp_path, protocol):
         replayed = receiver.spans()[50:]
         assert len(replayed) == 50 and {bytes(s.span_id) for s in replayed} == before
     finally:
-        setup.reset_for_tests()
+        provider.reset_for_tests()
         server.stop(0) if protocol == "grpc" else server.shutdown()
 
 
@@ -171,7 +171,7 @@ def test_replay_bad_line_names_file_and_line(tmp_path):
 
 def test_sdk_disabled_means_not_instrumented(monkeypatch):
     import otel_verl
-    from otel_verl.instrumentation._wrap import applied_seams
+    from otel_verl.wrapping.registry import applied_seams
 
     otel_verl.uninstrument()
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
@@ -183,9 +183,11 @@ def test_sdk_disabled_means_not_instrumented(monkeypatch):
 def test_bad_batch_env_value_falls_back_to_default(monkeypatch):
     monkeypatch.setenv("OTEL_VERL_SPOOL", "false")
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "lots")
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     try:
-        state = setup.setup_tracing("trainer", set_global=False, extra_exporters=[SpoolSpanExporter("/tmp", "x", "y")])
+        state = provider.setup_tracing(
+            "trainer", set_global=False, extra_exporters=[SpoolSpanExporter("/tmp", "x", "y")]
+        )
         assert state.processors  # built with the default queue instead of raising
     finally:
-        setup.reset_for_tests()
+        provider.reset_for_tests()

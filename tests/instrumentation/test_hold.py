@@ -9,9 +9,9 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
-from otel_verl.export import setup
-from otel_verl.export.hold import SpanHold
-from otel_verl.recorder import SPAN_ID, RequestRecorder
+from otel_verl.export import flush, provider, tracing
+from otel_verl.recording.hold import SpanHold
+from otel_verl.recording.recorder import SPAN_ID, RequestRecorder
 
 
 class Arrivals(SpanProcessor):
@@ -136,13 +136,13 @@ def test_zero_seconds_turns_holding_off():
 
 @pytest.fixture
 def traced(tmp_path):
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     config = OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="hold")
-    state = setup.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
+    state = provider.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
     arrivals = Arrivals()
     state.processors.append(arrivals)
     yield arrivals
-    setup.reset_for_tests()
+    provider.reset_for_tests()
 
 
 def _request(parent) -> RequestRecorder:
@@ -154,21 +154,21 @@ def _request(parent) -> RequestRecorder:
 
 
 def test_chunk_spans_reach_processors_after_the_chunk(traced):
-    worker = setup.tracer().start_span(semconv.SPAN_WORKER)
-    setup.hold_begin()
+    worker = tracing.tracer().start_span(semconv.SPAN_WORKER)
+    flush.hold_begin()
     for _ in range(5):
         _request(worker.get_span_context())
     assert traced.names == []  # nothing exported while the rollout runs
     chunk_end = time.monotonic()
-    setup.hold_end()
-    setup.flush()  # the release runs on the background thread; flush waits for it
+    flush.hold_end()
+    flush.flush()  # the release runs on the background thread; flush waits for it
     assert len(traced.names) == 15 and min(traced.times) >= chunk_end
-    spooled = sum(1 for _ in (setup.get_state().spool.run_dir).rglob("*.jsonl"))
-    assert spooled == 1 and setup.get_state().spool.spans_written == 15
+    spooled = sum(1 for _ in (tracing.get_state().spool.run_dir).rglob("*.jsonl"))
+    assert spooled == 1 and tracing.get_state().spool.spans_written == 15
 
 
 def test_held_requests_are_completed_at_release_and_a_failing_one_loses_only_itself(traced):
-    setup.hold_begin()
+    flush.hold_begin()
     first, _, last = (_request(None) for _ in range(3))
     assert first.recorded is not None  # the recorded turn: its span is built at release, off the event loop
     turn = first.recorded[0]
@@ -177,21 +177,21 @@ def test_held_requests_are_completed_at_release_and_a_failing_one_loses_only_its
     def fail() -> list:
         raise RuntimeError("build failed")
 
-    setup.get_state().hold._held[1] = fail  # the second request's builder breaks
-    setup.hold_end()
-    setup.flush()
+    tracing.get_state().hold._held[1] = fail  # the second request's builder breaks
+    flush.hold_end()
+    flush.flush()
     assert len(traced.names) == 6 and first.recorded is None  # built, the recording let go
     assert first.nodes[1].span_id == turn[SPAN_ID] and first.nodes[1].attributes[semconv.VERL_STEP] == 1
     assert last.nodes[1].attributes[semconv.VERL_STEP] == 1
 
 
 def test_blocking_flush_and_shutdown_take_held_spans(traced):
-    setup.hold_begin()
+    flush.hold_begin()
     _request(None)
-    assert setup.flush() and len(traced.names) == 3  # a blocking flush never leaves spans behind
+    assert flush.flush() and len(traced.names) == 3  # a blocking flush never leaves spans behind
     _request(None)
-    spool = setup.get_state().spool
-    setup.shutdown_tracing()  # chunk still open: shutdown exports what is held
+    spool = tracing.get_state().spool
+    provider.shutdown_tracing()  # chunk still open: shutdown exports what is held
     assert spool.spans_written == 6
 
 
@@ -209,16 +209,16 @@ class SlowArrivals(Arrivals):
 
 
 def test_flush_and_shutdown_wait_for_a_release_already_under_way(tmp_path):
-    for finish in (setup.flush, setup.shutdown_tracing, setup.reset_for_tests):
-        setup.reset_for_tests()
+    for finish in (flush.flush, provider.shutdown_tracing, provider.reset_for_tests):
+        provider.reset_for_tests()
         config = OtelVerlConfig(spool=True, spool_dir=str(tmp_path / finish.__name__), run_id="hold")
-        state = setup.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
+        state = provider.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
         slow = SlowArrivals()
         state.processors.insert(0, slow)  # ahead of the spool: the release is mid-way when we finish
-        setup.hold_begin()
+        flush.hold_begin()
         for _ in range(4):
             _request(None)
-        setup.hold_end()  # hands 12 spans to the background thread and returns at once
+        flush.hold_end()  # hands 12 spans to the background thread and returns at once
         finish()
         assert len(slow.names) == 12 and state.spool.spans_written == 12, finish.__name__
-    setup.reset_for_tests()
+    provider.reset_for_tests()

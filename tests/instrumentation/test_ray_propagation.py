@@ -20,13 +20,13 @@ pytestmark = pytest.mark.ray
 def demo_run(tmp_path_factory):
     from otel_verl.analysis.load import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
-    from otel_verl.export import setup
+    from otel_verl.export import provider
 
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     spool = tmp_path_factory.mktemp("spool")
     opts = DemoOptions(steps=2, workers=2, prompts=4, n=2, ray_cpus=2, spool=str(spool), seconds_per_token=0.0002)
     result = run_demo(opts)
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     return opts, result, load_spans(result.spool_dir)
 
 
@@ -84,15 +84,15 @@ def v1_run(tmp_path_factory):
     pytest.importorskip("transfer_queue")
     from otel_verl.analysis.load import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
-    from otel_verl.export import setup
+    from otel_verl.export import provider
 
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     spool = tmp_path_factory.mktemp("spool_v1")
     # TransferQueue's controller and storage actors take a logical CPU each, beside the 2 workers
     opts = DemoOptions(steps=2, workers=2, prompts=4, n=2, ray_cpus=4, spool=str(spool), trainer="v1")
     before = {thread.ident for thread in threading.enumerate()}
     result = run_demo(opts)
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     left = [t.name for t in threading.enumerate() if t.ident not in before and not t.name.startswith("otel-verl")]
     return opts, result, load_spans(result.spool_dir), left
 

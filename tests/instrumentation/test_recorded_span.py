@@ -22,22 +22,22 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
-from otel_verl.export import setup
-from otel_verl.export._encode import encode_request
-from otel_verl.export._encode_json import request_line
-from otel_verl.export.recorded_span import Node
-from otel_verl.recorder import RequestRecorder
+from otel_verl.export import provider, tracing
+from otel_verl.export.encoding import encode_request
+from otel_verl.export.encoding_json import request_line
+from otel_verl.recording.recorder import RequestRecorder
+from otel_verl.recording.spans import RecordedSpan
 
 
 @pytest.fixture
 def worker_span(tmp_path):
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     config = OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="nodes")
-    setup.setup_tracing("agent_loop_worker", worker_rank=3, config=config, set_global=False)
-    span = setup.tracer().start_span(semconv.SPAN_WORKER, attributes={semconv.VERL_STEP: 7})
+    provider.setup_tracing("agent_loop_worker", worker_rank=3, config=config, set_global=False)
+    span = tracing.tracer().start_span(semconv.SPAN_WORKER, attributes={semconv.VERL_STEP: 7})
     yield span
     span.end()
-    setup.reset_for_tests()
+    provider.reset_for_tests()
 
 
 def _record(parent, *, own_trace=False, fail=False) -> RequestRecorder:
@@ -64,7 +64,7 @@ def _by_id(request: dict) -> dict[str, dict]:
 def test_spool_encoding_of_nodes_equals_sdk_spans(worker_span, own_trace, fail):
     rec = _record(worker_span.get_span_context(), own_trace=own_trace, fail=fail)
     nodes = rec.nodes
-    assert all(type(n) is Node for n in nodes)
+    assert all(type(n) is RecordedSpan for n in nodes)
     fast = orjson.loads(request_line(nodes))
     plain = orjson.loads(orjson.dumps(encode_request([n.as_sdk_span() for n in nodes])))
     assert fast == plain
@@ -99,7 +99,7 @@ def test_nodes_pass_through_other_sdk_processors(worker_span):
     """A user's processor gets nodes as ReadableSpans with the usual properties."""
     exporter = InMemorySpanExporter()
     processor = SimpleSpanProcessor(exporter)
-    setup.get_state().processors.append(processor)
+    tracing.get_state().processors.append(processor)
     rec = _record(worker_span.get_span_context())
     got = exporter.get_finished_spans()
     assert len(got) == len(rec.nodes) and all(isinstance(s, ReadableSpan) for s in got)
@@ -109,7 +109,7 @@ def test_nodes_pass_through_other_sdk_processors(worker_span):
     assert root.attributes[semconv.VERL_REWARD_SCORE] == 0.25
     assert root.status.status_code is StatusCode.UNSET and root.events == () and root.dropped_attributes == 0
     assert '"name": "verl.rollout.request"' in root.to_json()
-    assert root.resource is setup.get_state().provider.resource
+    assert root.resource is tracing.get_state().provider.resource
 
 
 _scalars = st.one_of(
@@ -172,12 +172,12 @@ def test_text_encoder_equals_dict_encoder(name, attributes, description, event_a
 def test_the_attribute_fragment_cache_stays_small_over_many_requests():
     """Every request brings values that never come back (its id, token counts): the cache starts over
     at its size, so a long run's worker does not keep them (it grew ~10 KiB per step before)."""
-    from otel_verl.export import _encode_json
+    from otel_verl.export import encoding_json
 
-    for i in range(3 * _encode_json.FRAGMENT_CACHE_SIZE):
+    for i in range(3 * encoding_json.FRAGMENT_CACHE_SIZE):
         attrs = {semconv.VERL_STEP: 7, semconv.VERL_REQUEST_ID: f"req-{i}", semconv.VERL_REQUEST_RESPONSE_TOKENS: i}
-        encoded = orjson.loads(_encode_json.attributes_json(attrs))
-        assert len(_encode_json._fragments) <= _encode_json.FRAGMENT_CACHE_SIZE
+        encoded = orjson.loads(encoding_json.attributes_json(attrs))
+        assert len(encoding_json._fragments) <= encoding_json.FRAGMENT_CACHE_SIZE
     assert encoded == [  # still right after the cache started over
         {"key": semconv.VERL_STEP, "value": {"intValue": "7"}},
         {"key": semconv.VERL_REQUEST_ID, "value": {"stringValue": f"req-{i}"}},

@@ -23,13 +23,24 @@ from otel_verl.analysis.load import load_spans
 from otel_verl.config import DEFAULT_DETAIL, OtelVerlConfig
 from otel_verl.demo import runner
 from otel_verl.demo.sim_server import SimServerConfig
-from otel_verl.export import dropped, setup
+from otel_verl.export import dropped, flush, provider, tracing
 from otel_verl.export.spool import SpoolSpanExporter
-from otel_verl.instrumentation import FULL_DETAIL_SEAMS, PER_REQUEST_SEAMS, _wrap, agent_loop, idle, llm_server
-from otel_verl.sampling import ChunkSampler
+from otel_verl.instrumentation import llm_server, policy
+from otel_verl.instrumentation.rollout import chunk, trajectory
+from otel_verl.instrumentation.targets import TARGETS, Kind
+from otel_verl.recording.sampling import ChunkSampler
+from otel_verl.wrapping import registry
 from tests.instrumentation.harness import build_worker, run_chunk
 
 RUN = "sampling-test"
+
+
+def _seams(*kinds: Kind) -> set[tuple[str, str]]:
+    return {(t.module, t.method) for t in TARGETS if t.kind in kinds}
+
+
+PER_REQUEST_SEAMS = _seams(Kind.REQUEST, Kind.EVENT)
+FULL_DETAIL_SEAMS = _seams(Kind.EVENT)
 
 
 @pytest.fixture
@@ -46,12 +57,12 @@ def traced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     def start(**overrides: object) -> tuple[InMemorySpanExporter, Path]:
         calls[0] += 1
-        setup.reset_for_tests()
+        provider.reset_for_tests()
         memory = InMemorySpanExporter()
         spool_root = tmp_path / f"spool{calls[0]}"
         spool = SpoolSpanExporter(spool_root, RUN, "worker_0")
         config = OtelVerlConfig(spool=False, run_id=RUN).with_overrides(**overrides)
-        setup.setup_tracing(
+        provider.setup_tracing(
             "agent_loop_worker", worker_rank=0, config=config, extra_exporters=[memory, spool], set_global=False
         )
         otel_verl.uninstrument()  # the seams follow the detail level
@@ -60,11 +71,11 @@ def traced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     yield start
     otel_verl.uninstrument()
-    setup.reset_for_tests()
+    provider.reset_for_tests()
 
 
 def _spans(memory: InMemorySpanExporter) -> list:
-    setup.flush()
+    flush.flush()
     return list(memory.get_finished_spans())
 
 
@@ -100,18 +111,16 @@ def test_detail_levels(traced, level: str) -> None:
     names = Counter(s.name for s in _spans(memory))
     total = opts.prompts * opts.n
     assert len(output) == total and len(handle.calls) >= total  # verl ran the same rollout at every level
-    per_request = PER_REQUEST_SEAMS & set(_wrap.applied_seams())
-    # a rollout worker with no trainer and no reward actors drops the seams it cannot record with
-    # (threads stay at full; step never wrapped the reward seams)
-    retired = set(idle.TRAINER_ONLY) | (set() if level == "full" else set(idle.CONTEXT_CARRY))
-    retired |= set() if level == "step" else set(idle.REMOTE_REWARD)
-    assert _wrap.retired_seams() == retired and not retired & set(_wrap.applied_seams())
+    applied = set(registry.applied_seams())
+    per_request = PER_REQUEST_SEAMS & applied
+    # exactly what the policy picks for this level (those of its seams this verl has): nothing else
+    assert applied <= {(t.module, t.method) for t in policy.seams_for(level, "agent_loop_worker")}
     if level == "step":
         assert not names  # the worker process records nothing; the trainer keeps steps and phases
         assert per_request == set()  # and its rollout calls no hook per trajectory
-        assert agent_loop.WORKER_GENERATE in _wrap.applied_seams()  # still there: a carrier never reaches verl
+        assert chunk.WORKER_GENERATE in applied  # still there: a carrier never reaches verl
         return
-    assert {agent_loop.RUN_AGENT_LOOP, agent_loop.POSTPROCESS, llm_server.CLIENT_GENERATE} <= per_request
+    assert {trajectory.RUN_AGENT_LOOP, trajectory.POSTPROCESS, llm_server.CLIENT_GENERATE} <= per_request
     (worker_span,) = [s for s in _spans(memory) if s.name == semconv.SPAN_WORKER]
     requests = names[semconv.SPAN_REQUEST]
     summarized = worker_span.attributes[semconv.VERL_WORKER_NUM_SAMPLED_OUT]
@@ -124,45 +133,49 @@ def test_detail_levels(traced, level: str) -> None:
         assert len(worker_span.attributes[semconv.VERL_SAMPLED_OUT_START_NS]) == total
 
 
-def test_retired_seams_come_back_when_they_can_record(traced, monkeypatch) -> None:
-    """A trainer tracked after a chunk wraps the trainer and thread seams again (its timers are phases);
-    a chunk in a process with a trainer retires nothing; a worker with reward actors gets the reward
-    seams back (its requests carry their context to the reward actor); instrument() again wraps all."""
-    from concurrent.futures import ThreadPoolExecutor
+def test_policy_picks_seams_by_detail_and_role() -> None:
+    """Each level wraps the one below's seams and more; a reward or server process of known role wraps
+    no trainer, trajectory or event seam; a process whose role is not known yet wraps all of its level."""
+    levels = ("step", "worker", "request", "full")
+    picked = {level: {(t.module, t.method) for t in policy.seams_for(level)} for level in levels}
+    assert picked["step"] < picked["worker"] == picked["request"] < picked["full"] == _seams(*Kind)
+    assert not picked["step"] & PER_REQUEST_SEAMS and picked["worker"] & FULL_DETAIL_SEAMS == set()
+    assert picked["full"] - picked["request"] == FULL_DETAIL_SEAMS
+    assert {(t.module, t.method) for t in policy.seams_for("full", "agent_loop_worker")} == picked["full"]
+    for role in ("reward", "server"):
+        remote = {(t.module, t.method) for t in policy.seams_for("full", role)}
+        assert remote == _seams(Kind.CHUNK, Kind.RECEIVER, Kind.THREADS, Kind.RAY)
+    with pytest.raises(ValueError):
+        policy.seams_for("everything")
 
-    from verl.utils.profiler import performance
+
+def test_remote_reward_and_later_trainer_record_with_the_seams_wrapped_at_instrument_time(traced) -> None:
+    """Nothing is unwrapped at run time: after a chunk of a worker without reward actors, a worker with
+    them carries every request to its reward actor, and a trainer tracked later records its phases."""
+    from verl.utils.profiler.performance import simple_timer
 
     from otel_verl.instrumentation import reward, trainer
 
     memory, _ = traced(detail="request")
     worker, _, opts = build_worker(_opts())
     run_chunk(worker, opts)
-    trainer_seams = set(idle.TRAINER_ONLY + idle.CONTEXT_CARRY)
-    every = trainer_seams | set(idle.REMOTE_REWARD)
-    assert _wrap.retired_seams() == every
-    assert not _wrap._is_wrapped(performance.__dict__["_timer"])
-    assert not _wrap._is_wrapped(ThreadPoolExecutor.__dict__["submit"])
+    applied = set(registry.applied_seams())
+    assert {reward.CLIENT_SCORE, ("verl.utils.profiler.performance", "_timer")} <= applied
 
     remote_worker, _, opts = build_worker(_opts(), remote_reward=True)
     _spans(memory)  # the first chunk's spans, flushed before they are cleared
     memory.clear()
     run_chunk(remote_worker, opts)
-    assert _wrap.retired_seams() == trainer_seams and reward.CLIENT_SCORE in _wrap.applied_seams()
+    assert set(registry.applied_seams()) == applied
     names = Counter(s.name for s in _spans(memory))
     assert names[reward.SPAN_REWARD_COMPUTE] == names[semconv.SPAN_REQUEST] == opts.prompts * opts.n
 
+    memory.clear()
     trainer.track_trainer(object())
-    assert _wrap.retired_seams() == set() and every <= set(_wrap.applied_seams())
-    assert _wrap._is_wrapped(performance.__dict__["_timer"])
-    run_chunk(worker, opts)  # a trainer in this process: nothing is retired
-    assert _wrap.retired_seams() == set() and every <= set(_wrap.applied_seams())
-
-    monkeypatch.setattr(trainer, "_active_trainer", None)
-    run_chunk(worker, opts)
-    assert _wrap.retired_seams() == every
-    otel_verl.uninstrument()
-    otel_verl.instrument()
-    assert _wrap.retired_seams() == set() and every <= set(_wrap.applied_seams())
+    with simple_timer("update_actor", {}):
+        pass
+    names = Counter(s.name for s in _spans(memory))
+    assert names[semconv.phase_span_name("update_actor")] == 1
 
 
 def test_request_detail_wraps_no_turn_seams_and_still_counts_turns(traced, monkeypatch) -> None:
@@ -174,7 +187,7 @@ def test_request_detail_wraps_no_turn_seams_and_still_counts_turns(traced, monke
         memory, _ = traced(**({"detail": level} if level else {}))
         worker, _, opts = build_worker(_opts())
         run_chunk(worker, opts)
-        turn_seams = FULL_DETAIL_SEAMS & set(_wrap.applied_seams())
+        turn_seams = FULL_DETAIL_SEAMS & set(registry.applied_seams())
         assert turn_seams == (FULL_DETAIL_SEAMS if level == "full" else set())
         requests = [s for s in _spans(memory) if s.name == semconv.SPAN_REQUEST]
         assert len(requests) == opts.prompts * opts.n
@@ -252,7 +265,7 @@ def test_analyzer_percentiles_of_a_sampled_run_are_exact(traced, admitted) -> No
     run_chunk(worker, opts)
     kept = [s for s in _spans(sampled_memory) if s.name == semconv.SPAN_REQUEST]
     truth = np.sort([(e - s) / 1e9 for s, e, _ in admitted])
-    setup.shutdown_tracing()
+    provider.shutdown_tracing()
 
     spans, req = _analyzed(sampled_dir)
     assert len(kept) < len(req) == len(truth)  # spans were really dropped, rows were not
@@ -270,7 +283,7 @@ def test_analyzer_percentiles_of_a_sampled_run_are_exact(traced, admitted) -> No
     _, full_dir = traced(sample_ratio=1.0)
     worker, _, opts = build_worker(_opts(), _server())
     run_chunk(worker, opts)
-    setup.shutdown_tracing()
+    provider.shutdown_tracing()
     _, full = _analyzed(full_dir)
     assert len(full) == len(req)
     assert Counter(full["request_status"]) == Counter(req["request_status"])
@@ -296,7 +309,7 @@ def test_trace_per_request(traced) -> None:
         assert r.attributes[semconv.VERL_STEP] == 1 and r.attributes[semconv.VERL_WORKER_RANK] == 0
     by_trace = Counter(s.context.trace_id for s in spans)
     assert all(by_trace[r.context.trace_id] > 3 for r in requests)  # turns/events live in the request's trace
-    setup.shutdown_tracing()
+    provider.shutdown_tracing()
 
     loaded = load_spans(run_dir)
     req = model.requests_table(loaded)
@@ -327,14 +340,14 @@ def test_dropped_spans_are_counted_logged_and_exposed(monkeypatch, caplog) -> No
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_BSP_MAX_QUEUE_SIZE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     dropped.reset_for_tests()
     reader = InMemoryMetricReader()
     dropped.register_metric(MeterProvider(metric_readers=[reader]))
     blocked = _BlockedExporter()
     config = OtelVerlConfig(spool=False, max_queue_size=8)
-    setup.setup_tracing("driver", config=config, extra_exporters=[blocked], set_global=False)
-    tracer = setup.tracer()
+    provider.setup_tracing("driver", config=config, extra_exporters=[blocked], set_global=False)
+    tracer = tracing.tracer()
     created = 200
     for i in range(created):
         tracer.start_span(f"burst {i}").end()
@@ -345,7 +358,7 @@ def test_dropped_spans_are_counted_logged_and_exposed(monkeypatch, caplog) -> No
     assert metric.data.data_points[0].value == lost
     blocked.release.set()
     with caplog.at_level(logging.WARNING, logger="otel_verl.export.dropped"):
-        setup.shutdown_tracing()
+        provider.shutdown_tracing()
     warnings = [r for r in caplog.records if "dropped" in r.getMessage()]
     assert len(warnings) == 1 and str(lost) in warnings[0].getMessage()
     assert blocked.exported == created - lost
@@ -360,7 +373,7 @@ def test_report_says_when_turns_were_not_recorded(traced, tmp_path: Path, level:
     _, run_dir = traced(detail=level)
     worker, _, opts = build_worker(_opts())
     run_chunk(worker, opts)
-    setup.flush()
+    flush.flush()
     result = analyze(load_spans(run_dir), tmp_path / "report")
     assert result.summary["requests"] == opts.prompts * opts.n
     assert (result.summary["turn_spans"] == 0) == (level == "request")

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_verl import semconv
 from otel_verl.demo import runner
 from otel_verl.demo.sim_server import SimServerConfig
-from otel_verl.export import setup
+from otel_verl.export import flush, provider, tracing
 from tests.reliability.traced_run import traced
 
 pytest.importorskip("verl", reason="needs the verl extra")
@@ -34,7 +34,7 @@ QUESTION = re.compile(r"Question #(\d+)")
 
 def _user_span(kind: str, request_id: str) -> None:
     """What a tool's own instrumented code (an HTTP client, a user tracer) does in a thread."""
-    with setup.tracer().start_as_current_span(f"user.{kind}", attributes={"user.request_id": request_id}):
+    with tracing.tracer().start_as_current_span(f"user.{kind}", attributes={"user.request_id": request_id}):
         pass
 
 
@@ -56,7 +56,7 @@ def _user_compute_score(data_source: str, solution_str: str, ground_truth: str, 
     """A plain (sync) reward function: verl's NaiveRewardManager runs it through run_in_executor."""
     from verl.utils.reward_score import gsm8k
 
-    with setup.tracer().start_as_current_span("user.compute_score", attributes={"user.index": extra_info["index"]}):
+    with tracing.tracer().start_as_current_span("user.compute_score", attributes={"user.index": extra_info["index"]}):
         return float(gsm8k.compute_score(solution_str, ground_truth))
 
 
@@ -91,7 +91,7 @@ def test_thousand_concurrent_trajectories_keep_their_parentage(monkeypatch):
             return await worker.generate_sequences(runner._batch(opts, 1))
 
         output = asyncio.run(chunk())
-        setup.flush()
+        flush.flush()
         spans = list(memory.get_finished_spans())
     assert len(output) == 1000
     by_id = {s.context.span_id: s for s in spans}
@@ -146,12 +146,12 @@ def test_executor_and_thread_keep_their_parent():
     memory = InMemorySpanExporter()
 
     def child(name: str) -> None:
-        with setup.tracer().start_as_current_span(name):
+        with tracing.tracer().start_as_current_span(name):
             pass
 
     async def main(pool: ThreadPoolExecutor) -> None:
         loop = asyncio.get_running_loop()
-        with setup.tracer().start_as_current_span("parent"):
+        with tracing.tracer().start_as_current_span("parent"):
             await loop.run_in_executor(None, child, "default-executor")
             await loop.run_in_executor(pool, child, "own-executor")
             pool.submit(child, "submit").result()
@@ -162,7 +162,7 @@ def test_executor_and_thread_keep_their_parent():
 
     with traced(memory), ThreadPoolExecutor(2) as pool:
         asyncio.run(main(pool))
-        setup.flush()
+        flush.flush()
         spans = {s.name: s for s in memory.get_finished_spans()}
     parent = spans["parent"].context.span_id
     for name in ("default-executor", "own-executor", "submit", "thread"):
@@ -171,14 +171,14 @@ def test_executor_and_thread_keep_their_parent():
 
     # after uninstrument() (traced() ends with it) the standard library is itself again
     memory = InMemorySpanExporter()
-    setup.setup_tracing("agent_loop_worker", extra_exporters=[memory], set_global=False)
+    provider.setup_tracing("agent_loop_worker", extra_exporters=[memory], set_global=False)
     try:
         with ThreadPoolExecutor(2) as pool:
             asyncio.run(main(pool))
-        setup.flush()
+        flush.flush()
         spans = {s.name: s for s in memory.get_finished_spans()}
     finally:
-        setup.reset_for_tests()
+        provider.reset_for_tests()
     assert spans["default-executor"].parent is None and spans["thread"].parent is None
 
 
@@ -188,12 +188,12 @@ def test_a_rollout_chunks_own_context_is_not_carried_into_executor_threads():
     from opentelemetry import context as otel_context
     from opentelemetry import trace
 
-    from otel_verl.instrumentation import threads
+    from otel_verl.wrapping import threads
 
     memory = InMemorySpanExporter()
 
     def child(name: str) -> None:
-        with setup.tracer().start_as_current_span(name):
+        with tracing.tracer().start_as_current_span(name):
             pass
 
     async def main(chunk_ctx: otel_context.Context) -> None:
@@ -201,7 +201,7 @@ def test_a_rollout_chunks_own_context_is_not_carried_into_executor_threads():
         token = otel_context.attach(chunk_ctx)
         try:
             await loop.run_in_executor(None, child, "from-chunk")
-            with setup.tracer().start_as_current_span("tool"):
+            with tracing.tracer().start_as_current_span("tool"):
                 await loop.run_in_executor(None, child, "from-tool")
             threads.unexempt(chunk_ctx)
             await loop.run_in_executor(None, child, "after-chunk")
@@ -209,12 +209,12 @@ def test_a_rollout_chunks_own_context_is_not_carried_into_executor_threads():
             otel_context.detach(token)
 
     with traced(memory):
-        worker = setup.tracer().start_span("worker")
+        worker = tracing.tracer().start_span("worker")
         chunk_ctx = trace.set_span_in_context(worker)
         threads.exempt(chunk_ctx)
         asyncio.run(main(chunk_ctx))
         worker.end()
-        setup.flush()
+        flush.flush()
         spans = {s.name: s for s in memory.get_finished_spans()}
     assert spans["from-chunk"].parent is None
     assert spans["from-tool"].parent.span_id == spans["tool"].context.span_id

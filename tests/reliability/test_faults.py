@@ -31,10 +31,13 @@ import otel_verl
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.demo import runner
-from otel_verl.export import setup
+from otel_verl.export import flush, provider
 from otel_verl.export.replay import spool_files, validate
-from otel_verl.instrumentation import ALL_SEAMS, _wrap, tools
-from otel_verl.instrumentation._wrap import returns, signature_drift, wrap_seams
+from otel_verl.instrumentation import tools
+from otel_verl.instrumentation.targets import TARGETS as ALL_SEAMS
+from otel_verl.wrapping import ray_actors, registry, signatures
+from otel_verl.wrapping.registry import returns, wrap_seams
+from otel_verl.wrapping.signatures import signature_drift
 from tests.backends.conftest import REPO
 from tests.reliability.stack import spool_span_ids
 from tests.reliability.traced_run import digest, problems, run, spool_span_count, traced
@@ -53,7 +56,7 @@ AGENT_LOOP = "verl.experimental.agent_loop.agent_loop"
 def untraced() -> dict[str, Any]:
     """The reference: the same chunk with otel_verl not installed at all."""
     otel_verl.uninstrument()
-    setup.reset_for_tests()
+    provider.reset_for_tests()
     return digest(run(OPTS))
 
 
@@ -97,7 +100,7 @@ def test_exporter_raising_on_every_call(untraced, tmp_path, caplog):
     caplog.set_level(logging.WARNING)
     with traced(broken, memory, config=config):
         assert digest(run(OPTS)) == untraced
-        setup.flush()
+        flush.flush()
         spans = list(memory.get_finished_spans())
     check_tree(spans)
     assert broken.calls > 0
@@ -125,7 +128,7 @@ def unwritable_case(spool_dir: str) -> dict[str, Any]:
     try:
         with traced(memory, config=OtelVerlConfig(spool=True, spool_dir=spool_dir, run_id="ro")) as state:
             output = digest(run(OPTS))
-            setup.flush()
+            flush.flush()
             spans = list(memory.get_finished_spans())
             assert state.spool is not None
             written, failed = state.spool.spans_written, state.spool.spans_failed
@@ -191,7 +194,7 @@ def test_spool_disk_full(untraced, tmp_path, caplog):
     caplog.set_level(logging.WARNING)
     with traced(memory, config=OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="full")) as state:
         assert digest(run(OPTS)) == untraced
-        setup.flush()
+        flush.flush()
         spans = list(memory.get_finished_spans())
         assert state.spool is not None and state.spool.spans_failed > 0
         # spans outside the full file (no step: none here, or other files) still spool
@@ -239,7 +242,7 @@ def test_spool_partial_write_enospc(untraced, tmp_path, monkeypatch, caplog):
     caplog.set_level(logging.WARNING)
     with traced(memory, config=OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="enospc")) as state:
         assert digest(run(OPTS)) == untraced
-        setup.flush()
+        flush.flush()
         spans = list(memory.get_finished_spans())
         assert state.spool is not None
         written, failed = state.spool.spans_written, state.spool.spans_failed
@@ -308,7 +311,7 @@ def test_seam_drift(untraced, monkeypatch, caplog, drift, seam, why, tools_trace
     with traced(memory):
         assert digest(run(OPTS)) == untraced
         wrap_seams(ALL_SEAMS)  # installing the seams again does not warn again
-        setup.flush()
+        flush.flush()
         spans = list(memory.get_finished_spans())
     check_tree(spans, tools=tools_traced)
     found = problems(caplog.records)
@@ -374,7 +377,7 @@ def test_changed_signature_warns_once_and_skips_the_seam(
         assert digest(run(OPTS)) == untraced
         assert digest(run(OPTS)) == untraced  # a second chunk: still no second warning
         wrap_seams(ALL_SEAMS)
-        setup.flush()
+        flush.flush()
         spans = list(memory.get_finished_spans())
     half = len(spans) // 2
     by_trace = Counter(s.context.trace_id for s in spans)
@@ -396,7 +399,7 @@ def test_unreadable_call_warns_once_per_seam(untraced, monkeypatch, caplog):
     caplog.set_level(logging.WARNING)
     with traced(memory):
         assert digest(run(OPTS)) == untraced
-        setup.flush()
+        flush.flush()
         spans = list(memory.get_finished_spans())
     check_tree(spans, tools=False)
     assert [r.getMessage() for r in problems(caplog.records)] == [
@@ -448,15 +451,15 @@ def test_timer_that_is_no_longer_a_generator_is_left_alone(monkeypatch, caplog):
     module._timer = _timer
     monkeypatch.setitem(sys.modules, module.__name__, module)
     caplog.set_level(logging.WARNING)
-    _wrap.reset_warnings()
+    signatures.reset_warnings()
     try:
         wrap_seams([(module.__name__, "_timer", lambda: trainer.timer_wrapper)])
         assert module._timer is _timer
         with module._timer("gen", {}) as name:  # verl's call works as before
             assert name == "gen"
     finally:
-        _wrap.unwrap_all()
-        _wrap._pending.pop(module.__name__, None)
+        registry.unwrap_all()
+        registry._pending.pop(module.__name__, None)
     (message,) = [r.getMessage() for r in problems(caplog.records)]
     assert "fake_verl_timer._timer is not traced" in message and "no longer a generator function" in message
 
@@ -475,17 +478,17 @@ def test_drifted_seam_is_not_wrapped_on_actor_classes_either(monkeypatch, caplog
     module.Worker = Worker
     monkeypatch.setitem(sys.modules, module.__name__, module)
     seam = (module.__name__, "Worker._call_tool")
-    monkeypatch.setitem(_wrap._expected, seam, _wrap.Expected(("tool_call",), "execute_tool spans"))
+    monkeypatch.setitem(signatures._expected, seam, signatures.Expected(("tool_call",), "execute_tool spans"))
     caplog.set_level(logging.WARNING)
-    _wrap.reset_warnings()
+    signatures.reset_warnings()
     try:
         wrap_seams([(*seam, lambda: tools.call_tool_wrapper)])
-        _wrap.wrap_actor_class(ActorWorker)
-        assert not _wrap._is_wrapped(Worker.__dict__["_call_tool"])
-        assert not _wrap._is_wrapped(ActorWorker.__dict__["_call_tool"])
+        ray_actors.wrap_actor_class(ActorWorker)
+        assert not registry.is_wrapped(Worker.__dict__["_call_tool"])
+        assert not registry.is_wrapped(ActorWorker.__dict__["_call_tool"])
     finally:
-        _wrap.unwrap_all()
-        _wrap._pending.pop(module.__name__, None)
+        registry.unwrap_all()
+        registry._pending.pop(module.__name__, None)
     assert [r.getMessage() for r in problems(caplog.records)] == [
         "otel_verl: fake_verl_drift.Worker._call_tool changed its signature (missing parameter 'tool_call'); "
         "execute_tool spans are not recorded; everything else is still traced"
@@ -567,9 +570,9 @@ def test_every_wrapper_passes_unexpected_arguments_through(
     tracing_state, seam, instance, args, kwargs, in_request, raises
 ):
     """verl calling a seam with other arguments than today's: the wrapper returns/raises exactly what verl's did."""
-    from otel_verl.recorder import RequestRecorder, current_request
+    from otel_verl.recording.recorder import RequestRecorder, current_request
 
-    module, path, factory = seam
+    module, path, factory = seam[:3]
     wrapper = factory()
     sentinel = object()
     error = LookupError("from verl")

@@ -38,7 +38,7 @@ from otel_verl import semconv
 from otel_verl.cli import app
 from otel_verl.config import OtelVerlConfig
 from otel_verl.demo import runner
-from otel_verl.export import setup
+from otel_verl.export import flush
 from otel_verl.export.spool import SpoolSpanExporter
 from tests.otlp_receiver import Receiver, start_grpc
 from tests.reliability.traced_run import traced
@@ -76,7 +76,7 @@ def real_spool(tmp_path_factory) -> dict[str, list[bytes]]:
             for step in (1, 2):
                 worker, _, opts = build_worker(runner.DemoOptions(prompts=4, n=2, seed=7), remote_reward=True)
                 run_chunk(worker, opts, step=step)
-            setup.flush()
+            flush.flush()
     finally:
         if old is None:
             os.environ.pop("OTEL_BSP_MAX_EXPORT_BATCH_SIZE")

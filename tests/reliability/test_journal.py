@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
-from otel_verl.export import setup
+from otel_verl.export import flush, provider, tracing
 from otel_verl.export.journal import (
     JOURNAL_DIR,
     DeliveryJournal,
@@ -39,19 +39,19 @@ def make_spans(n: int, step: int = 1) -> list:
     return spans
 
 
-def traced_run(monkeypatch, tmp_path, endpoint: str, n: int, run_id: str = "run") -> setup.TracingState:
+def traced_run(monkeypatch, tmp_path, endpoint: str, n: int, run_id: str = "run") -> tracing.TracingState:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
-    setup.reset_for_tests()
-    state = setup.setup_tracing(
+    provider.reset_for_tests()
+    state = provider.setup_tracing(
         "trainer", config=OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id=run_id), set_global=False
     )
-    tracer = setup.tracer()
+    tracer = tracing.tracer()
     for i in range(n):
         with tracer.start_as_current_span(semconv.SPAN_STEP, attributes={semconv.VERL_STEP: i % 3}):
             pass
-    setup.flush()
+    flush.flush()
     return state
 
 
@@ -60,7 +60,7 @@ def test_live_deliveries_are_journaled_and_not_replayed(monkeypatch, tmp_path):
     server, endpoint = start_grpc(receiver)
     try:
         state = traced_run(monkeypatch, tmp_path, endpoint, 40)
-        setup.shutdown_tracing()
+        provider.shutdown_tracing()
         assert len(receiver.spans()) == 40
         run_dir = tmp_path / "run"
         keys, files = read_delivered([run_dir])
@@ -75,7 +75,7 @@ def test_live_deliveries_are_journaled_and_not_replayed(monkeypatch, tmp_path):
         assert (stats.spans, stats.already_delivered, stats.sent) == (40, 40, 0)
         assert len(receiver.spans()) == 40
     finally:
-        setup.reset_for_tests()
+        provider.reset_for_tests()
         server.stop(0)
 
 
@@ -85,12 +85,12 @@ def test_endpoint_down_then_replay_twice(monkeypatch, tmp_path, caplog):
     state = traced_run(monkeypatch, tmp_path, dead, 30)
     # more exports while the back-off is on: skipped at once, not retried against the dead endpoint
     for span in make_spans(5):
-        setup.emit_built(lambda span=span: [span], 1)
-    setup.flush()
+        flush.emit_built(lambda span=span: [span], 1)
+    flush.flush()
     journaled = state.journaled
     assert journaled is not None and journaled.spans_delivered == 0
     assert journaled.spans_deferred > 0 and journaled.spans_failed > 0
-    setup.shutdown_tracing()
+    provider.shutdown_tracing()
     exporter_lines = [r for r in caplog.records if r.name.startswith(("opentelemetry.exporter", "otel_verl.export"))]
     assert len(exporter_lines) == 1, [r.getMessage() for r in exporter_lines]
     assert "spans stay in the spool" in exporter_lines[0].getMessage()

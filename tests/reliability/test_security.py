@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_verl import content, semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.demo import runner
-from otel_verl.export import setup
+from otel_verl.export import flush
 from otel_verl.instrumentation import llm_server
 from tests.reliability.traced_run import digest, problems, run, traced
 
@@ -55,7 +55,7 @@ def traced_spans(config: OtelVerlConfig, extra_check=None) -> list:
     memory = InMemorySpanExporter()
     with traced(memory, config=config):
         output = run(OPTS)
-        setup.flush()
+        flush.flush()
         if extra_check is not None:
             extra_check(output)
         return list(memory.get_finished_spans())

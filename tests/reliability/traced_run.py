@@ -19,8 +19,8 @@ import otel_verl
 from otel_verl.config import OtelVerlConfig
 from otel_verl.demo import runner
 from otel_verl.demo.sim_server import SimServerConfig
-from otel_verl.export import setup
-from otel_verl.instrumentation import _wrap
+from otel_verl.export import provider, tracing
+from otel_verl.wrapping import signatures
 
 TENSORS = ("prompts", "responses", "response_mask", "attention_mask", "rm_scores")
 
@@ -41,12 +41,12 @@ def run(opts: runner.DemoOptions, server: SimServerConfig | None = None, remote_
 
 
 @contextmanager
-def traced(*exporters: SpanExporter, config: OtelVerlConfig | None = None) -> Iterator[setup.TracingState]:
+def traced(*exporters: SpanExporter, config: OtelVerlConfig | None = None) -> Iterator[tracing.TracingState]:
     """otel_verl's provider with ``exporters`` (plus the spool when ``config`` enables it), verl instrumented."""
-    setup.reset_for_tests()
-    _wrap.reset_warnings()
+    provider.reset_for_tests()
+    signatures.reset_warnings()
     config = config or OtelVerlConfig(spool=False)
-    state = setup.setup_tracing(
+    state = provider.setup_tracing(
         "agent_loop_worker", config=config, worker_rank=0, extra_exporters=exporters, set_global=False
     )
     otel_verl.instrument()
@@ -54,7 +54,7 @@ def traced(*exporters: SpanExporter, config: OtelVerlConfig | None = None) -> It
         yield state
     finally:
         otel_verl.uninstrument()
-        setup.reset_for_tests()
+        provider.reset_for_tests()
 
 
 def spool_span_count(root: Path) -> int:

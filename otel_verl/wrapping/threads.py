@@ -17,11 +17,8 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from otel_verl.instrumentation import _context
-from otel_verl.instrumentation._wrap import Expected, expect
+from otel_verl.wrapping import context as _context
 
-EXECUTOR_MODULE = "concurrent.futures.thread"
-THREADING_MODULE = "threading"
 _CONTEXT_ATTR = "_otel_verl_context"
 
 
@@ -126,14 +123,3 @@ def thread_run_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -
     if ctx is None:
         return wrapped(*args, **kwargs)
     return _run_in(ctx, wrapped, *args, **kwargs)
-
-
-SEAMS = (  # submit carries each task's context; pool threads themselves carry none
-    (EXECUTOR_MODULE, "ThreadPoolExecutor.submit", lambda: submit_wrapper),
-    (THREADING_MODULE, "Thread.start", lambda: thread_start_wrapper),
-    (THREADING_MODULE, "Thread.run", lambda: thread_run_wrapper),
-)
-"""Thread subclasses overriding ``run`` keep their own behaviour (the OTel contrib instrumentation's
-limit as well); ``asyncio.to_thread`` needs nothing (it copies contextvars)."""
-
-SIGNATURES = expect({(EXECUTOR_MODULE, "ThreadPoolExecutor.submit"): Expected(("fn",), "executor-thread parent links")})

@@ -20,15 +20,21 @@ analyzer does not attribute to any request.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from otel_verl import semconv
-
-if TYPE_CHECKING:
-    from otel_verl.recorder import RequestRecorder
+from otel_verl.recording.spans import RecordedSpan
 
 _COMPLETED = semconv.RequestStatus.COMPLETED.value
 _rand = random.Random()
+
+
+class FinishedRequest(Protocol):
+    """What the sampler reads of a finished request (a :class:`~otel_verl.recording.recorder.RequestRecorder`)."""
+
+    root: RecordedSpan
+    turns: int
+    status: str | None
 
 
 class ChunkSampler:
@@ -42,10 +48,10 @@ class ChunkSampler:
         self.spans_on = spans_on
         """False below ``request`` detail: every request is summarized, none emitted."""
         self.durations: list[int] = []
-        self.held: list[RequestRecorder] = []
+        self.held: list[FinishedRequest] = []
         self.summary: list[tuple[int, int, str, int, int]] = []
 
-    def admit(self, recorder: RequestRecorder, status: str) -> bool:
+    def admit(self, recorder: FinishedRequest, status: str) -> bool:
         """Called at request end: True = emit the request's spans now."""
         root = recorder.root
         end = root.end_ns if root.end_ns is not None else root.start_ns
@@ -65,9 +71,9 @@ class ChunkSampler:
             return 0
         return ordered[min(len(ordered) - 1, int(self.keep_slowest * (len(ordered) - 1)))]
 
-    def close(self) -> tuple[list[RequestRecorder], dict[str, Any]]:
+    def close(self) -> tuple[list[FinishedRequest], dict[str, Any]]:
         """At chunk end: the held recorders to emit after all, and the worker span's summary attributes."""
-        keep: list[RequestRecorder] = []
+        keep: list[FinishedRequest] = []
         if self.held:
             threshold = self.threshold_ns()
             for recorder in self.held:
@@ -79,7 +85,7 @@ class ChunkSampler:
             self.held = []
         return keep, self.summary_attributes()
 
-    def _summarize(self, recorder: RequestRecorder, status: str) -> None:
+    def _summarize(self, recorder: FinishedRequest, status: str) -> None:
         root = recorder.root
         tokens = root.attributes.get(semconv.VERL_REQUEST_RESPONSE_TOKENS)
         self.summary.append(

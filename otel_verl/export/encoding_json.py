@@ -1,11 +1,11 @@
 """Pure functions: spans → one OTLP/JSON ``ExportTraceServiceRequest`` line, written as text directly.
 
-Parses to the same object as ``_encode.encode_request(spans)``, without building that dict tree. Why: a
+Parses to the same object as ``encoding.encode_request(spans)``, without building that dict tree. Why: a
 verl worker's heap holds millions of objects, and ~20 fresh dicts and lists per span make the
 cyclic GC run over and over on the export thread, which then holds the GIL the rollout's event
 loop needs (measured in a real AgentLoopWorker: ~38 µs of CPU per span with dicts). Strings are not
 tracked by the GC, so this costs a few µs per span. Scalars are formatted inline; anything else
-(arrays, maps, bytes) goes through :func:`otel_verl.export._encode.encode_value` and orjson.
+(arrays, maps, bytes) goes through :func:`otel_verl.export.encoding.encode_value` and orjson.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind, StatusCode
 
-from otel_verl.export._encode import _KIND, _STATUS, encode_value, nonfinite_double
-from otel_verl.export.recorded_span import UNSET, Node
+from otel_verl.export.encoding import _KIND, _STATUS, encode_value, nonfinite_double
+from otel_verl.recording.spans import UNSET, RecordedSpan
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def _tail(attributes: str, events: str, links: Sequence[Any], status: str) -> st
     return out + ',"status":' + status + "}"
 
 
-def _node_attributes(node: Node) -> str:
+def _node_attributes(node: RecordedSpan) -> str:
     """The node's attributes; a child's stamped request attributes are encoded once per request."""
     own = node.own
     if own is None:
@@ -151,7 +151,7 @@ def _node_attributes(node: Node) -> str:
     return "[" + (stamp + "," + rest if stamp and rest else stamp or rest) + "]"
 
 
-def node_json(node: Node) -> str:
+def node_json(node: RecordedSpan) -> str:
     """A recorder node, from its slots (ids formatted here, no SpanContext built)."""
     head = f'{{"traceId":"{node.shared.trace_hex}","spanId":"{node.span_id:016x}",'
     if node.parent_id is not None:
@@ -172,7 +172,7 @@ def node_json(node: Node) -> str:
 
 def span_json(span: ReadableSpan) -> str:
     """Any SDK ``ReadableSpan``."""
-    if type(span) is Node:
+    if type(span) is RecordedSpan:
         return node_json(span)
     ctx = span.context
     head = f'{{"traceId":"{ctx.trace_id:032x}","spanId":"{ctx.span_id:016x}",'

@@ -7,7 +7,7 @@ and the same work is free. So finished requests are held while any chunk of this
 and handed to the span processors, from a background thread, when the last one ends.
 
 What is held are *parts*: a list of finished spans, or a function that completes a request's spans
-(:meth:`otel_verl.recorder.RequestRecorder.build_spans`), so that work too happens at release time,
+(:meth:`otel_verl.recording.recorder.RequestRecorder.build_spans`), so that work too happens at release time,
 off the event loop.
 
 The release waits ``settle_s`` (a second) after the last chunk ends: the worker is then still

@@ -1,0 +1,132 @@
+"""Trainer side of the rollout: the caller's context rides into each worker chunk; ``verl.barrier`` after it.
+
+``AgentLoopManager.generate_sequences`` (and the V1 ``AgentLoopManagerTQ``) puts the carrier of the
+current span into the batch (``DataProto.meta_info`` or the V1 TensorDict) and removes it again when the
+call returns. Each worker chunk's end time comes back in the chunk output's ``meta_info``
+(:data:`~otel_verl.instrumentation.propagation.WORKER_INFO_KEY`) and is popped in ``DataProto.concat``
+before verl merges the outputs, so verl never sees it; then one ``verl.barrier`` per worker spans
+from its chunk's end to the slowest chunk's end.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+import time
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanContext
+
+from otel_verl import semconv
+from otel_verl.export import tracing
+from otel_verl.instrumentation import propagation
+from otel_verl.wrapping.registry import enabled
+from otel_verl.wrapping.signatures import call_failed
+
+logger = logging.getLogger(__name__)
+
+MANAGER_GENERATE = ("verl.experimental.agent_loop.agent_loop", "AgentLoopManager.generate_sequences")
+CONCAT = ("verl.protocol", "DataProto.concat")
+
+_worker_infos: dict[int, list[dict[str, Any]]] = {}
+"""Worker-chunk results collected by the ``DataProto.concat`` wrapper, keyed by the manager span id."""
+_infos_lock = threading.Lock()
+
+
+def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Carry the caller's context into every chunk; synthesize barrier spans after a legacy call."""
+    if not enabled():
+        return wrapped(*args, **kwargs)
+    prompts = args[0] if args else kwargs.get("prompts")
+    injected = None
+    parent_id = None
+    try:
+        span_ctx = trace.get_current_span().get_span_context()
+        if span_ctx.is_valid:
+            carrier = propagation.current_carrier()
+            parent_id = span_ctx.span_id
+            if propagation.put_in_meta_info(prompts, carrier):
+                injected = "meta"
+            elif prompts is not None and propagation.put_in_tensordict(prompts, carrier):
+                injected = "td"
+            with _infos_lock:
+                _worker_infos[parent_id] = []
+    except Exception:
+        call_failed(MANAGER_GENERATE)
+    finalize = _manager_finalizer(prompts, injected, parent_id)
+    try:
+        result = wrapped(*args, **kwargs)
+    except BaseException:
+        finalize()
+        raise
+    if inspect.iscoroutine(result):  # auto_await hands the coroutine to an awaiting caller
+        return _finalize_after(result, finalize)
+    finalize()
+    return result
+
+
+async def _finalize_after(coro: Any, finalize: Any) -> Any:
+    try:
+        return await coro
+    finally:
+        finalize()
+
+
+def _manager_finalizer(prompts: Any, injected: str | None, parent_id: int | None) -> Any:
+    def finalize() -> None:
+        try:
+            if injected == "meta":
+                propagation.pop_from_meta_info(prompts)
+            elif injected == "td":
+                propagation.pop_from_tensordict(prompts)
+            if parent_id is not None:
+                with _infos_lock:
+                    infos = _worker_infos.pop(parent_id, [])
+                _emit_barriers(infos, time.time_ns())
+        except Exception:
+            logger.debug("otel_verl: manager post-processing failed", exc_info=True)
+
+    return finalize
+
+
+def _emit_barriers(infos: list[dict[str, Any]], manager_end_ns: int) -> None:
+    """One ``verl.barrier`` per worker: from its chunk end to the slowest chunk's end."""
+    if not infos:
+        return
+    slowest = max(infos, key=lambda info: info["end_ns"])
+    tracer = tracing.tracer()
+    for info in infos:
+        parent = SpanContext(
+            int(info["trace_id"], 16),
+            int(info["span_id"], 16),
+            is_remote=True,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        )
+        ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+        attributes = {
+            semconv.VERL_WORKER_RANK: info.get("rank", -1),
+            semconv.VERL_BARRIER_SLOWEST_RANK: slowest.get("rank", -1),
+        }
+        if info.get("step") is not None:
+            attributes[semconv.VERL_STEP] = info["step"]
+        span = tracer.start_span(semconv.SPAN_BARRIER, context=ctx, attributes=attributes, start_time=info["end_ns"])
+        span.end(end_time=max(slowest["end_ns"], info["end_ns"]))
+
+
+def concat_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Pop worker-chunk end times before verl merges meta_info (so verl never sees them)."""
+    data = args[0] if args else kwargs.get("data")
+    try:
+        for item in data or ():
+            meta = getattr(item, "meta_info", None)
+            info = meta.pop(propagation.WORKER_INFO_KEY, None) if isinstance(meta, dict) else None
+            if info:
+                with _infos_lock:
+                    bucket = _worker_infos.get(info.get("manager_span_id", -1))
+                    if bucket is not None:
+                        bucket.append(info)
+    except Exception:
+        call_failed(CONCAT)
+    return wrapped(*args, **kwargs)

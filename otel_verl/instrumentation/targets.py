@@ -1,0 +1,148 @@
+"""Every seam otel_verl wraps, in one table: module, ``Class.method``, wrapper, parameters read, what it records.
+
+Read it top to bottom as contrib's ``RedisInstrumentor._instrument``: trainer, rollout manager, rollout
+worker, trajectory, turns and events, engine round trips, rewards, engines and servers, threads, Ray.
+``reads`` uses Python's signature syntax without ``self`` (names before ``"*"`` are the leading
+positional parameters in that order, names after it keyword parameters anywhere); a seam whose
+installed signature no longer fits is left alone with one warning naming ``records``
+(:mod:`otel_verl.wrapping.signatures`). ``kind`` says when the seam can record anything; which kinds a
+process wraps is decided in :mod:`otel_verl.instrumentation.policy`, nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import Enum
+from typing import Any, NamedTuple
+
+from otel_verl.instrumentation import llm_server, reward, tools, trainer
+from otel_verl.instrumentation.rollout import chunk, events, manager, trajectory
+from otel_verl.wrapping import ray_actors, threads
+from otel_verl.wrapping.signatures import Expected, expect
+
+
+class Kind(str, Enum):
+    """When a seam can record anything (the policy's input)."""
+
+    TRAINER = "trainer"
+    """Step and phase spans: the process that runs verl's trainer."""
+    CHUNK = "chunk"
+    """Once per rollout chunk; also removes a carrier the other side sent: every detail level."""
+    REQUEST = "request"
+    """Once or more per trajectory: ``worker`` detail and up."""
+    EVENT = "event"
+    """Turns and events inside a trajectory: ``full`` detail only."""
+    RECEIVER = "receiver"
+    """A remote process's end of a carrier (server, engine, reward worker): every detail level."""
+    THREADS = "threads"
+    """Carries the current context into threads: every detail level."""
+    RAY = "ray"
+    """Ray's per-actor-class method copies get the seams above: every detail level."""
+
+
+class Target(NamedTuple):
+    module: str
+    method: str
+    wrapper: Callable[[], Callable[..., Any]]
+    """Makes the wrapper (called when the seam is applied)."""
+    kind: Kind
+    reads: tuple[str, ...] | None
+    """The parameters the wrapper reads (None: it reads none)."""
+    records: str
+
+
+AGENT_LOOP = "verl.experimental.agent_loop.agent_loop"
+TOOL_AGENT_LOOP = "verl.experimental.agent_loop.tool_agent_loop"
+TOOL_PARSER = "verl.experimental.agent_loop.tool_parser"
+LLM_SERVER = "verl.workers.rollout.llm_server"
+_ROUND_TRIP = ("*", "request_id", "prompt_ids", "sampling_params")
+_ENGINE_LINK = "links of the engine's own spans to the turn"
+_TOOL_PARSERS = (
+    "HermesToolParser",
+    "GptOssToolParser",
+    "Qwen3XMLToolParser",
+    "GLMToolParser",
+    "SeedToolParser",
+    "MiniMaxToolParser",
+    "KimiToolParser",
+    "DeepSeekV4ToolParser",
+    "Gemma4ToolParser",
+)
+
+TARGETS: tuple[Target, ...] = (
+    # -- trainer (TaskRunner process): every marked_timer/simple_timer of both trainers goes through _timer
+    Target("verl.utils.profiler.performance", "_timer", lambda: trainer.timer_wrapper, Kind.TRAINER,
+           ("name",), "verl.step and verl.phase spans"),
+    Target("verl.trainer.ppo.ray_trainer", "RayPPOTrainer.fit", lambda: trainer.fit_wrapper, Kind.TRAINER,
+           None, "the step number of verl.step spans (trainer.global_steps)"),
+    Target("verl.trainer.ppo.v1.trainer_base", "PPOTrainer.fit", lambda: trainer.fit_wrapper, Kind.TRAINER,
+           None, "the step number of verl.step spans (trainer.global_steps)"),
+    # -- rollout manager (trainer process): carrier into each chunk, verl.barrier per worker after it
+    Target(AGENT_LOOP, "AgentLoopManager.generate_sequences", lambda: manager.generate_sequences_wrapper, Kind.CHUNK,
+           ("prompts",), "verl.barrier spans and the step-to-worker parent links"),
+    Target("verl.trainer.ppo.v1.agent_loop_tq", "AgentLoopManagerTQ.generate_sequences",
+           lambda: manager.generate_sequences_wrapper, Kind.CHUNK,
+           ("prompts",), "verl.barrier spans and the step-to-worker parent links"),
+    Target("verl.protocol", "DataProto.concat", lambda: manager.concat_wrapper, Kind.CHUNK,
+           ("data",), "verl.barrier spans"),
+    # -- rollout worker (AgentLoopWorker process): one verl.rollout.worker span per chunk
+    Target(AGENT_LOOP, "AgentLoopWorker.generate_sequences", lambda: chunk.generate_sequences_wrapper, Kind.CHUNK,
+           ("batch",), "verl.rollout.worker spans"),
+    # -- trajectory: one verl.rollout.request per _run_agent_loop
+    Target(AGENT_LOOP, "AgentLoopWorker._run_agent_loop", lambda: trajectory.run_agent_loop_wrapper, Kind.REQUEST,
+           ("sampling_params", "trajectory", "*", "agent_name"),
+           "verl.rollout.request spans and everything below them (turns, engine calls, tools, rewards)"),
+    Target(AGENT_LOOP, "AgentLoopWorker._agent_loop_postprocess", lambda: trajectory.postprocess_wrapper,
+           Kind.REQUEST, ("output",), "request token counts and the end of the last turn"),
+    # -- turns and events inside a trajectory
+    Target(TOOL_AGENT_LOOP, "ToolAgentLoop._handle_generating_state", lambda: events.generating_state_wrapper,
+           Kind.EVENT, None, "verl.turn spans"),
+    Target(AGENT_LOOP, "AgentLoopBase.ct_build_initial_tokens", lambda: events.preprocess_wrapper("initial_prompt"),
+           Kind.EVENT, None, "verl.preprocess spans"),
+    Target(AGENT_LOOP, "AgentLoopBase.ct_merge_assistant_token", lambda: events.preprocess_wrapper("merge_assistant"),
+           Kind.EVENT, None, "verl.preprocess spans"),
+    Target(AGENT_LOOP, "AgentLoopBase.ct_merge_context_msg", lambda: events.preprocess_wrapper("merge_context"),
+           Kind.EVENT, None, "verl.preprocess spans"),
+    *(
+        Target(TOOL_PARSER, f"{parser}.extract_tool_calls", lambda: events.tool_parse_wrapper, Kind.EVENT,
+               None, "verl.tool.parse spans")
+        for parser in _TOOL_PARSERS
+    ),
+    Target(TOOL_AGENT_LOOP, "ToolAgentLoop._call_tool", lambda: tools.call_tool_wrapper, Kind.EVENT,
+           ("tool_call",), "execute_tool spans"),
+    # -- engine round trips (client side, in the AgentLoopWorker): text_completion spans, carrier to the engine
+    Target(LLM_SERVER, "LLMServerClient.generate", lambda: llm_server.client_generate_wrapper, Kind.REQUEST,
+           _ROUND_TRIP, "text_completion (engine round trip) spans"),
+    Target(LLM_SERVER, "FullyAsyncLLMServerClient.generate", lambda: llm_server.client_generate_wrapper,
+           Kind.REQUEST, _ROUND_TRIP, "text_completion (engine round trip) spans"),
+    # -- rewards: the reward event, and a request's carrier to a remote RewardLoopWorker
+    Target(AGENT_LOOP, "AgentLoopWorker._compute_score", lambda: reward.compute_score_wrapper, Kind.REQUEST,
+           ("outputs",), "verl.reward and verl.reward.compute spans"),
+    Target("verl.protocol", "DataProto.__post_init__", lambda: reward.dataproto_post_init_wrapper, Kind.REQUEST,
+           None, "the parent link of verl.reward.compute spans"),
+    # -- the receiving ends: server actors, engines, the RewardLoopWorker
+    Target("verl.workers.rollout.sglang_rollout.async_sglang_server", "SGLangHttpServer.generate",
+           lambda: llm_server.server_generate_wrapper, Kind.RECEIVER, ("prompt_ids", "sampling_params"), _ENGINE_LINK),
+    Target("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMHttpServer.generate",
+           lambda: llm_server.server_generate_wrapper, Kind.RECEIVER, ("prompt_ids", "sampling_params"), _ENGINE_LINK),
+    Target("sglang.srt.managers.tokenizer_manager", "TokenizerManager.generate_request",
+           lambda: llm_server.sglang_generate_request_wrapper, Kind.RECEIVER, ("obj",), _ENGINE_LINK),
+    Target("vllm.v1.engine.async_llm", "AsyncLLM.generate", lambda: llm_server.vllm_generate_wrapper, Kind.RECEIVER,
+           ("*", "trace_headers"), _ENGINE_LINK),
+    Target("verl.experimental.reward_loop.reward_loop", "RewardLoopWorker.compute_score",
+           lambda: reward.reward_worker_wrapper, Kind.RECEIVER, ("data",), "verl.reward.compute spans"),
+    # -- threads: the current context follows work into executor and threading threads. Thread subclasses
+    #    overriding run keep their own behaviour (the OTel contrib instrumentation's limit as well);
+    #    asyncio.to_thread needs nothing (it copies contextvars)
+    Target("concurrent.futures.thread", "ThreadPoolExecutor.submit", lambda: threads.submit_wrapper, Kind.THREADS,
+           ("fn",), "executor-thread parent links"),
+    Target("threading", "Thread.start", lambda: threads.thread_start_wrapper, Kind.THREADS,
+           None, "thread parent links"),
+    Target("threading", "Thread.run", lambda: threads.thread_run_wrapper, Kind.THREADS,
+           None, "thread parent links"),
+    # -- Ray: actor classes get the seams above on their own method copies (actor-process side only)
+    Target(ray_actors.RAY_FUNCTION_MANAGER, ray_actors.INJECT_TRACING, lambda: ray_actors.inject_tracing_wrapper,
+           Kind.RAY, ("_cls",), "spans of Ray actor methods"),
+)  # fmt: skip
+
+expect({(t.module, t.method): Expected(t.reads, t.records) for t in TARGETS if t.reads is not None})

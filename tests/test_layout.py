@@ -1,0 +1,158 @@
+"""The package's shape (issue 26): no import cycles, no module over 400 lines, figures never import findings.
+
+The import graph is built with ``ast`` from the source (nothing is imported), counting every import of
+an ``otel_verl`` module: at module level, inside functions and under ``if TYPE_CHECKING`` alike, since
+each is a dependency a reader has to follow. ``from otel_verl.x import y`` is an edge to ``otel_verl.x.y``
+when that is a module, else to ``otel_verl.x``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "otel_verl"
+MAX_LINES = 400
+
+OVERSIZED_ALLOWED: dict[str, str] = {}
+"""Modules allowed past MAX_LINES for good, with the reason (none so far)."""
+
+OVERSIZED_PENDING = {
+    "otel_verl/analysis/load.py",
+    "otel_verl/analysis/detectors.py",
+}
+"""Analysis modules being split by the analysis layout work (issue 26); the lead empties this after merging."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
+    """The otel_verl modules ``path`` (module ``name``) imports."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_package else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = []
+            for alias in node.names:
+                child = f"{base}.{alias.name}"
+                targets.append(child if child in modules else base)
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:  # ``import a.b.c`` of a name inside a module
+                target = target.rpartition(".")[0]
+            if target.startswith("otel_verl") and target != name:
+                found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(path, name, modules) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _without_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Edges from a package's ``__init__`` to its own submodules (re-exports) and from a submodule to its
+    parent package are package plumbing, not a dependency between two jobs: left out of the cycle check."""
+    return {
+        name: {t for t in targets if not t.startswith(name + ".") and not name.startswith(t + ".")}
+        for name, targets in graph.items()
+    }
+
+
+def test_import_graph_finds_real_edges() -> None:
+    """The checker itself sees imports (a graph without edges would pass every rule)."""
+    graph = _graph()
+    assert "otel_verl.recording.recorder" in graph["otel_verl.instrumentation.rollout.trajectory"]
+    assert "otel_verl.export.tracing" in graph["otel_verl.recording.recorder"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles() -> None:
+    cycles = _cycles(_without_packages(_graph()))
+    assert cycles == [], f"import cycles: {cycles}"
+
+
+def test_no_module_over_the_line_limit() -> None:
+    over = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_LINES and rel not in OVERSIZED_ALLOWED and rel not in OVERSIZED_PENDING:
+            over[rel] = lines
+    assert over == {}, f"modules over {MAX_LINES} lines: {over}"
+
+
+def test_pending_oversized_list_is_not_stale() -> None:
+    """A module split already must leave OVERSIZED_PENDING (so the list only shrinks)."""
+    stale = {
+        rel
+        for rel in OVERSIZED_PENDING
+        if not (PACKAGE.parent / rel).exists() or len((PACKAGE.parent / rel).read_text().splitlines()) <= MAX_LINES
+    }
+    assert stale == set(), f"no longer oversized (remove from OVERSIZED_PENDING): {sorted(stale)}"
+
+
+def test_figures_never_import_findings() -> None:
+    """Figures show tables; the diagnosis layer (findings) is built on tables too, never under figures."""
+    graph = _graph()
+    bad = {
+        name: sorted(
+            t for t in targets if t == "otel_verl.analysis.findings" or t.startswith("otel_verl.analysis.findings.")
+        )
+        for name, targets in graph.items()
+        if name.startswith("otel_verl.analysis.figures")
+    }
+    bad = {name: targets for name, targets in bad.items() if targets}
+    assert bad == {}, f"figures importing findings: {bad}"
