@@ -94,7 +94,7 @@ def demo(
     sample 5), `--slow-reward 7:5`, `--slow-step 2`.
     """
     from otel_verl.analysis.errors import AnalysisInputError
-    from otel_verl.analysis.outputs import prepare_dir
+    from otel_verl.analysis.output_paths import prepare_dir
     from otel_verl.demo.runner import DemoOptions, run_demo
 
     if trainer not in ("legacy", "v1"):

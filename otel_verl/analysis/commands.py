@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.thresholds import Thresholds
+from otel_verl.analysis.findings.thresholds import Thresholds
 
 EXIT_CODES = (
     "**Exit codes**: 0 = done (whatever was found); 2 = bad input or option (unreadable source, malformed "
@@ -81,8 +81,8 @@ def _load(
     stats: Any = None,
     max_traces: int = 10000,
 ) -> Any:
-    from otel_verl.analysis.load import LoadStats, load_spans
-    from otel_verl.analysis.progress import interactive
+    from otel_verl.analysis.read.progress import interactive
+    from otel_verl.analysis.read.sources import LoadStats, load_spans
 
     since_ns, until_ns = _parse_time(since, "since"), _parse_time(until, "until")
     if lookback:
@@ -194,8 +194,8 @@ def register(app: typer.Typer) -> None:
         ] = 8,
         no_html: Annotated[bool, typer.Option("--no-html", help="skip `report.html`")] = False,
     ) -> None:
-        from otel_verl.analysis.load import LoadStats
-        from otel_verl.analysis.outputs import prepare_dir
+        from otel_verl.analysis.output_paths import prepare_dir
+        from otel_verl.analysis.read.sources import LoadStats
         from otel_verl.analysis.report import analyze
 
         th = Thresholds().with_overrides(set_ or [], thresholds_file)
@@ -231,8 +231,8 @@ def register(app: typer.Typer) -> None:
         run: Annotated[str, typer.Option("--run", help="run name: the `<run>` dir under `--spool`")] = "legacy",
         skip_bad_lines: SkipBadLines = False,
     ) -> None:
-        from otel_verl.analysis.legacy_import import import_legacy
-        from otel_verl.analysis.load import LoadStats
+        from otel_verl.analysis.formats.legacy_import import import_legacy
+        from otel_verl.analysis.read.sources import LoadStats
 
         stats = LoadStats()
         n = import_legacy(
@@ -261,8 +261,8 @@ def register(app: typer.Typer) -> None:
         max_traces: MaxTraces = 10000,
         skip_bad_lines: SkipBadLines = False,
     ) -> None:
-        from otel_verl.analysis.legacy_export import export_legacy
-        from otel_verl.analysis.outputs import prepare_dir
+        from otel_verl.analysis.formats.legacy_export import export_legacy
+        from otel_verl.analysis.output_paths import prepare_dir
 
         prepare_dir(out)
         spans = _load(source, source_type, service, since, until, lookback, skip_bad_lines, max_traces=max_traces)
@@ -286,8 +286,8 @@ def register(app: typer.Typer) -> None:
         max_traces: MaxTraces = 10000,
         skip_bad_lines: SkipBadLines = False,
     ) -> None:
-        from otel_verl.analysis.outputs import prepare_file
-        from otel_verl.analysis.perfetto import write_perfetto
+        from otel_verl.analysis.formats.perfetto import write_perfetto
+        from otel_verl.analysis.output_paths import prepare_file
 
         prepare_file(out)
         spans = _load(source, source_type, service, since, until, lookback, skip_bad_lines, max_traces=max_traces)
@@ -318,7 +318,7 @@ def _print_summary(result: Any, stats: Any, out: Path) -> None:
 
 def run_analysis(source: str, out: Path) -> None:
     """Analyze with default thresholds and print the summary (used by ``otel-verl demo``)."""
-    from otel_verl.analysis.load import LoadStats
+    from otel_verl.analysis.read.sources import LoadStats
     from otel_verl.analysis.report import analyze
 
     stats = LoadStats()

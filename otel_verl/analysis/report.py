@@ -11,8 +11,6 @@ from typing import Any
 
 import pandas as pd
 
-from otel_verl.analysis.detectors import diagnose
-from otel_verl.analysis.figure_jobs import BackgroundFigures, render
 from otel_verl.analysis.figures import (
     aborted,
     event_share,
@@ -24,11 +22,13 @@ from otel_verl.analysis.figures import (
     worker_cdf,
     worker_phases,
 )
-from otel_verl.analysis.findings import Finding
-from otel_verl.analysis.load import LoadStats
-from otel_verl.analysis.outputs import prepare_dir, writing
-from otel_verl.analysis.tables import Tables
-from otel_verl.analysis.thresholds import Thresholds
+from otel_verl.analysis.figures.rendering import BackgroundFigures, render
+from otel_verl.analysis.findings.diagnose import diagnose
+from otel_verl.analysis.findings.record import Finding
+from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.analysis.output_paths import prepare_dir, writing
+from otel_verl.analysis.read.sources import LoadStats
+from otel_verl.analysis.tables.build import Tables
 
 FIGURES = (
     ("request_cdf", request_cdf.compute_request_cdf, request_cdf.plot_request_cdf, request_cdf.plotly_request_cdf),

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from builder import PLANTED, Plan, build_run
 
-from otel_verl.analysis.load import load_spans
+from otel_verl.analysis.read.sources import load_spans
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from otel_verl.analysis import figure_jobs
+from otel_verl.analysis.figures import rendering as figure_jobs
 from otel_verl.analysis.report import FIGURES, analyze
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the figure worker is forked")

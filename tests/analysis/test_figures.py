@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import (
     event_share,
     outliers,
@@ -18,6 +17,7 @@ from otel_verl.analysis.figures import (
     worker_cdf,
     worker_phases,
 )
+from otel_verl.analysis.tables import derived as model
 
 
 def test_request_cdf_quantiles(planted_spans) -> None:

@@ -11,11 +11,11 @@ import pytest
 from builder import Plan, build_run
 from typer.testing import CliRunner
 
-from otel_verl.analysis.detectors import diagnose
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.legacy_export import export_legacy
-from otel_verl.analysis.legacy_import import import_legacy
-from otel_verl.analysis.load import load_spans
+from otel_verl.analysis.findings.diagnose import diagnose
+from otel_verl.analysis.formats.legacy_export import export_legacy
+from otel_verl.analysis.formats.legacy_import import import_legacy
+from otel_verl.analysis.read.sources import load_spans
 from otel_verl.cli import app
 
 

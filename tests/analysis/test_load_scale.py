@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from builder import PLANTED, TraceBuilder, build_run
 
-from otel_verl.analysis import load as load_mod
-from otel_verl.analysis import otlp
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.load import LoadStats, load_spans, lookup
+from otel_verl.analysis.read import otlp_json as otlp
+from otel_verl.analysis.read import sources as load_mod
+from otel_verl.analysis.read.sources import LoadStats, load_spans, lookup
 from otel_verl.analysis.report import analyze
 
 

@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_verl
 from otel_verl import semconv
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import request_cdf
-from otel_verl.analysis.load import load_spans
+from otel_verl.analysis.read.sources import load_spans
+from otel_verl.analysis.tables import derived as model
 from otel_verl.config import DEFAULT_DETAIL, OtelVerlConfig
 from otel_verl.demo import runner
 from otel_verl.demo.sim_server import SimServerConfig

@@ -1,6 +1,6 @@
 """Average % of step time per event, barrier wait included (the seed's 74% generate / 19% preprocess table).
 
-Each worker's step is split into event buckets by :mod:`otel_verl.analysis.buckets` (concurrent requests
+Each worker's step is split into event buckets by :mod:`otel_verl.analysis.tables.worker_seconds` (concurrent requests
 counted once per instant, worker-level events for logs without request spans, barrier wait and
 post-barrier events); the seconds are summed over workers, so shares add up to 100% per step.
 """
@@ -15,14 +15,14 @@ import pandas as pd
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.tables import Tables
+    from otel_verl.analysis.tables.build import Tables
 
 COLUMNS = ["step", "event", "seconds", "percent"]
 
 
 def compute_event_share(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per (step, event bucket): seconds summed over workers and % of the workers' step time."""
-    from otel_verl.analysis.tables import Tables
+    from otel_verl.analysis.tables.build import Tables
 
     t = tables if tables is not None else Tables.build(spans)
     df = t.worker_seconds

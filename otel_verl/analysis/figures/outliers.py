@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.tables import derived as model
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.tables import Tables
+    from otel_verl.analysis.tables.build import Tables
 
 COLUMNS = [
     "request_id",

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.tables import derived as model
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.tables import Tables
+    from otel_verl.analysis.tables.build import Tables
 
 
 def compute_step_timing(spans: pd.DataFrame, k: float = 5.0, tables: Tables | None = None) -> pd.DataFrame:

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.tables import derived as model
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.tables import Tables
+    from otel_verl.analysis.tables.build import Tables
 
 
 def compute_turn_engine(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:

@@ -82,5 +82,5 @@ BOOL_COLUMNS: Final = tuple(c for c, k in ATTR_COLUMNS.values() if k == "bool")
 STR_COLUMNS: Final = tuple(c for c, k in ATTR_COLUMNS.values() if k in ("str", "strlist"))
 ALL_COLUMNS: Final = BASE_COLUMNS + tuple(c for c, _ in ATTR_COLUMNS.values())
 
-# Derived columns added by :func:`otel_verl.analysis.load.resolve_hierarchy`.
+# Derived columns added by :func:`otel_verl.analysis.read.sources.resolve_hierarchy`.
 DERIVED_COLUMNS: Final = ("kind", "request_span", "worker_span")

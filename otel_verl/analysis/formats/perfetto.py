@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis.outputs import prepare_file, writing
+from otel_verl.analysis.output_paths import prepare_file, writing
 
 BARRIER_TID = 0
 

@@ -1,8 +1,9 @@
 """One function per finding kind; :func:`diagnose` runs them all and orders the result.
 
 Each detector takes the shared derived tables and returns findings; none hard-codes steps, workers or
-counts. slow_event/turn_anomaly live in :mod:`otel_verl.analysis.anomalies`, process stalls in
-:mod:`otel_verl.analysis.stalls`, workers that sent nothing for a step in :mod:`otel_verl.analysis.missing`.
+counts. slow_event/turn_anomaly live in :mod:`otel_verl.analysis.findings.flagged_spans`, process stalls in
+:mod:`otel_verl.analysis.findings.process_stalls`, workers that sent nothing for a step in
+:mod:`otel_verl.analysis.findings.worker_absent_from_step`.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import anomalies, model, stalls
-from otel_verl.analysis.findings import Finding, evidence, fmt_s, sort_findings
-from otel_verl.analysis.incomplete import find_incomplete_workers
-from otel_verl.analysis.missing import find_missing_workers
-from otel_verl.analysis.tables import Tables
-from otel_verl.analysis.thresholds import Thresholds, far_above, severity
+from otel_verl.analysis.findings import flagged_spans as anomalies
+from otel_verl.analysis.findings import process_stalls as stalls
+from otel_verl.analysis.findings.record import Finding, evidence, fmt_s, sort_findings
+from otel_verl.analysis.findings.thresholds import Thresholds, far_above, severity
+from otel_verl.analysis.findings.worker_absent_from_step import find_missing_workers
+from otel_verl.analysis.findings.worker_died_mid_step import find_incomplete_workers
+from otel_verl.analysis.tables import derived as model
+from otel_verl.analysis.tables.build import Tables
 
 __all__ = ["Tables", "aborted_per_step", "diagnose", "turn_engine_times"]
 

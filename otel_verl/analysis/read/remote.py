@@ -118,7 +118,7 @@ def jaeger_documents(
 ) -> Iterator[Any]:
     """All traces of ``service`` (or of every service) in the window, as OTLP/JSON documents.
 
-    ``bar`` (a :class:`~otel_verl.analysis.progress.Bar`) advances once per service; ``warn`` is told
+    ``bar`` (a :class:`~otel_verl.analysis.read.progress.Bar`) advances once per service; ``warn`` is told
     when a service returned ``limit`` traces (Jaeger stops there: the window may hold more).
     """
     base = base_url(base)

@@ -12,7 +12,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import model
+from otel_verl.analysis.tables import derived as model
 
 
 @dataclass
@@ -48,8 +48,9 @@ class Tables:
 
     @cached_property
     def worker_seconds(self) -> pd.DataFrame:
-        """Seconds per (step, worker, event bucket): see :func:`otel_verl.analysis.buckets.worker_event_seconds`."""
-        from otel_verl.analysis.buckets import worker_event_seconds
+        """Seconds per (step, worker, event bucket): see
+        :func:`otel_verl.analysis.tables.worker_seconds.worker_event_seconds`."""
+        from otel_verl.analysis.tables.worker_seconds import worker_event_seconds
 
         return worker_event_seconds(self.spans, self.workers)
 

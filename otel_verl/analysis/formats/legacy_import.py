@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from otel_verl import semconv as sc
-from otel_verl.analysis import legacy_events as le
-from otel_verl.analysis.columns import INT64_LIMIT
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.outputs import prepare_dir, writing
-from otel_verl.analysis.progress import Bar, interactive
-from otel_verl.analysis.spool_write import SpanRecord, otlp_documents, stable_id, write_spool
+from otel_verl.analysis.formats import legacy_events as le
+from otel_verl.analysis.formats.spool_write import SpanRecord, otlp_documents, stable_id, write_spool
+from otel_verl.analysis.output_paths import prepare_dir, writing
+from otel_verl.analysis.read.progress import Bar, interactive
+from otel_verl.analysis.read.span_columns import INT64_LIMIT
 
 _NUM = re.compile(r"(\d+)")
 
@@ -40,7 +40,7 @@ def read_legacy(logdir: Path, skip_bad_lines: bool = False, stats: Any = None) -
 
     A line that is not a usable seed line (bad JSON, a wrong-typed or out-of-range value) is an
     :class:`AnalysisInputError` naming file:line, or with ``skip_bad_lines`` counted in ``stats``
-    (a :class:`~otel_verl.analysis.load.LoadStats`) and skipped.
+    (a :class:`~otel_verl.analysis.read.sources.LoadStats`) and skipped.
     """
     if not Path(logdir).exists():
         raise AnalysisInputError(f"{logdir}: no such directory")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import volume
-from otel_verl.analysis.columns import whole_numbers
+from otel_verl.analysis.read.span_columns import whole_numbers
+from otel_verl.analysis.tables import sampled_out as volume
 
 EVENT_KINDS = ("engine", "tool", "tool_parse", "preprocess", "reward", "other")
 """Span kinds that are work inside a request (``other`` = unknown spans below a request)."""

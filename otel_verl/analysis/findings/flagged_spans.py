@@ -1,8 +1,8 @@
 """slow_event and turn_anomaly: spans far above their own norm, rated by what they cost their worker.
 
-Pipeline (run by :func:`otel_verl.analysis.detectors.diagnose`): flag every span far above the norm of
+Pipeline (run by :func:`otel_verl.analysis.findings.diagnose.diagnose`): flag every span far above the norm of
 its event type (or turn index), fold those an idle gap stretched into that gap (only when the span
-overlaps it), let :mod:`otel_verl.analysis.stalls` take the bursts a paused process released, then
+overlaps it), let :mod:`otel_verl.analysis.findings.process_stalls` take the bursts a paused process released, then
 report what is left once per (step, worker, event[, turn index]) with a count.
 """
 
@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import model
-from otel_verl.analysis.findings import Finding, evidence, fmt_range, fmt_s
-from otel_verl.analysis.load import lookup
-from otel_verl.analysis.tables import Tables
-from otel_verl.analysis.thresholds import Thresholds, severity
+from otel_verl.analysis.findings.record import Finding, evidence, fmt_range, fmt_s
+from otel_verl.analysis.findings.thresholds import Thresholds, severity
+from otel_verl.analysis.read.sources import lookup
+from otel_verl.analysis.tables import derived as model
+from otel_verl.analysis.tables.build import Tables
 
 FLAG_COLUMNS = [
     "kind",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from otel_verl import semconv
-from otel_verl.analysis.findings import Finding, evidence
-from otel_verl.analysis.load import lookup
+from otel_verl.analysis.findings.record import Finding, evidence
+from otel_verl.analysis.read.sources import lookup
 
 
 def find_incomplete_workers(spans: pd.DataFrame) -> list[Finding]:

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import legacy_events as le
-from otel_verl.analysis import model
-from otel_verl.analysis.legacy_import import VALIDATION_PREFIX
-from otel_verl.analysis.outputs import prepare_dir, writing
+from otel_verl.analysis.formats import legacy_events as le
+from otel_verl.analysis.formats.legacy_import import VALIDATION_PREFIX
+from otel_verl.analysis.output_paths import prepare_dir, writing
+from otel_verl.analysis.tables import derived as model
 
 
 def iso(ns: int) -> str:

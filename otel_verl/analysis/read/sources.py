@@ -1,6 +1,6 @@
 """One entry point, :func:`load_spans`, for every trace source: spool, collector file export, Jaeger, Tempo.
 
-The result is a pandas DataFrame, one row per span (see :mod:`otel_verl.analysis.columns`), with
+The result is a pandas DataFrame, one row per span (see :mod:`otel_verl.analysis.read.span_columns`), with
 the tree resolved: each span knows its step, worker, request and turn even when only the request
 span carried those attributes.
 """
@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from otel_verl import semconv as sc
-from otel_verl.analysis import volume
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.otlp import SpanColumns, frame_from_parts
-from otel_verl.analysis.progress import Bar
+from otel_verl.analysis.read.otlp_json import SpanColumns, frame_from_parts
+from otel_verl.analysis.read.progress import Bar
+from otel_verl.analysis.tables import sampled_out as volume
 
 SOURCE_TYPES = ("auto", "spool", "file", "jaeger", "tempo")
 TRACE_SUFFIXES = (".jsonl", ".json")
@@ -51,7 +51,7 @@ def detect_source_type(source: str) -> str:
     """Pick the reader from SOURCE: a URL is asked which API it serves (Jaeger or Tempo), a dir is a
     spool, a file a collector export."""
     if source.startswith(("http://", "https://")):
-        from otel_verl.analysis import remote
+        from otel_verl.analysis.read import remote
 
         return remote.probe(source)
     path = Path(source)
@@ -245,7 +245,7 @@ def load_spans(
                 _read_files(files, cols, stats, skip_bad_lines, bar.advance)
                 frame = None
     else:
-        from otel_verl.analysis import remote
+        from otel_verl.analysis.read import remote
 
         now = time.time_ns()
         lo = since_ns if since_ns is not None else now - 24 * 3600 * 10**9

@@ -1,4 +1,4 @@
-"""Finding records and their ordering; detectors live in :mod:`otel_verl.analysis.detectors`."""
+"""Finding records and their ordering; detectors live in :mod:`otel_verl.analysis.findings.diagnose`."""
 
 from __future__ import annotations
 

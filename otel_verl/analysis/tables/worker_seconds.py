@@ -17,7 +17,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import model
+from otel_verl.analysis.tables import derived as model
 
 PRIORITY = ("engine", "tool", "reward", "preprocess", "tool_parse", "other", "request")
 BUCKETS = (*PRIORITY, "idle", "barrier")

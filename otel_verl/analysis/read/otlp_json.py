@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from otel_verl.analysis.columns import ATTR_COLUMNS, BASE_COLUMNS, INT64_LIMIT
+from otel_verl.analysis.read.span_columns import ATTR_COLUMNS, BASE_COLUMNS, INT64_LIMIT
 
 _HEX = set("0123456789abcdefABCDEF")
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.columns import whole_numbers
+from otel_verl.analysis.read.span_columns import whole_numbers
 
 
 def sampled_out_requests(spans: pd.DataFrame) -> pd.DataFrame:
