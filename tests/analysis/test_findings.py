@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 from builder import Plan, build_run
 
-from otel_verl.analysis.findings.diagnose import diagnose
+from otel_verl.analysis import Thresholds, diagnose
 from otel_verl.analysis.findings.record import SEVERITIES
-from otel_verl.analysis.findings.thresholds import Thresholds
-from otel_verl.analysis.read.sources import load_spans
+from otel_verl.analysis.read import load_spans
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ from pathlib import Path
 from builder import Plan, TraceBuilder, build_run
 from typer.testing import CliRunner
 
-from otel_verl.analysis.findings.diagnose import diagnose
-from otel_verl.analysis.findings.record import Finding
-from otel_verl.analysis.read.sources import load_spans
+from otel_verl.analysis import Finding, diagnose
+from otel_verl.analysis.read import load_spans
 from otel_verl.cli import app
 
 

@@ -16,10 +16,9 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from typer.testing import CliRunner
 
+from otel_verl.analysis import diagnose
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.findings.diagnose import diagnose
-from otel_verl.analysis.read import remote
-from otel_verl.analysis.read.sources import LoadStats, load_spans
+from otel_verl.analysis.read import LoadStats, load_spans, remote
 from otel_verl.cli import app
 
 

@@ -67,8 +67,7 @@ def demo_spool(tmp_path_factory) -> Path:
 
 
 def test_analyze_reads_tempo_like_the_spool(tempo, demo_spool: Path, tmp_path: Path):
-    from otel_verl.analysis.read import remote
-    from otel_verl.analysis.read.sources import load_spans
+    from otel_verl.analysis.read import load_spans, remote
 
     base, otlp, proc = tempo
     spool = load_spans(demo_spool)

@@ -15,14 +15,14 @@ import pandas as pd
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.tables.build import Tables
+    from otel_verl.analysis.tables import Tables
 
 COLUMNS = ["step", "event", "seconds", "percent"]
 
 
 def compute_event_share(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per (step, event bucket): seconds summed over workers and % of the workers' step time."""
-    from otel_verl.analysis.tables.build import Tables
+    from otel_verl.analysis.tables import Tables
 
     t = tables if tables is not None else Tables.build(spans)
     df = t.worker_seconds

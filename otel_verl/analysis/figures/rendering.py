@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from otel_verl.analysis.output_paths import writing
-from otel_verl.analysis.tables.build import Tables
+from otel_verl.analysis.tables import Tables
 
 FigureSpec = tuple[str, Callable[..., pd.DataFrame], Callable[..., Path], Callable[..., Any]]
 """(name, compute(spans, tables=, **options), plot(frame, png path), plotly(frame))."""

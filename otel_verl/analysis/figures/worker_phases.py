@@ -12,7 +12,7 @@ import pandas as pd
 from otel_verl.analysis.figures import _style
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.tables.build import Tables
+    from otel_verl.analysis.tables import Tables
 
 PHASES = ("engine", "tool", "reward", "preprocess", "other", "idle", "barrier")
 """Stack order; ``other`` gathers tool parsing, unknown spans, request time without an event span and
@@ -36,7 +36,7 @@ def _phase(label: str) -> str:
 
 def compute_worker_phases(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per (step, worker): seconds in each of :data:`PHASES`, plus rollout window, barrier and start offset."""
-    from otel_verl.analysis.tables.build import Tables
+    from otel_verl.analysis.tables import Tables
 
     t = tables if tables is not None else Tables.build(spans)
     w, s = t.workers, t.steps.set_index("step")

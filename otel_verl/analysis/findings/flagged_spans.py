@@ -1,10 +1,10 @@
-"""slow_event and turn_anomaly: spans far above their own norm, rated by what they cost their worker.
+"""Flagged spans (slow_event and turn_anomaly candidates) → findings, rated by what they cost their worker.
 
-Pipeline (run by :func:`otel_verl.analysis.findings.diagnose.diagnose`): flag every span far above the norm of
-its event type (or turn index), fold those an idle gap stretched into that gap (only when the span
-overlaps it), let :mod:`otel_verl.analysis.findings.process_stalls` take the bursts a paused process released, then
-report what is left once per (step, worker, event[, turn index]) with a count.
-"""
+Pipeline (run by :func:`otel_verl.analysis.findings.diagnose.diagnose`): :mod:`.slow_events` and
+:mod:`.turn_anomalies` flag every span far above the norm of its event type (or turn index);
+:func:`fold_into_gaps` drops those an idle gap stretched (only when the span overlaps it);
+:mod:`.process_stalls` takes the bursts a paused process released; :func:`group_findings` reports what is
+left once per (step, worker, event[, turn index]) with a count."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ import pandas as pd
 
 from otel_verl.analysis.findings.record import Finding, evidence, fmt_range, fmt_s
 from otel_verl.analysis.findings.thresholds import Thresholds, severity
-from otel_verl.analysis.read.sources import lookup
-from otel_verl.analysis.tables import derived as model
-from otel_verl.analysis.tables.build import Tables
+from otel_verl.analysis.tables import Tables
+from otel_verl.analysis.tables.baseline import robust_baseline
 
 FLAG_COLUMNS = [
     "kind",
@@ -34,22 +33,18 @@ FLAG_COLUMNS = [
     "trace_id",
     "span_id",
 ]
+
+
 MAX_FLAGGED_PER_TYPE = 5000
 """Flagged spans kept per event type (slowest first): a pathological run still diagnoses in seconds."""
 
 
-def _empty() -> pd.DataFrame:
+def empty_flags() -> pd.DataFrame:
     df = pd.DataFrame({c: pd.Series(dtype=object) for c in FLAG_COLUMNS})
     return df.astype({"request_span": np.int64, "start_ns": np.int64, "end_ns": np.int64, "value": float})
 
 
-def flag_all(t: Tables, th: Thresholds) -> pd.DataFrame:
-    """Every slow event and turn anomaly candidate, one row per span (or turn)."""
-    parts = [f for f in (flag_slow_events(t, th), flag_turns(t, th)) if len(f)]
-    return pd.concat(parts, ignore_index=True) if parts else _empty()
-
-
-def _flags(t: Tables, hit: pd.DataFrame, kind: str, event: str, value: str, med: float) -> pd.DataFrame:
+def flag_rows(t: Tables, hit: pd.DataFrame, kind: str, event: str, value: str, med: float) -> pd.DataFrame:
     rs = hit["request_span"].to_numpy(dtype=np.int64)
     # positions first, then objects: converting the whole 2M-row Arrow column per event type took seconds
     rid = t.spans["request_id"].iloc[np.where(rs >= 0, rs, 0)].to_numpy(dtype=object)
@@ -72,67 +67,9 @@ def _flags(t: Tables, hit: pd.DataFrame, kind: str, event: str, value: str, med:
     )
 
 
-def _far(values: pd.Series, k: float, ratio: float, min_s: float) -> tuple[pd.Series, float]:
-    med, mad = model.robust_baseline(values.to_numpy())
+def far_above_norm(values: pd.Series, k: float, ratio: float, min_s: float) -> tuple[pd.Series, float]:
+    med, mad = robust_baseline(values.to_numpy())
     return (values > med + k * mad) & (values >= ratio * med) & (values - med >= min_s), med
-
-
-def flag_slow_events(t: Tables, th: Thresholds) -> pd.DataFrame:
-    """Reward/tool/preprocess/tool_parse/unknown spans far above their event type's norm (all steps)."""
-    if t.events.empty:
-        return _empty()
-    kind = t.events["kind"]
-    # an unknown span inside a known event (the engine's own span under text_completion, verl.reward.compute
-    # under verl.reward) is that event's inside: the event's own finding already names it
-    other = (kind == "other").to_numpy()
-    inner = np.zeros(len(kind), dtype=bool)
-    if other.any():  # hash lookup, and only for "other" rows: isin on 2M Arrow strings took seconds
-        inner[other] = lookup(t.events.loc[other, "parent_id"], t.events.loc[~other, "span_id"]) >= 0
-    cols = ["event", "duration", "request_span", "step", "worker", "turn_index", "start_ns", "end_ns"]
-    ev = t.events.loc[((kind != "engine") & ~inner).to_numpy(), [*cols, "trace_id", "span_id"]]
-    frames = []
-    for label, grp in ev.groupby("event"):
-        mask, med = _far(grp["duration"], th.event_k, th.event_ratio, th.event_min_s)
-        if mask.any():
-            hit = grp[mask].nlargest(MAX_FLAGGED_PER_TYPE, "duration")
-            frames.append(_flags(t, hit, "slow_event", str(label), "duration", med))
-    return pd.concat(frames, ignore_index=True) if frames else _empty()
-
-
-def turn_engine_times(t: Tables) -> pd.DataFrame:
-    """Engine seconds per turn span (sum of its engine calls) and the calls' time range."""
-    cols = ["turn_span", "duration", "step", "worker", "turn_index", "request_span", "start_ns", "end_ns"]
-    ev = t.events
-    if ev.empty:
-        return pd.DataFrame(columns=[*cols, "engine_s", "trace_id", "span_id"])
-    eng = ev.loc[((ev["kind"] == "engine") & (ev["turn_span"] >= 0)).to_numpy(), [*cols, "trace_id", "span_id"]]
-    g = eng.groupby("turn_span")
-    out = pd.DataFrame(
-        {
-            "engine_s": g["duration"].sum(),
-            "step": g["step"].first(),
-            "worker": g["worker"].first(),
-            "turn_index": g["turn_index"].first(),
-            "request_span": g["request_span"].first(),
-            "start_ns": g["start_ns"].min(),
-            "end_ns": g["end_ns"].max(),
-            "trace_id": g["trace_id"].first(),
-            "span_id": g["span_id"].first(),
-        }
-    )
-    return out.reset_index()
-
-
-def flag_turns(t: Tables, th: Thresholds) -> pd.DataFrame:
-    """Turns whose engine time is far above the norm of their turn index (all steps)."""
-    turns = turn_engine_times(t)
-    frames = []
-    for _ti, grp in turns.groupby("turn_index"):
-        mask, med = _far(grp["engine_s"], th.turn_k, th.turn_ratio, th.turn_min_s)
-        if mask.any():
-            hit = grp[mask].nlargest(MAX_FLAGGED_PER_TYPE, "engine_s")
-            frames.append(_flags(t, hit, "turn_anomaly", "engine", "engine_s", med))
-    return pd.concat(frames, ignore_index=True) if frames else _empty()
 
 
 def fold_into_gaps(flagged: pd.DataFrame, gaps: list[Finding], th: Thresholds) -> pd.DataFrame:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from otel_verl.analysis.findings.record import Finding, evidence, fmt_s
 from otel_verl.analysis.findings.thresholds import Thresholds, severity
-from otel_verl.analysis.tables.build import Tables
+from otel_verl.analysis.tables import Tables
 
 SPREAD_RATIO = 4.0
 """The burst's spans started at least this many times further apart than they ended (else they are

@@ -1,4 +1,6 @@
-"""Finding records and their ordering; detectors live in :mod:`otel_verl.analysis.findings.diagnose`."""
+"""Finding records, their ordering, and the words their messages are written with.
+
+Detectors live one per module beside this one; :mod:`.diagnose` runs them all."""
 
 from __future__ import annotations
 
@@ -73,3 +75,8 @@ def fmt_s(seconds: float) -> str:
     if seconds >= 1:
         return f"{seconds:.1f} s"
     return f"{seconds:.2f} s"
+
+
+def event_phrase(label: str, turn: object) -> str:
+    """``the engine call of turn index 1`` for an engine event with a turn, else the event's label."""
+    return f"the {label} call of turn index {turn}" if turn is not None and label == "engine" else label

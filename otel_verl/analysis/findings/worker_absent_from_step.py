@@ -15,7 +15,7 @@ from collections import defaultdict
 import pandas as pd
 
 from otel_verl.analysis.findings.record import Finding, evidence
-from otel_verl.analysis.tables.build import Tables
+from otel_verl.analysis.tables import Tables
 
 MIN_OTHER_STEPS = 1
 """A rank is expected in a step once it sent spans in at least this many other steps: a single-step run

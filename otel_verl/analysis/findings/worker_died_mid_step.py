@@ -12,7 +12,7 @@ import pandas as pd
 
 from otel_verl import semconv
 from otel_verl.analysis.findings.record import Finding, evidence
-from otel_verl.analysis.read.sources import lookup
+from otel_verl.analysis.read.id_lookup import lookup
 
 
 def find_incomplete_workers(spans: pd.DataFrame) -> list[Finding]:

@@ -20,7 +20,6 @@ import pandas as pd
 from otel_verl.analysis.formats import legacy_events as le
 from otel_verl.analysis.formats.legacy_import import VALIDATION_PREFIX
 from otel_verl.analysis.output_paths import prepare_dir, writing
-from otel_verl.analysis.tables import derived as model
 
 
 def iso(ns: int) -> str:
@@ -170,4 +169,4 @@ def export_legacy(spans: pd.DataFrame, out: str | Path) -> int:
     return n
 
 
-__all__ = ["export_legacy", "iso", "model"]
+__all__ = ["export_legacy", "iso"]

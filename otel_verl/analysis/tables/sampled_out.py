@@ -1,4 +1,4 @@
-"""The analyzer's side of the volume controls: sampled-out requests and one trace per request.
+"""Requests the volume controls summarized instead of recording: rows of the requests table again.
 
 Tail sampling (:mod:`otel_verl.sampling`) and ``OTEL_VERL_DETAIL=worker`` drop request spans but
 put every dropped request's start/end/status/turns/tokens on its worker span as parallel arrays.
@@ -11,7 +11,6 @@ the parent, so the request still sits below its worker (step/worker attribution,
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -79,34 +78,6 @@ def with_sampled_out(req: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
         return req
     extra = extra.astype({c: req[c].dtype for c in ("step", "worker", "num_turns") if c in req})
     return pd.concat([req, extra[req.columns.intersection(extra.columns)]])
-
-
-def adopt_linked_requests(
-    kind: np.ndarray,
-    links: pd.Series,
-    find: Callable[[pd.Series], np.ndarray],
-    parent_idx: np.ndarray,
-    composite: bool,
-) -> np.ndarray:
-    """Parent row of each span, where a parentless request span's first link stands in for its parent.
-
-    ``find`` maps span keys (span id, or span id + trace id when ``composite``) to rows, -1 when absent.
-    """
-    orphan = (parent_idx < 0) & (kind == "request")
-    if not orphan.any():
-        return parent_idx
-    first = links[orphan].fillna("").astype(str).str.split(",").str[0]
-    has = first.str.contains(":", regex=False).to_numpy()
-    if not has.any():
-        return parent_idx
-    trace_span = first[has].str.split(":", n=1, expand=True)
-    key = trace_span[1] + trace_span[0] if composite else trace_span[1]
-    found = find(key)
-    out = parent_idx.copy()
-    rows = np.flatnonzero(orphan)[has]
-    ok = found >= 0
-    out[rows[ok]] = found[ok]
-    return out
 
 
 def sampled_out_counts(spans: pd.DataFrame) -> pd.Series:

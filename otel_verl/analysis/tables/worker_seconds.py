@@ -17,7 +17,9 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis.tables import derived as model
+from otel_verl.analysis.read.span_columns import whole_numbers
+from otel_verl.analysis.tables.events import EVENT_KINDS, event_label
+from otel_verl.analysis.tables.training_spans import training_spans
 
 PRIORITY = ("engine", "tool", "reward", "preprocess", "tool_parse", "other", "request")
 BUCKETS = (*PRIORITY, "idle", "barrier")
@@ -53,7 +55,7 @@ def worker_event_seconds(spans: pd.DataFrame, workers: pd.DataFrame) -> pd.DataF
     if workers.empty:
         return pd.DataFrame(columns=COLUMNS)
     wfirst = workers.drop_duplicates(["step", "worker"]).set_index(["step", "worker"])
-    sp = model.training_spans(spans)
+    sp = training_spans(spans)
     rows = _request_buckets(sp, wfirst)
     done = {(r["step"], r["worker"]) for r in rows}
     rows += _worker_level_buckets(sp, wfirst, done)
@@ -64,11 +66,11 @@ def worker_event_seconds(spans: pd.DataFrame, workers: pd.DataFrame) -> pd.DataF
 def _request_buckets(sp: pd.DataFrame, wfirst: pd.DataFrame) -> list[dict]:
     """Buckets of workers with request spans (vectorized: a pandas groupby of 2M rows takes minutes)."""
     keep = (
-        sp["kind"].isin((*model.EVENT_KINDS, "request")).to_numpy()
+        sp["kind"].isin((*EVENT_KINDS, "request")).to_numpy()
         & sp["worker"].notna().to_numpy()
         & (sp["request_span"] >= 0).to_numpy()
     )
-    step_s, worker_s = model._int(sp["step"])[keep], model._int(sp["worker"])[keep]
+    step_s, worker_s = whole_numbers(sp["step"])[keep], whole_numbers(sp["worker"])[keep]
     ok = (step_s.notna() & worker_s.notna()).to_numpy()
     steps = step_s.to_numpy(dtype=np.int64, na_value=0)[ok]
     workers = worker_s.to_numpy(dtype=np.int64, na_value=0)[ok]
@@ -99,14 +101,12 @@ def _worker_level_buckets(sp: pd.DataFrame, wfirst: pd.DataFrame, done: set[tupl
     """Worker-level event spans (no request above them): the rollout window of workers without request
     spans, and events after the barrier of any worker."""
     keep = (
-        sp["kind"].isin(model.EVENT_KINDS).to_numpy()
-        & (sp["request_span"] < 0).to_numpy()
-        & sp["worker"].notna().to_numpy()
+        sp["kind"].isin(EVENT_KINDS).to_numpy() & (sp["request_span"] < 0).to_numpy() & sp["worker"].notna().to_numpy()
     )
     ev = sp.loc[keep, ["step", "worker", "kind", "name", "start_ns", "end_ns", "duration"]]
     rows: list[dict] = []
     if not ev.empty:
-        ev = ev.assign(event=model.event_label(ev), step=model._int(ev["step"]), worker=model._int(ev["worker"]))
+        ev = ev.assign(event=event_label(ev), step=whole_numbers(ev["step"]), worker=whole_numbers(ev["worker"]))
         ev = ev[ev["step"].notna() & ev["worker"].notna()]
     groups = dict(iter(ev.groupby(["step", "worker"]))) if not ev.empty else {}
     for (step, worker), wr in wfirst.iterrows():

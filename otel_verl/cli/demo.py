@@ -1,4 +1,5 @@
-"""``otel-verl`` command line: thin layer over the library."""
+"""``otel-verl demo``: a traced multi-turn rollout on the CPU (real verl code, simulated LLM server), then
+the analysis of what it recorded."""
 
 from __future__ import annotations
 
@@ -8,23 +9,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from otel_verl.analysis import commands as analysis_commands
-
-app = typer.Typer(
-    name="otel-verl",
-    help=(
-        "OpenTelemetry tracing for multi-turn RL training with verl.\n\n"
-        "Trace a real run: add `+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook="
-        "otel_verl.activate.setup` to the verl command line and set OTEL_EXPORTER_OTLP_ENDPOINT "
-        "(or nothing: spans then go to ./otel-verl-spool). Try it without a GPU: `otel-verl demo`."
-    ),
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",
-)
-console = Console(stderr=True)
+from otel_verl.cli.common import console
 
 
 def _pairs(values: list[str] | None, arity: int, option: str) -> list[tuple[float, ...]]:
@@ -41,7 +27,6 @@ def _pairs(values: list[str] | None, arity: int, option: str) -> list[tuple[floa
     return out
 
 
-@app.command()
 def demo(
     steps: Annotated[int, typer.Option(min=1, help="Training steps to run.")] = 3,
     spool: Annotated[
@@ -95,6 +80,7 @@ def demo(
     """
     from otel_verl.analysis.errors import AnalysisInputError
     from otel_verl.analysis.output_paths import prepare_dir
+    from otel_verl.cli.analyze import run_analysis
     from otel_verl.demo.runner import DemoOptions, run_demo
 
     if trainer not in ("legacy", "v1"):
@@ -141,7 +127,7 @@ def demo(
         return
     out = report or Path("otel-verl-report") / result.run_id
     try:
-        analysis_commands.run_analysis(result.spool_dir, out)
+        run_analysis(result.spool_dir, out)
     except (AnalysisInputError, OSError) as exc:
         why = f"{exc.filename or ''}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
         print(
@@ -150,73 +136,3 @@ def demo(
             file=sys.stderr,
         )
         raise typer.Exit(code=2) from None
-
-
-@app.command()
-def replay(
-    spool: Annotated[Path, typer.Argument(help="Spool directory (or one .jsonl file) to send.")],
-    endpoint: Annotated[str | None, typer.Option(help="OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
-    protocol: Annotated[
-        str | None, typer.Option(help="grpc | http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc).")
-    ] = None,
-    skip_bad_lines: Annotated[bool, typer.Option(help="Count and skip unparsable lines instead of stopping.")] = False,
-    ignore_journal: Annotated[
-        bool,
-        typer.Option(help="Send every span, also those the delivery journal lists (e.g. into another backend)."),
-    ] = False,
-) -> None:
-    """Send a spool to any OTLP endpoint (a collector, Jaeger, Tempo), each span once.
-
-    Spans the live exporter (or an earlier replay) delivered are listed in the run's delivery journal
-    (`<run>/.delivery/`) and skipped, so replaying twice sends nothing the second time.
-    """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from otel_verl.export.replay import ReplayError
-    from otel_verl.export.replay import replay as do_replay
-
-    try:
-        with Progress(
-            TextColumn("replaying"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("spans"),
-            console=console,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("replay", total=None)
-            stats = do_replay(
-                spool,
-                endpoint,
-                protocol,
-                skip_bad_lines,
-                progress=lambda k: bar.advance(task, k),
-                ignore_journal=ignore_journal,
-            )
-    except ReplayError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(code=2) from None
-    notes = []
-    if stats.already_delivered:
-        notes.append(f"{stats.already_delivered} already delivered (delivery journal)")
-    if stats.duplicates:
-        notes.append(f"{stats.duplicates} duplicates sent once")
-    if stats.skipped_lines:
-        notes.append(f"{stats.skipped_lines} bad lines skipped")
-    extra = f"; {', '.join(notes)}" if notes else ""
-    console.print(f"sent {stats.sent} of {stats.spans} spans ({stats.lines} lines from {stats.files} files){extra}")
-    if stats.sent == 0 and stats.spans:
-        console.print("nothing to send: every span was already delivered")
-    if stats.journal_failed:
-        print(
-            f"warning: {stats.journal_failed} sent spans could not be journaled (read-only spool?); "
-            "a later replay would send them again",
-            file=sys.stderr,
-        )
-
-
-analysis_commands.register(app)
-
-
-def main() -> None:  # pragma: no cover - console entry
-    app()
