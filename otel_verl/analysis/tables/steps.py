@@ -12,7 +12,7 @@ from otel_verl.analysis.tables.training_spans import training_spans
 def steps_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per step: step span bounds and the rollout window (gen phase, else worker span bounds).
 
-    ``sp``: :func:`training_spans` of ``spans`` when the caller already has it (same for the tables below).
+    ``sp``: :func:`training_spans` of ``spans`` when the caller already has it (every table builder takes it).
     """
     sp = training_spans(spans) if sp is None else sp
     if sp.empty:
