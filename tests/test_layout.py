@@ -17,12 +17,6 @@ MAX_LINES = 400
 OVERSIZED_ALLOWED: dict[str, str] = {}
 """Modules allowed past MAX_LINES for good, with the reason (none so far)."""
 
-OVERSIZED_PENDING = {
-    "otel_verl/analysis/load.py",
-    "otel_verl/analysis/detectors.py",
-}
-"""Analysis modules being split by the analysis layout work (issue 26); the lead empties this after merging."""
-
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -129,19 +123,9 @@ def test_no_module_over_the_line_limit() -> None:
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE.parent).as_posix()
         lines = len(path.read_text().splitlines())
-        if lines > MAX_LINES and rel not in OVERSIZED_ALLOWED and rel not in OVERSIZED_PENDING:
+        if lines > MAX_LINES and rel not in OVERSIZED_ALLOWED:
             over[rel] = lines
     assert over == {}, f"modules over {MAX_LINES} lines: {over}"
-
-
-def test_pending_oversized_list_is_not_stale() -> None:
-    """A module split already must leave OVERSIZED_PENDING (so the list only shrinks)."""
-    stale = {
-        rel
-        for rel in OVERSIZED_PENDING
-        if not (PACKAGE.parent / rel).exists() or len((PACKAGE.parent / rel).read_text().splitlines()) <= MAX_LINES
-    }
-    assert stale == set(), f"no longer oversized (remove from OVERSIZED_PENDING): {sorted(stale)}"
 
 
 def test_figures_never_import_findings() -> None:

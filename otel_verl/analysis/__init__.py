@@ -1,1 +1,147 @@
-"""Offline analysis of otel_verl traces: loading, figures, diagnosis, legacy formats."""
+"""The analyzer: traces of a verl run → tables → findings → figures and a report.
+
+Three calls, in the spirit of HolisticTraceAnalysis's ``TraceAnalysis``::
+
+    from otel_verl import analysis
+
+    tables = analysis.load("./otel-verl-spool")          # any source: spool, collector file, Jaeger, Tempo
+    for finding in analysis.diagnose(tables):            # ranked: severity, then seconds lost
+        print(finding.severity, finding.message)
+    result = analysis.analyze(tables, "report")          # findings.json, report.html, one PNG per figure
+
+The stages, one folder each (read → tables → findings → figures → report):
+
+* :mod:`.read` — any trace source → the span table (one row per span, tree resolved)
+* :mod:`.tables` — the span table → steps, workers, requests, events (:class:`Tables`)
+* :mod:`.findings` — one detector per module, ranked by :func:`diagnose`
+* :mod:`.figures` — one figure per module (reads tables, never findings)
+* :mod:`.report` and :mod:`.pipeline` — report.html; the run of all of them
+* :mod:`.formats` — other formats in and out: the seed's logs, Perfetto, spool writing
+
+Imports are lazy: ``import otel_verl.analysis`` costs nothing until a function is called.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from otel_verl.analysis.errors import AnalysisInputError
+    from otel_verl.analysis.findings.record import Finding
+    from otel_verl.analysis.findings.thresholds import Thresholds
+    from otel_verl.analysis.pipeline import Analysis
+    from otel_verl.analysis.read.stats import LoadStats
+    from otel_verl.analysis.tables import Tables
+
+__all__ = [
+    "Analysis",
+    "AnalysisInputError",
+    "Finding",
+    "LoadStats",
+    "Tables",
+    "Thresholds",
+    "analyze",
+    "diagnose",
+    "load",
+]
+
+_TYPES = {
+    "Analysis": "otel_verl.analysis.pipeline",
+    "AnalysisInputError": "otel_verl.analysis.errors",
+    "Finding": "otel_verl.analysis.findings.record",
+    "LoadStats": "otel_verl.analysis.read.stats",
+    "Tables": "otel_verl.analysis.tables",
+    "Thresholds": "otel_verl.analysis.findings.thresholds",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The facade's types, imported on first use (pandas and pyarrow stay unloaded for ``otel-verl --help``)."""
+    if name in _TYPES:
+        import importlib
+
+        return getattr(importlib.import_module(_TYPES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def load(
+    source: str | os.PathLike[str],
+    *,
+    source_type: str = "auto",
+    service: str | None = None,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+    skip_bad_lines: bool = False,
+    progress: bool = False,
+    stats: LoadStats | None = None,
+    max_traces: int = 10000,
+) -> Tables:
+    """Read SOURCE and build its derived tables.
+
+    SOURCE: a spool dir, a collector file-exporter file or dir, a Jaeger v2 query URL or a Tempo URL
+    (``source_type="auto"`` asks a URL which API it serves). ``since_ns``/``until_ns`` keep whole traces and
+    steps overlapping the window; ``service`` keeps one ``service.name``; ``max_traces`` caps a Jaeger/Tempo
+    query (reaching it is a warning in ``stats``). Raises :class:`AnalysisInputError` on unusable input
+    (``file:line: why``), unless ``skip_bad_lines`` counts bad lines in ``stats`` instead.
+    """
+    from otel_verl.analysis.read import load_spans
+    from otel_verl.analysis.tables import Tables
+
+    spans = load_spans(
+        source,
+        source_type=source_type,
+        service=service,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        skip_bad_lines=skip_bad_lines,
+        progress=progress,
+        stats=stats,
+        max_traces=max_traces,
+    )
+    return Tables.build(spans)
+
+
+def diagnose(tables: Tables | pd.DataFrame, thresholds: Thresholds | None = None) -> list[Finding]:
+    """Every detector on one run: findings sorted by severity, then by the seconds they cost.
+
+    ``tables``: from :func:`load`, or a span table (``otel_verl.analysis.read.load_spans``), built here.
+    ``thresholds``: defaults, or :meth:`Thresholds.with_overrides` of ``--set``/``--thresholds``.
+    """
+    from otel_verl.analysis.findings.diagnose import diagnose as run_detectors
+
+    return run_detectors(_tables(tables), thresholds)
+
+
+def analyze(
+    source: str | os.PathLike[str] | Tables | pd.DataFrame,
+    out: str | Path,
+    *,
+    thresholds: Thresholds | None = None,
+    stats: LoadStats | None = None,
+    html_report: bool = True,
+    top_requests: int = 8,
+    **load_options: Any,
+) -> Analysis:
+    """Diagnose a run and write ``findings.json``, ``report.html`` and one PNG per figure under ``out``.
+
+    ``source``: anything :func:`load` reads (``load_options`` are its keywords), or tables or a span table
+    already loaded. ``top_requests``: the slowest requests the outlier figure breaks down (besides every
+    request a finding names). Returns the findings, the summary, each figure's frame and the files written.
+    """
+    from otel_verl.analysis.pipeline import write_analysis
+
+    if isinstance(source, (str, os.PathLike)):
+        tables = load(source, stats=stats, **load_options)
+    else:
+        tables = _tables(source)
+    return write_analysis(tables, out, thresholds, stats, html_report=html_report, top_requests=top_requests)
+
+
+def _tables(tables_or_spans: Tables | pd.DataFrame) -> Tables:
+    from otel_verl.analysis.tables import Tables
+
+    return tables_or_spans if isinstance(tables_or_spans, Tables) else Tables.build(tables_or_spans)

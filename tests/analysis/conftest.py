@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from builder import PLANTED, Plan, build_run
 
-from otel_verl.analysis.load import load_spans
+from otel_verl.analysis.read import load_spans
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +57,7 @@ DEMO_PLANTED = {
 
 def _demo_run(tmp_path_factory: pytest.TempPathFactory, name: str, **planted):
     pytest.importorskip("verl")
-    from otel_verl.analysis.report import analyze
+    from otel_verl.analysis import analyze
     from otel_verl.demo.runner import DemoOptions, run_demo
     from otel_verl.export import provider
 

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from otel_verl.analysis.thresholds import Thresholds
+from otel_verl.analysis import Thresholds
 from otel_verl.cli import app
 
 runner = CliRunner()

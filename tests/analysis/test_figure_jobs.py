@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from otel_verl.analysis import figure_jobs
-from otel_verl.analysis.report import FIGURES, analyze
+from otel_verl.analysis import analyze
+from otel_verl.analysis.figures import rendering as figure_jobs
+from otel_verl.analysis.figures.catalog import FIGURES
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the figure worker is forked")
 
@@ -78,7 +79,7 @@ def test_figure_error_in_the_worker_is_raised_in_the_parent(
 
     name, _, plot, plotly_fn = next(spec for spec in FIGURES if spec[0] == "turn_counts")
     specs = tuple((name, broken, plot, plotly_fn) if spec[0] == name else spec for spec in FIGURES)
-    monkeypatch.setattr("otel_verl.analysis.report.FIGURES", specs)
+    monkeypatch.setattr("otel_verl.analysis.pipeline.FIGURES", specs)
     with pytest.raises(ValueError, match="figure broke"):
         _analyze(planted_spans, tmp_path / "broken", "2", monkeypatch)
     assert not [p for p in multiprocessing.active_children() if p.name == "otel-verl-figures"]

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import (
     event_share,
     outliers,
@@ -18,6 +17,7 @@ from otel_verl.analysis.figures import (
     worker_cdf,
     worker_phases,
 )
+from otel_verl.analysis.tables.events import EVENT_KINDS, event_label
 
 
 def test_request_cdf_quantiles(planted_spans) -> None:
@@ -103,7 +103,8 @@ def test_turn_engine_and_counts(planted_spans) -> None:
 def test_analyze_writes_everything(planted_spans, tmp_path: Path) -> None:
     import json
 
-    from otel_verl.analysis.report import FIGURES, analyze
+    from otel_verl.analysis import analyze
+    from otel_verl.analysis.figures.catalog import FIGURES
 
     res = analyze(planted_spans, tmp_path)
     for name, *_ in FIGURES:
@@ -205,10 +206,10 @@ def test_unnamed_span_below_a_request_is_drawn_as_other(planted_spans, tmp_path:
     """A span of unknown kind without a name (a foreign instrumentation, a damaged line) still gets a label:
     the outlier figure used to sort a NaN label among strings and fail (found by the fuzz test)."""
     spans = planted_spans.copy()
-    events = spans.index[spans["kind"].isin(model.EVENT_KINDS)]
+    events = spans.index[spans["kind"].isin(EVENT_KINDS)]
     spans.loc[events[:2], "kind"] = "other"
     spans.loc[events[:1], "name"] = np.nan
-    labels = model.event_label(spans.loc[events[:2]])
+    labels = event_label(spans.loc[events[:2]])
     assert list(labels) == ["other", spans.loc[events[1], "name"]]
     rid = spans.loc[events[0], "request_id"]
     df = outliers.compute_outliers(spans, max_requests=1, named=[rid])
@@ -221,10 +222,10 @@ def test_a_span_name_that_is_not_a_string_is_drawn_as_its_text(planted_spans, tm
     the outlier figure's labels stay sortable (an int among strings failed there; found by the fuzz test)."""
     spans = planted_spans.copy()
     spans["name"] = spans["name"].astype(object)
-    events = spans.index[spans["kind"].isin(model.EVENT_KINDS)]
+    events = spans.index[spans["kind"].isin(EVENT_KINDS)]
     spans.loc[events[:1], "kind"] = "other"
     spans.loc[events[:1], "name"] = -1
-    assert list(model.event_label(spans.loc[events[:1]])) == ["-1"]
+    assert list(event_label(spans.loc[events[:1]])) == ["-1"]
     rid = spans.loc[events[0], "request_id"]
     df = outliers.compute_outliers(spans, max_requests=1, named=[rid])
     assert "-1" in set(df["label"])

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 from builder import Plan, build_run
 
-from otel_verl.analysis.detectors import diagnose
-from otel_verl.analysis.findings import SEVERITIES
-from otel_verl.analysis.load import load_spans
-from otel_verl.analysis.thresholds import Thresholds
+from otel_verl.analysis import Thresholds, diagnose
+from otel_verl.analysis.findings.record import SEVERITIES
+from otel_verl.analysis.read import load_spans
 
 
 @pytest.fixture(scope="module")

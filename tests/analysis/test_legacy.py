@@ -11,11 +11,11 @@ import pytest
 from builder import Plan, build_run
 from typer.testing import CliRunner
 
-from otel_verl.analysis.detectors import diagnose
+from otel_verl.analysis import diagnose
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.legacy_export import export_legacy
-from otel_verl.analysis.legacy_import import import_legacy
-from otel_verl.analysis.load import load_spans
+from otel_verl.analysis.formats.legacy_export import export_legacy
+from otel_verl.analysis.formats.legacy_import import import_legacy
+from otel_verl.analysis.read import load_spans
 from otel_verl.cli import app
 
 
@@ -251,7 +251,7 @@ def test_validation_round_trip(tmp_path: Path) -> None:
         f"val{w}{r}" for w in range(2) for r in range(3)
     )
     out = tmp_path / "report"
-    from otel_verl.analysis.report import analyze
+    from otel_verl.analysis import analyze
 
     res = analyze(back, out, html_report=False)
     assert res.summary["steps"] == [1, 2, 3, 4]

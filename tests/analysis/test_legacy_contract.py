@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_verl.analysis.legacy_export import export_legacy
+from otel_verl.analysis.formats.legacy_export import export_legacy
 
 pytestmark = pytest.mark.ray
 
@@ -102,9 +102,9 @@ def test_layout_the_scripts_open(exported, demo_planted):
 def test_validation_is_marked_and_kept_apart(exported, demo_planted):
     """verl's val_before_train rollout: its own val_step_0/ dir, every line "validate": true, never in step_<n>/;
     imported back it is validation again, not a training step."""
-    from otel_verl.analysis.legacy_import import import_legacy
-    from otel_verl.analysis.load import load_spans
-    from otel_verl.analysis.tables import Tables
+    from otel_verl.analysis import Tables
+    from otel_verl.analysis.formats.legacy_import import import_legacy
+    from otel_verl.analysis.read import load_spans
 
     out, lines = exported
     _opts, spans, _analysis, _ = demo_planted

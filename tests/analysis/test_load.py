@@ -10,7 +10,7 @@ import pytest
 from builder import PLANTED, TraceBuilder, build_run
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.load import LoadStats, load_spans
+from otel_verl.analysis.read import LoadStats, load_spans
 
 
 def test_counts_and_columns_match_builder(planted_spool: Path, planted_spans) -> None:
@@ -158,7 +158,7 @@ def test_window_keeps_whole_steps(planted_spool: Path, planted_spans) -> None:
     """--since 1 s into step 3's worker spans and --until 1 s into step 5's: steps 3-5 come back whole.
     Cutting single spans by start time used to keep step 3's requests without their worker span, and
     the analyzer then reported a critical incomplete_worker that never happened."""
-    from otel_verl.analysis.detectors import diagnose
+    from otel_verl.analysis import diagnose
 
     def worker_start(step: int) -> int:
         w = planted_spans[(planted_spans["kind"] == "worker") & (planted_spans["step"] == step)]
@@ -173,7 +173,7 @@ def test_window_keeps_whole_steps(planted_spool: Path, planted_spans) -> None:
 
 def test_ids_written_as_numbers_or_lists_are_kept_as_text():
     """A span whose traceId/spanId/parentSpanId is not a string (a retyped line) never crashes the loader."""
-    from otel_verl.analysis.otlp import normalize_id
+    from otel_verl.analysis.read.otlp_json import normalize_id
 
     assert normalize_id("ABCDEF0123456789", 8) == "abcdef0123456789"
     assert normalize_id(None, 8) == normalize_id("", 8) == ""

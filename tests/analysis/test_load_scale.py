@@ -14,11 +14,12 @@ import pandas as pd
 import pytest
 from builder import PLANTED, TraceBuilder, build_run
 
-from otel_verl.analysis import load as load_mod
-from otel_verl.analysis import otlp
+from otel_verl.analysis import analyze
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.load import LoadStats, load_spans, lookup
-from otel_verl.analysis.report import analyze
+from otel_verl.analysis.read import LoadStats, load_spans
+from otel_verl.analysis.read import otlp_json as otlp
+from otel_verl.analysis.read.files import trace_files
+from otel_verl.analysis.read.id_lookup import lookup
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def test_parallel_workers_and_small_parts_give_the_same_table(
     stats = LoadStats()
     df = load_spans(planted_spool, stats=stats)
     pd.testing.assert_frame_equal(df, reference)
-    assert stats.files == len(load_mod.trace_files(planted_spool)) and stats.spans == len(reference)
+    assert stats.files == len(trace_files(planted_spool)) and stats.spans == len(reference)
 
 
 def test_parallel_load_keeps_file_line_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

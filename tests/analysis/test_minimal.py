@@ -10,9 +10,10 @@ import pytest
 from builder import TraceBuilder
 from typer.testing import CliRunner
 
+from otel_verl.analysis import analyze
+from otel_verl.analysis.figures.catalog import FIGURES
 from otel_verl.analysis.figures.worker_cdf import pick_step
-from otel_verl.analysis.load import load_spans
-from otel_verl.analysis.report import FIGURES, analyze
+from otel_verl.analysis.read import load_spans
 from otel_verl.cli import app
 
 

@@ -8,9 +8,8 @@ from pathlib import Path
 from builder import Plan, TraceBuilder, build_run
 from typer.testing import CliRunner
 
-from otel_verl.analysis.detectors import diagnose
-from otel_verl.analysis.findings import Finding
-from otel_verl.analysis.load import load_spans
+from otel_verl.analysis import Finding, diagnose
+from otel_verl.analysis.read import load_spans
 from otel_verl.cli import app
 
 
@@ -92,7 +91,7 @@ def test_rows_without_a_step_or_rank_are_ignored():
     import numpy as np
     import pandas as pd
 
-    from otel_verl.analysis.missing import find_missing_workers
+    from otel_verl.analysis.findings.worker_absent_from_step import find_missing_workers
 
     workers = pd.DataFrame({"step": [1.0, 2.0, np.nan, 2.0, 1.0], "worker": [0.0, 0.0, 1.0, np.nan, 1.0]})
     steps = pd.DataFrame({"step": [1.0, 2.0, np.nan], "trace_id": ["a", "b", "c"], "span_id": ["x", "y", "z"]})

@@ -16,10 +16,9 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from typer.testing import CliRunner
 
-from otel_verl.analysis import remote
-from otel_verl.analysis.detectors import diagnose
+from otel_verl.analysis import diagnose
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.load import LoadStats, load_spans
+from otel_verl.analysis.read import LoadStats, load_spans, remote
 from otel_verl.cli import app
 
 
@@ -159,7 +158,7 @@ class _CountingBar:
 
 def test_fetch_progress(backends, planted_spans) -> None:
     """One step of the bar per Tempo trace GET, per Jaeger service; none drawn off a terminal."""
-    from otel_verl.analysis.progress import Bar, interactive
+    from otel_verl.analysis.read.progress import Bar, interactive
 
     bar = _CountingBar()
     docs = list(remote.tempo_documents(backends["tempo"], None, 0, 2**62, 10000, bar))

@@ -47,7 +47,7 @@ def _seed_logs(root: Path) -> Path:
 
 
 def test_import_legacy_to_an_endpoint(backends: Backends, tmp_path: Path):
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.read import load_spans
 
     logs = _seed_logs(tmp_path / "logs")
     run = f"legacy-{uuid.uuid4().hex[:8]}"  # trace ids derive from the run name: unique in this Jaeger

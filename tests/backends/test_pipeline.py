@@ -279,8 +279,8 @@ def test_span_metrics_in_prometheus(backends: Backends, emitted):
 
 def test_analyzer_reads_jaeger_and_the_archive(backends: Backends, emitted, tmp_path):
     """`otel-verl analyze` sources: Jaeger's /api/v3 and the collector's file archive give the spool's spans."""
-    from otel_verl.analysis.load import load_spans
-    from otel_verl.analysis.report import analyze
+    from otel_verl.analysis import analyze
+    from otel_verl.analysis.read import load_spans
 
     _kind, spool, started = emitted
     services = {s["service"] for s in spool.values()}

@@ -51,7 +51,7 @@ def demo_spool(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def spool_spans(demo_spool: Path) -> pd.DataFrame:
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.read import load_spans
 
     spans = load_spans(demo_spool)
     assert set(spans["service"]) == {"verl"} and spans["trace_id"].nunique() >= 2
@@ -71,7 +71,7 @@ def _assert_same_spans(got: pd.DataFrame, want: pd.DataFrame) -> None:
 
 
 def test_analyze_reads_tempo3_like_the_spool(demo_spool: Path, spool_spans: pd.DataFrame, tmp_path: Path):
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.read import load_spans
 
     since, until = _window(spool_spans)
     with TempoStandIn(demo_spool, version="3") as tempo:
@@ -107,7 +107,7 @@ def test_analyze_reads_tempo3_like_the_spool(demo_spool: Path, spool_spans: pd.D
 @pytest.mark.parametrize("version", ["2.4", "1.5"])
 def test_older_tempo_apis(version: str, demo_spool: Path, spool_spans: pd.DataFrame):
     """No v2 route (Tempo < 2.5): v1 trace by id after one 404; Tempo 1.x: tag search instead of TraceQL."""
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.read import load_spans
 
     since, until = _window(spool_spans)
     with TempoStandIn(demo_spool, version=version) as tempo:
@@ -122,7 +122,7 @@ def test_older_tempo_apis(version: str, demo_spool: Path, spool_spans: pd.DataFr
 
 def test_trace_gone_since_the_search_is_skipped(demo_spool: Path, spool_spans: pd.DataFrame):
     """Tempo's 404 for a missing trace has no body: the reader must not take it for a missing v2 route."""
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.read import load_spans
 
     first, *rest = sorted(
         spool_spans["trace_id"].unique(), key=lambda t: -spool_spans.loc[spool_spans["trace_id"] == t, "start_ns"].min()
@@ -135,7 +135,7 @@ def test_trace_gone_since_the_search_is_skipped(demo_spool: Path, spool_spans: p
 
 
 def test_partial_trace_is_a_warning(demo_spool: Path, spool_spans: pd.DataFrame, tmp_path: Path):
-    from otel_verl.analysis.load import LoadStats, load_spans
+    from otel_verl.analysis.read import LoadStats, load_spans
 
     big = spool_spans["trace_id"].value_counts().index[0]
     with TempoStandIn(demo_spool, partial={big}) as tempo:

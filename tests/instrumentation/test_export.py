@@ -44,7 +44,7 @@ def _make_spans(exporter) -> list:
 
 
 def test_spool_round_trip(tmp_path):
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.read import load_spans
 
     exporter = SpoolSpanExporter(tmp_path, "run1", "worker_1")
     step, request = _make_spans(exporter)

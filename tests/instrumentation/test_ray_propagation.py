@@ -18,7 +18,7 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.read import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
     from otel_verl.export import provider
 
@@ -82,7 +82,7 @@ def test_spool_layout(demo_run):
 def v1_run(tmp_path_factory):
     """The V1 trainer's path: AgentLoopManagerTQ dispatches fire-and-forget, results via TransferQueue."""
     pytest.importorskip("transfer_queue")
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.read import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
     from otel_verl.export import provider
 

@@ -17,9 +17,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_verl
 from otel_verl import semconv
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import request_cdf
-from otel_verl.analysis.load import load_spans
+from otel_verl.analysis.read import load_spans
+from otel_verl.analysis.tables.requests import requests_table
+from otel_verl.analysis.tables.steps import steps_table
+from otel_verl.analysis.tables.workers import workers_table
 from otel_verl.config import DEFAULT_DETAIL, OtelVerlConfig
 from otel_verl.demo import runner
 from otel_verl.demo.sim_server import SimServerConfig
@@ -254,7 +256,7 @@ def test_tail_sampling_keeps_complete_traces_of_failed_and_slowest(traced, admit
 
 def _analyzed(run_dir: Path):
     spans = load_spans(run_dir)
-    return spans, model.requests_table(spans)
+    return spans, requests_table(spans)
 
 
 def test_analyzer_percentiles_of_a_sampled_run_are_exact(traced, admitted) -> None:
@@ -273,10 +275,10 @@ def test_analyzer_percentiles_of_a_sampled_run_are_exact(traced, admitted) -> No
     cdf = request_cdf.compute_request_cdf(spans)
     q = request_cdf.cdf_quantiles(cdf).iloc[0]
     truth_end = np.sort([e for _, e, _ in admitted])
-    start = model.steps_table(spans)["rollout_start_ns"].iloc[0]
+    start = steps_table(spans)["rollout_start_ns"].iloc[0]
     for col, quantile in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
         assert q[col] == pytest.approx(np.quantile((truth_end - start) / 1e9, quantile), abs=1e-6)  # float ns
-    workers = model.workers_table(spans)
+    workers = workers_table(spans)
     assert int(workers["num_requests"].iloc[0]) == len(truth)
 
     admitted.clear()
@@ -312,13 +314,13 @@ def test_trace_per_request(traced) -> None:
     provider.shutdown_tracing()
 
     loaded = load_spans(run_dir)
-    req = model.requests_table(loaded)
+    req = requests_table(loaded)
     assert len(req) == len(requests)
     assert set(zip(req["step"], req["worker"], strict=True)) == {(1, 0)}
     assert (loaded.loc[loaded["kind"] == "request", "worker_span"] >= 0).all()  # the link stands in for the parent
     turns = loaded[loaded["kind"] == "turn"]
     assert (turns["worker_span"] >= 0).all() and set(turns["worker"]) == {0}
-    assert int(model.workers_table(loaded)["num_requests"].iloc[0]) == len(requests)
+    assert int(workers_table(loaded)["num_requests"].iloc[0]) == len(requests)
 
 
 # ------------------------------------------------------------------ dropped spans
@@ -368,7 +370,7 @@ def test_dropped_spans_are_counted_logged_and_exposed(monkeypatch, caplog) -> No
 @pytest.mark.parametrize("level", ["request", "full"])
 def test_report_says_when_turns_were_not_recorded(traced, tmp_path: Path, level: str) -> None:
     """The default level's report is complete for requests and says how to get the turn and event figures."""
-    from otel_verl.analysis.report import analyze
+    from otel_verl.analysis import analyze
 
     _, run_dir = traced(detail=level)
     worker, _, opts = build_worker(_opts())

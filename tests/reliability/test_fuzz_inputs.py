@@ -560,7 +560,7 @@ def test_every_span_field_retyped_loads_or_names_its_line(real_spool, tmp_path):
     value, through the loader the analyzer runs (the part that reads values): it loads, or it raises
     the one-line error naming that line, never anything else."""
     from otel_verl.analysis.errors import AnalysisInputError
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.read import load_spans
 
     shapes = _field_shapes(real_spool, lambda doc: "line")
     assert len(shapes) > 100, len(shapes)  # spans, attributes, resource, scope: the sweep covers them

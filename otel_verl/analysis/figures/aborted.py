@@ -17,8 +17,8 @@ NONE = "no aborted requests"
 
 def compute_aborted(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per step: requests, aborted, tokens_wasted, seconds_wasted, waste_fraction."""
-    from otel_verl.analysis.detectors import aborted_per_step
     from otel_verl.analysis.tables import Tables
+    from otel_verl.analysis.tables.aborted import aborted_per_step
 
     return aborted_per_step(tables if tables is not None else Tables.build(spans))
 

@@ -1,6 +1,6 @@
 """Average % of step time per event, barrier wait included (the seed's 74% generate / 19% preprocess table).
 
-Each worker's step is split into event buckets by :mod:`otel_verl.analysis.buckets` (concurrent requests
+Each worker's step is split into event buckets by :mod:`otel_verl.analysis.tables.worker_seconds` (concurrent requests
 counted once per instant, worker-level events for logs without request spans, barrier wait and
 post-barrier events); the seconds are summed over workers, so shares add up to 100% per step.
 """

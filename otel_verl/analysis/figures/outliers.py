@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.tables.events import event_label
+from otel_verl.analysis.tables.requests import requests_table
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -47,7 +48,7 @@ def compute_outliers(
 ) -> pd.DataFrame:
     """One row per span of the ``max_requests`` slowest requests and of the ``named`` ones, with its depth
     below the request (0 = the request itself) and its start relative to the request's start."""
-    r = tables.requests if tables is not None else model.requests_table(spans)
+    r = tables.requests if tables is not None else requests_table(spans)
     r = r[r["request_row"].isin(spans.index)] if len(r) else r  # sampled-out summaries have no spans
     if r.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -59,9 +60,7 @@ def compute_outliers(
     rows = chosen["request_row"].to_numpy(dtype=np.int64)
     mask = np.isin(spans["request_span"].to_numpy(), rows)
     sub = spans.loc[mask, ["span_id", "parent_id", "kind", "name", "tool_name", "request_span", "turn_index"]]
-    sub = sub.assign(
-        start_ns=spans.loc[mask, "start_ns"], duration=spans.loc[mask, "duration"], label=model.event_label(sub)
-    )
+    sub = sub.assign(start_ns=spans.loc[mask, "start_ns"], duration=spans.loc[mask, "duration"], label=event_label(sub))
     depth = _depths(sub)
     info = chosen.set_index("request_row")
     req_start = sub["request_span"].map(info["start_ns"])

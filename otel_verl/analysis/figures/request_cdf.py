@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.tables.requests import requests_table
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def compute_request_cdf(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """One row per request: completion time since its step's rollout start, and its rank fraction in the step."""
-    r = tables.requests if tables is not None else model.requests_table(spans)
+    r = tables.requests if tables is not None else requests_table(spans)
     df = r[["step", "worker", "request_id", "request_status", "rel_end_s"]].rename(columns={"rel_end_s": "t_rel_s"})
     df = df.sort_values(["step", "t_rel_s"]).reset_index(drop=True)
     n = df.groupby("step")["t_rel_s"].transform("size")

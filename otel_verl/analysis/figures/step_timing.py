@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.tables.baseline import robust_baseline
+from otel_verl.analysis.tables.steps import steps_table
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 def compute_step_timing(spans: pd.DataFrame, k: float = 5.0, tables: Tables | None = None) -> pd.DataFrame:
     """Per step: duration, rollout time, interval to the next step start and an ``outlier`` flag."""
-    s = tables.steps if tables is not None else model.steps_table(spans)
+    s = tables.steps if tables is not None else steps_table(spans)
     if s.empty:
         return pd.DataFrame(columns=["step", "start_s", "duration_s", "rollout_s", "interval_s", "robust_z", "outlier"])
     df = pd.DataFrame(
@@ -29,7 +30,7 @@ def compute_step_timing(spans: pd.DataFrame, k: float = 5.0, tables: Tables | No
         }
     )
     df["interval_s"] = df["start_s"].shift(-1) - df["start_s"]
-    med, mad = model.robust_baseline(df["rollout_s"].to_numpy(), floor=0.05 * float(np.nanmedian(df["rollout_s"])))
+    med, mad = robust_baseline(df["rollout_s"].to_numpy(), floor=0.05 * float(np.nanmedian(df["rollout_s"])))
     df["robust_z"] = (df["rollout_s"] - med) / mad if mad > 0 else 0.0
     df["outlier"] = df["robust_z"] > k
     return df

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.tables.requests import requests_table
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def compute_turn_counts(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per (step, num_turns): requests, their fraction of the step and their mean duration."""
-    r = tables.requests if tables is not None else model.requests_table(spans)
+    r = tables.requests if tables is not None else requests_table(spans)
     r = r[r["num_turns"].notna() & r["step"].notna()] if len(r) else r
     if r.empty:
         return pd.DataFrame(columns=["step", "num_turns", "requests", "fraction", "mean_duration_s"])

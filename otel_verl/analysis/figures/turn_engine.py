@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.tables.events import events_table
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def compute_turn_engine(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Per (step, turn index): mean and max engine seconds of a turn, and how many turns."""
-    ev = tables.events if tables is not None else model.events_table(spans)
+    ev = tables.events if tables is not None else events_table(spans)
     eng = ev.loc[
         ((ev["kind"] == "engine") & ev["turn_index"].notna()).to_numpy(),
         ["step", "turn_index", "turn_span", "duration"],

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from otel_verl.analysis import model
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.tables.requests import requests_table
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -19,7 +19,7 @@ def compute_worker_cdf(spans: pd.DataFrame, step: int | None = None, tables: Tab
 
     Requests without a known worker (no worker span, no rank attribute) have no worker timeline: left out.
     """
-    r = tables.requests if tables is not None else model.requests_table(spans)
+    r = tables.requests if tables is not None else requests_table(spans)
     cols = ["step", "worker", "request_id", "worker_rel_end_s"]
     r = r[r["step"].notna() & r["worker"].notna() & r["worker_rel_end_s"].notna()] if len(r) else r
     if step is not None:

@@ -1,0 +1,8 @@
+"""Other formats in and out of the analyzer's span table.
+
+* :mod:`.legacy_import` — the seed's ``step_<n>/worker_<rank>.jsonl`` logs → spans (spool or OTLP)
+* :mod:`.legacy_export` — spans → the seed's log layout, for its plotting scripts
+* :mod:`.legacy_events` — the seed's event names, shared by both directions
+* :mod:`.perfetto` — Chrome/Perfetto trace JSON
+* :mod:`.spool_write` — writing spans as a spool (what ``import-legacy --spool`` produces)
+"""

@@ -1,0 +1,151 @@
+"""Resolve the span tree: each span's kind, and the step, worker, request and turn it belongs to.
+
+Why: instrumentation only promises ids on the request/worker spans; events below them are attributed
+through the parent chain. With ``OTEL_VERL_TRACE_PER_REQUEST`` a request is the root of its own trace with a
+link to its worker span: :func:`adopt_linked_requests` treats that link as the parent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+
+from otel_verl import semconv as sc
+from otel_verl.analysis.read.id_lookup import arrow_strings, lookup
+
+KIND_BY_NAME = {
+    sc.SPAN_STEP: "step",
+    sc.SPAN_WORKER: "worker",
+    sc.SPAN_REQUEST: "request",
+    sc.SPAN_TURN: "turn",
+    sc.SPAN_TOOL_PARSE: "tool_parse",
+    sc.SPAN_PREPROCESS: "preprocess",
+    sc.SPAN_REWARD: "reward",
+    sc.SPAN_BARRIER: "barrier",
+}
+
+
+def classify(names: pd.Series) -> np.ndarray:
+    """Span kind from its name: step/phase/worker/request/turn/engine/tool/... or ``other``."""
+    # a run has a few dozen distinct names: classify those, then spread (2M rows cost one factorize)
+    codes, uniques = pd.factorize(names, use_na_sentinel=True)
+    u = pd.Series(uniques, dtype=object)
+    kinds = u.map(KIND_BY_NAME).to_numpy(dtype=object)
+    s = u.astype(str)
+    kinds[pd.isna(kinds) & s.str.startswith(sc.SPAN_PHASE_PREFIX + " ").to_numpy()] = "phase"
+    kinds[pd.isna(kinds) & s.str.startswith(sc.GEN_AI_OP_TEXT_COMPLETION).to_numpy()] = "engine"
+    kinds[pd.isna(kinds) & s.str.startswith(sc.GEN_AI_OP_EXECUTE_TOOL).to_numpy()] = "tool"
+    kinds[pd.isna(kinds)] = "other"
+    return np.append(kinds, "other")[codes]  # code -1 (a missing name) -> "other"
+
+
+def _ancestor(parent_idx: np.ndarray, is_target: np.ndarray) -> np.ndarray:
+    """Row index of each span's nearest ancestor-or-self with ``is_target`` (-1 if none), by pointer jumping."""
+    n = len(parent_idx)
+    found = np.where(is_target, np.arange(n), -1)
+    cur = parent_idx.copy()
+    for _ in range(64):
+        todo = (found < 0) & (cur >= 0)
+        if not todo.any():
+            break
+        hit = todo & is_target[np.where(cur >= 0, cur, 0)]
+        found[hit] = cur[hit]
+        nxt = np.where(cur >= 0, parent_idx[np.where(cur >= 0, cur, 0)], -1)
+        cur = np.where(todo & ~hit, nxt, -1)
+    return found
+
+
+def adopt_linked_requests(
+    kind: np.ndarray,
+    links: pd.Series,
+    find: Callable[[pd.Series], np.ndarray],
+    parent_idx: np.ndarray,
+    composite: bool,
+) -> np.ndarray:
+    """Parent row of each span, where a parentless request span's first link stands in for its parent.
+
+    ``find`` maps span keys (span id, or span id + trace id when ``composite``) to rows, -1 when absent.
+    """
+    orphan = (parent_idx < 0) & (kind == "request")
+    if not orphan.any():
+        return parent_idx
+    first = links[orphan].fillna("").astype(str).str.split(",").str[0]
+    has = first.str.contains(":", regex=False).to_numpy()
+    if not has.any():
+        return parent_idx
+    trace_span = first[has].str.split(":", n=1, expand=True)
+    key = trace_span[1] + trace_span[0] if composite else trace_span[1]
+    found = find(key)
+    out = parent_idx.copy()
+    rows = np.flatnonzero(orphan)[has]
+    ok = found >= 0
+    out[rows[ok]] = found[ok]
+    return out
+
+
+def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
+    """Add ``kind``, ``request_span``, ``worker_span``, ``turn_span`` and inherit step/worker/request ids.
+
+    Why: instrumentation only promises ids on the request/worker spans; events below them are
+    attributed through the parent chain. Missing parents (sampled spans) simply stay unresolved.
+    """
+    spans = spans.copy(deep=False)  # only whole columns are added or replaced below
+    # object dtype on purpose: pandas 3 would store Arrow strings, and every ``kind.to_numpy()`` of the
+    # analysis (a dozen) then rebuilt 2M Python strings; here they point at the ten interned labels
+    spans["kind"] = pd.Series(classify(spans["name"]), index=spans.index, dtype=object)
+    # span ids are unique across traces in practice; (span, trace) keys only when they are not. Both the
+    # check and the lookups hash Arrow strings: a pandas Index of 2M ids cost seconds to build.
+    keys = spans["span_id"]
+    composite = len(pc.unique(arrow_strings(keys))) != len(keys)  # count_distinct is 3x slower
+    if composite:
+        keys = keys.astype(str) + spans["trace_id"].astype(str)
+        parent_key = spans["parent_id"].astype(str) + spans["trace_id"].astype(str)
+    else:
+        parent_key = spans["parent_id"]
+    parent_idx = lookup(parent_key, keys)
+    kind = spans["kind"].to_numpy()
+    parent_idx = adopt_linked_requests(kind, spans["links"], lambda k: lookup(k, keys), parent_idx, composite)
+    for target, col in (
+        ("request", "request_span"),
+        ("worker", "worker_span"),
+        ("turn", "turn_span"),
+        ("step", "step_span"),
+    ):
+        spans[col] = _ancestor(parent_idx, kind == target)
+    for col, via in (
+        ("step", "request_span"),
+        ("worker", "request_span"),
+        ("request_id", "request_span"),
+        ("step", "worker_span"),
+        ("worker", "worker_span"),
+        ("turn_index", "turn_span"),
+        ("step", "step_span"),
+        # a validation rollout's events are validation too (verl validates inside training steps)
+        ("validate", "request_span"),
+        ("validate", "worker_span"),
+    ):
+        anc = spans[via].to_numpy()
+        missing = spans[col].isna().to_numpy() & (anc >= 0)
+        if missing.any():
+            spans[col] = _inherit(spans[col], missing, anc[missing])
+    return spans
+
+
+def _inherit(column: pd.Series, missing: np.ndarray, source: np.ndarray) -> Any:
+    """``column`` with the rows in ``missing`` taken from rows ``source``, same dtype (vectorized for Int64)."""
+    if isinstance(column.dtype, (pd.Int64Dtype, pd.BooleanDtype)):
+        boolean = isinstance(column.dtype, pd.BooleanDtype)
+        data = column.to_numpy(dtype=bool if boolean else np.int64, na_value=False if boolean else 0)
+        mask = column.isna().to_numpy().copy()
+        data[missing], mask[missing] = data[source], mask[source]
+        return pd.arrays.BooleanArray(data, mask) if boolean else pd.arrays.IntegerArray(data, mask)
+    if column.dtype == np.float64:
+        values = column.to_numpy(copy=True)
+        values[missing] = values[source]
+        return values
+    values = column.to_numpy(dtype=object, copy=True)
+    values[missing] = values[source]
+    return pd.array(values, dtype=column.dtype) if column.dtype != object else values

@@ -1,0 +1,376 @@
+"""Decode OTLP/JSON ``ExportTraceServiceRequest`` documents into column lists.
+
+Why columnar: a 2M-span load must stay linear and cheap, so spans never become Python objects;
+each field is appended to one list and attributes of the contract go to sparse (row, value) lists
+that turn into numpy arrays once at the end.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from otel_verl.analysis.read.span_columns import ATTR_COLUMNS, BASE_COLUMNS, INT64_LIMIT
+
+_HEX = set("0123456789abcdefABCDEF")
+
+
+def _attr_value(value: dict[str, Any]) -> Any:
+    """One OTLP ``AnyValue`` as a plain Python value (ints arrive as strings in OTLP/JSON)."""
+    for key, v in value.items():
+        if key == "stringValue":
+            return v
+        if key == "intValue":
+            return int(v)
+        if key == "doubleValue":
+            return float(v)
+        if key == "boolValue":
+            return bool(v)
+        if key == "arrayValue":
+            return [_attr_value(x) for x in v.get("values", [])]
+        if key == "kvlistValue":
+            return {kv["key"]: _attr_value(kv.get("value", {})) for kv in v.get("values", [])}
+        if key == "bytesValue":
+            return v
+    return None
+
+
+def _out_of_range(start: int, end: int) -> None:
+    """A span time outside int64 ns: raised while the line is read, so the error names it (numpy's
+    int64 conversion happens later, for many lines at once, and could not say which)."""
+    field, value = ("startTimeUnixNano", start) if not 0 <= start < INT64_LIMIT else ("endTimeUnixNano", end)
+    raise ValueError(f"{field} {value} out of range")
+
+
+def _text(value: Any) -> str:
+    """A span name that is not a string (a damaged or foreign line) kept as its JSON text."""
+    try:
+        return json.dumps(value, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def normalize_id(raw: Any, nbytes: int) -> str:
+    """Hex id from OTLP/JSON (hex) or protobuf's default JSON mapping (base64, e.g. Tempo)."""
+    if raw is None or raw == "":
+        return ""
+    if not isinstance(raw, str):  # an id written as a number, list...: kept as text, never a crash
+        raw = str(raw)
+    if len(raw) == 2 * nbytes and set(raw) <= _HEX:
+        return raw.lower()
+    try:
+        return base64.b64decode(raw, validate=True).hex()
+    except (binascii.Error, ValueError):
+        return raw.lower()
+
+
+class SpanColumns:
+    """Accumulates spans from many documents; :meth:`frame` builds the span table once."""
+
+    def __init__(self) -> None:
+        self.base: dict[str, list[Any]] = {c: [] for c in BASE_COLUMNS if c != "duration"}
+        self.sparse: dict[str, tuple[list[int], list[Any]]] = {col: ([], []) for col, _ in ATTR_COLUMNS.values()}
+        self._targets = {
+            key: (self.sparse[col][0].append, self.sparse[col][1].append, kind == "strlist")
+            for key, (col, kind) in ATTR_COLUMNS.items()
+        }  # attribute key -> (append row, append value, join list values)
+        self.n = 0
+        self.parts: list[dict[str, Any]] = []
+        """Compact (numpy/Arrow) batches of already converted spans; see :meth:`flush`."""
+        self._flushed = 0
+
+    def add_document(self, doc: Any) -> int:
+        """Add every span of one ExportTraceServiceRequest (or Jaeger/Tempo wrapper); returns count."""
+        if not isinstance(doc, dict):
+            raise ValueError("not an OTLP/JSON object")
+        if "result" in doc and isinstance(doc["result"], dict):
+            doc = doc["result"]
+        elif "trace" in doc and isinstance(doc["trace"], dict):
+            doc = doc["trace"]
+        resource_spans = doc.get("resourceSpans", doc.get("batches"))
+        if resource_spans is None:
+            raise ValueError("no 'resourceSpans' key: not an OTLP/JSON trace document")
+        mark = self._mark()
+        try:
+            return self._add(resource_spans)
+        except BaseException:
+            self._rollback(mark)  # a bad line adds nothing, so columns stay aligned when it is skipped
+            raise
+
+    def _mark(self) -> tuple[int, dict[str, int], dict[str, int]]:
+        return (
+            self.n,
+            {c: len(v) for c, v in self.base.items()},
+            {c: len(rows) for c, (rows, _) in self.sparse.items()},
+        )
+
+    def _rollback(self, mark: tuple[int, dict[str, int], dict[str, int]]) -> None:
+        self.n, base, sparse = mark
+        for c, length in base.items():
+            del self.base[c][length:]
+        for c, length in sparse.items():
+            rows, vals = self.sparse[c]
+            del rows[length:], vals[length:]
+
+    def _add(self, resource_spans: Any) -> int:
+        b = self.base
+        tid_l, sid_l, pid_l, name_l = b["trace_id"], b["span_id"], b["parent_id"], b["name"]
+        st_l, en_l, code_l, msg_l = b["start_ns"], b["end_ns"], b["status"], b["status_message"]
+        svc_l, links_l, extra_l = b["service"], b["links"], b["extra"]
+        targets = self._targets
+        attr_value = _attr_value
+        dumps = orjson.dumps
+        before = self.n
+        n = self.n
+        for rs in resource_spans:
+            service = ""
+            for kv in (rs.get("resource") or {}).get("attributes", ()):
+                if kv.get("key") == "service.name":
+                    service = _attr_value(kv.get("value", {})) or ""
+            for ss in rs.get("scopeSpans", rs.get("instrumentationLibrarySpans", ())):
+                for sp in ss.get("spans", ()):
+                    tid_l.append(sp.get("traceId", ""))
+                    sid_l.append(sp.get("spanId", ""))
+                    pid_l.append(sp.get("parentSpanId") or "")
+                    name = sp.get("name", "")
+                    name_l.append(name if name.__class__ is str else _text(name))
+                    start, end = int(sp.get("startTimeUnixNano", 0)), int(sp.get("endTimeUnixNano", 0))
+                    if not (0 <= start < INT64_LIMIT and 0 <= end < INT64_LIMIT):
+                        _out_of_range(start, end)
+                    st_l.append(start)
+                    en_l.append(end)
+                    status = sp.get("status")
+                    if status:
+                        code = status.get("code", 0)
+                        if isinstance(code, str):
+                            code = {"STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(code, 0)
+                        code_l.append(code)
+                        msg_l.append(status.get("message", ""))
+                    else:
+                        code_l.append(0)
+                        msg_l.append("")
+                    svc_l.append(service)
+                    links = sp.get("links")
+                    if links:
+                        links_l.append(
+                            ",".join(
+                                f"{normalize_id(lk.get('traceId'), 16)}:{normalize_id(lk.get('spanId'), 8)}"
+                                for lk in links
+                            )
+                        )
+                    else:
+                        links_l.append("")
+                    extra = None
+                    for kv in sp.get("attributes", ()):
+                        v = kv.get("value") or {}
+                        # fast path for the common one-key AnyValues; anything else goes through _attr_value
+                        value = v.get("stringValue")
+                        if value is None:
+                            value = v.get("intValue")
+                            value = int(value) if value is not None else attr_value(v)
+                        target = targets.get(kv.get("key"))
+                        if target is not None:
+                            add_row, add_value, join = target
+                            add_row(n)
+                            if join and isinstance(value, list):
+                                value = ",".join(map(str, value))
+                            add_value(value)
+                        else:
+                            if extra is None:
+                                extra = {}
+                            extra[kv.get("key")] = value
+                    if extra:
+                        try:
+                            extra_l.append(dumps(extra))  # bytes; decoded once per part in flush
+                        except (TypeError, orjson.JSONEncodeError):  # non-str key, int beyond 64 bits...
+                            extra_l.append(json.dumps(extra, separators=(",", ":")).encode())
+                    else:
+                        extra_l.append(b"")
+                    n += 1
+        self.n = n
+        return n - before
+
+    def flush(self) -> None:
+        """Turn the Python lists of the spans added since the last flush into one compact part.
+
+        Why: a span's Python objects cost ~1 kB; converted every ``FLUSH_SPANS`` spans, a 2M-span load
+        holds a few hundred MB of arrays instead of GBs of lists, and a worker process returns parts
+        that pickle as plain buffers.
+        """
+        n = self.n - self._flushed
+        if n == 0:
+            return
+        b = self.base
+        part: dict[str, Any] = {"n": n}
+        for col in ("trace_id", "span_id", "parent_id", "name", "status_message", "service", "links"):
+            part[col] = _strings(b[col])
+            b[col].clear()
+        part["extra"] = pa.array(b["extra"], type=pa.binary()).cast(pa.string())  # compact JSON bytes
+        b["extra"].clear()
+        for col in ("start_ns", "end_ns"):
+            part[col] = np.asarray(b[col], dtype=np.int64)
+            b[col].clear()
+        part["status"] = np.asarray(b["status"], dtype=np.int8)
+        b["status"].clear()
+        for col, kind in ATTR_COLUMNS.values():
+            rows, vals = self.sparse[col]
+            idx = np.asarray(rows, dtype=np.int64) - self._flushed
+            if kind in ("int", "float"):
+                conv: Any = _floats(vals) if len(idx) else np.empty(0)
+            elif kind == "bool":
+                conv = np.array([bool(v) for v in vals], dtype=bool)
+            else:
+                try:  # already strings (or None): straight to Arrow
+                    conv = pa.array(vals, type=pa.string())
+                except (pa.ArrowTypeError, pa.ArrowInvalid):
+                    conv = _strings([None if v is None else str(v) for v in vals])
+            part[col] = (idx, conv)
+            rows.clear()
+            vals.clear()
+        self.parts.append(part)
+        self._flushed = self.n
+
+    def maybe_flush(self) -> None:
+        """:meth:`flush` once ``FLUSH_SPANS`` spans are pending (call between documents)."""
+        if self.n - self._flushed >= FLUSH_SPANS:
+            self.flush()
+
+    def take_parts(self) -> list[dict[str, Any]]:
+        """Every span added so far as parts (emptied here, so each part has one owner)."""
+        self.flush()
+        parts, self.parts = self.parts, []
+        return parts
+
+    def frame(self) -> pd.DataFrame:
+        """The span table: base columns, ``duration`` in seconds, one column per contract attribute."""
+        return frame_from_parts(self.take_parts())
+
+
+FLUSH_SPANS = 200_000
+
+
+def _strings(values: list[Any]) -> pa.Array | np.ndarray:
+    """Arrow strings (compact); an object array when some value is not a string (kept as it was)."""
+    try:
+        return pa.array(values, type=pa.string())
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return np.array(values, dtype=object)
+
+
+def _concat_strings(chunks: list[pa.Array | np.ndarray]) -> pa.Array | np.ndarray:
+    if all(isinstance(c, pa.Array) for c in chunks):
+        return pa.concat_arrays(chunks) if chunks else pa.array([], type=pa.string())
+    return np.concatenate([c if isinstance(c, np.ndarray) else _objects(c) for c in chunks])
+
+
+def _objects(arr: pa.Array | np.ndarray) -> np.ndarray:
+    """Object array of Python strings (None for nulls), one object per distinct value: ids repeat a lot."""
+    if isinstance(arr, np.ndarray):
+        return arr
+    enc = pc.dictionary_encode(arr)
+    uniques = np.array([*enc.dictionary.to_pylist(), None], dtype=object)
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    if enc.indices.null_count:
+        idx = pc.fill_null(enc.indices, len(uniques) - 1).to_numpy()
+    return uniques[idx]
+
+
+def _str_column(arr: pa.Array | np.ndarray) -> Any:
+    """What the DataFrame constructor makes of Python strings: pandas ≥ 3 infers its Arrow-backed "str" dtype
+    (so hand it the Arrow array, no 2M Python objects on the way), older pandas keeps objects."""
+    if isinstance(arr, pa.Array) and _INFER_STR and arr.null_count < len(arr):
+        return pd.array(arr, dtype="str")
+    return _objects(arr)
+
+
+_INFER_STR = pd.DataFrame({"x": np.array(["a"], dtype=object)})["x"].dtype != object
+"""pandas ≥ 3 (or future.infer_string) turns object columns of strings into "str"; probed, not version-parsed."""
+
+
+def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
+    """Concatenate parts (from one or several :class:`SpanColumns`) into the span table, in order."""
+    n = sum(p["n"] for p in parts)
+    offsets = np.cumsum([0] + [p["n"] for p in parts])[:-1]
+    data: dict[str, Any] = {}
+    for col in ("trace_id", "span_id", "parent_id"):
+        nbytes = 16 if col == "trace_id" else 8
+        arr = _concat_strings([p[col] for p in parts])
+        if isinstance(arr, np.ndarray):
+            arr = pa.array([normalize_id(v, nbytes) for v in arr], type=pa.string())
+        else:
+            lengths = pc.utf8_length(arr)
+            odd = pc.and_(pc.not_equal(lengths, 2 * nbytes), pc.not_equal(lengths, 0))
+            if pc.any(odd).as_py() or pc.any(pc.match_substring_regex(arr, "[A-F]")).as_py():
+                arr = pa.array([normalize_id(v, nbytes) for v in arr.to_pylist()], type=pa.string())
+        data[col] = pd.array(arr, dtype="str")
+    data["name"] = _str_column(_concat_strings([p["name"] for p in parts]))
+    start = np.concatenate([p["start_ns"] for p in parts]) if parts else np.empty(0, dtype=np.int64)
+    end = np.concatenate([p["end_ns"] for p in parts]) if parts else np.empty(0, dtype=np.int64)
+    data["start_ns"] = start
+    data["end_ns"] = end
+    data["duration"] = (end - start) / 1e9
+    data["status"] = np.concatenate([p["status"] for p in parts]) if parts else np.empty(0, dtype=np.int8)
+    for col in ("status_message", "service", "links", "extra"):
+        data[col] = _str_column(_concat_strings([p[col] for p in parts]))
+    for col, kind in ATTR_COLUMNS.values():
+        idx = np.concatenate([p[col][0] + off for p, off in zip(parts, offsets, strict=True)] or [np.empty(0, int)])
+        if kind in ("int", "float"):
+            vals = np.concatenate([p[col][1] for p in parts]) if len(idx) else np.empty(0)
+            if kind == "int":  # float columns skip these passes
+                nan = np.isnan(vals)
+                if np.all(nan | (np.abs(vals) < INT64_LIMIT) & (vals == np.round(vals))):  # int64 each, or missing
+                    # Int64 straight from the sparse values: a full float column converted after the fact
+                    # touched ~5x the memory (page faults were most of a 2M-span frame build)
+                    ints = np.zeros(n, dtype=np.int64)
+                    mask = np.ones(n, dtype=bool)
+                    ints[idx] = np.where(nan, 0, vals).astype(np.int64)
+                    mask[idx] = nan
+                    data[col] = pd.arrays.IntegerArray(ints, mask)
+                    continue
+            arr = np.full(n, np.nan)  # a float column (an int one with a fraction or beyond int64 too)
+            arr[idx] = vals
+            data[col] = arr
+        elif kind == "bool":
+            values = np.zeros(n, dtype=bool)
+            mask = np.ones(n, dtype=bool)
+            if len(idx):
+                values[idx] = np.concatenate([p[col][1] for p in parts])
+                mask[idx] = False
+            data[col] = pd.arrays.BooleanArray(values, mask)
+        else:
+            values = _concat_strings([p[col][1] for p in parts])
+            if isinstance(values, pa.Array) and len(idx) and _INFER_STR:
+                # scatter the sparse values into a full-length Arrow array (nulls elsewhere), no Python objects
+                where = np.full(n, -1, dtype=np.int64)
+                where[idx] = np.arange(len(idx))
+                taken = values.take(pa.array(where, mask=where < 0))
+                data[col] = _str_column(taken)
+            else:
+                obj = np.full(n, None, dtype=object)
+                if len(idx):
+                    obj[idx] = _objects(values)
+                data[col] = obj
+    return pd.DataFrame(data, copy=False)  # the arrays are fresh: no second copy of ~1 GB
+
+
+def _floats(vals: list[Any]) -> np.ndarray:
+    """Fast path for clean numbers; per-value fallback only when some value is not numeric."""
+    try:
+        return np.asarray(vals, dtype=float)
+    except (TypeError, ValueError):
+        return np.asarray([_num(v) for v in vals], dtype=float)
+
+
+def _num(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")

@@ -1,0 +1,133 @@
+"""One entry point, :func:`load_spans`, for every trace source: spool, collector file export, Jaeger, Tempo.
+
+The result is a pandas DataFrame, one row per span (see :mod:`otel_verl.analysis.read.span_columns`), with
+the tree resolved: each span knows its step, worker, request and turn even when only the request
+span carried those attributes.
+
+Reading files is :mod:`.files`, remote backends :mod:`.remote`, the tree :mod:`.hierarchy`."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.read.files import parallelism, read_files, read_parallel, trace_files
+from otel_verl.analysis.read.hierarchy import resolve_hierarchy
+from otel_verl.analysis.read.otlp_json import SpanColumns, frame_from_parts
+from otel_verl.analysis.read.progress import Bar
+from otel_verl.analysis.read.stats import LoadStats
+from otel_verl.analysis.read.window import in_window
+
+SOURCE_TYPES = ("auto", "spool", "file", "jaeger", "tempo")
+
+
+def detect_source_type(source: str) -> str:
+    """Pick the reader from SOURCE: a URL is asked which API it serves (Jaeger or Tempo), a dir is a
+    spool, a file a collector export."""
+    if source.startswith(("http://", "https://")):
+        from otel_verl.analysis.read import remote
+
+        return remote.probe(source)
+    path = Path(source)
+    if not path.exists():
+        raise AnalysisInputError(f"{source}: no such file or directory")
+    return "spool" if path.is_dir() else "file"
+
+
+def load_spans(
+    source: str | os.PathLike[str],
+    *,
+    source_type: str = "auto",
+    service: str | None = None,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+    skip_bad_lines: bool = False,
+    progress: bool = False,
+    stats: LoadStats | None = None,
+    max_traces: int = 10000,
+) -> pd.DataFrame:
+    """Load SOURCE into the span table; raise :class:`AnalysisInputError` on anything unusable.
+
+    ``since_ns``/``until_ns`` keep whole traces and steps that overlap the window (:func:`in_window`);
+    ``max_traces`` caps what a Jaeger/Tempo query returns (reaching it is a warning in ``stats``).
+    """
+    t0 = time.perf_counter()
+    stats = stats if stats is not None else LoadStats()
+    source = str(source)
+    if source_type not in SOURCE_TYPES:
+        raise AnalysisInputError(f"unknown source type {source_type!r}; valid: {', '.join(SOURCE_TYPES)}")
+    kind = detect_source_type(source) if source_type == "auto" else source_type
+    cols = SpanColumns()
+    if kind in ("spool", "file"):
+        path = Path(source)
+        if not path.exists():
+            raise AnalysisInputError(f"{source}: no such file or directory")
+        files = trace_files(path)
+        total = sum(f.stat().st_size for f in files)
+        jobs = parallelism(total, len(files))
+        with Bar(progress and total > 20_000_000, "loading spans", total, "bytes") as bar:
+            if jobs > 1 and hasattr(os, "fork"):
+                frame = frame_from_parts(read_parallel(files, stats, skip_bad_lines, bar.advance, jobs))
+            else:
+                read_files(files, cols, stats, skip_bad_lines, bar.advance)
+                frame = None
+    else:
+        from otel_verl.analysis.read import remote
+
+        now = time.time_ns()
+        lo = since_ns if since_ns is not None else now - 24 * 3600 * 10**9
+        hi = until_ns if until_ns is not None else now
+        fetch = remote.jaeger_documents if kind == "jaeger" else remote.tempo_documents
+        unit = "services" if kind == "jaeger" else "traces"
+        with Bar(progress, f"fetching from {kind.capitalize()} ({unit})") as bar:
+            for doc in fetch(source, service, lo, hi, max_traces, bar, stats.warnings.append):
+                stats.lines += 1
+                try:
+                    cols.add_document(doc)
+                except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                    raise AnalysisInputError(f"{source}: unexpected response ({exc})") from None
+                cols.maybe_flush()
+    if kind not in ("spool", "file") or frame is None:
+        frame = cols.frame()
+    if service and kind in ("spool", "file"):
+        frame = frame[frame["service"] == service]
+    if since_ns is not None or until_ns is not None:
+        frame = in_window(frame, since_ns, until_ns)
+    dup = frame.duplicated(subset=["trace_id", "span_id"], keep="first").to_numpy()
+    stats.duplicates = int(dup.sum())
+    if stats.duplicates:  # a filter copies the whole table: only when there is something to drop
+        frame = frame[~dup]
+    if frame.empty:
+        where = f" for service {service!r}" if service else ""
+        skipped = f" ({stats.bad_lines} bad lines skipped; first: {stats.first_bad[0]})" if stats.first_bad else ""
+        raise AnalysisInputError(f"{source}: no spans found{where} in the selected time window{skipped}")
+    frame = resolve_hierarchy(frame.reset_index(drop=True))
+    _release_memory()
+    stats.spans = len(frame)
+    stats.seconds = time.perf_counter() - t0
+    return frame
+
+
+def _release_memory() -> None:
+    """Hand the load's freed temporaries back to the OS (Arrow's pool and glibc keep them for reuse otherwise),
+    so the analysis that follows starts from the table's real size."""
+    pa.default_memory_pool().release_unused()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def load_many(sources: Iterable[str], **kwargs: Any) -> pd.DataFrame:
+    """Concatenate several sources (e.g. a spool and a collector export) into one span table."""
+    frames = [load_spans(s, **kwargs) for s in sources]
+    return pd.concat(frames, ignore_index=True)

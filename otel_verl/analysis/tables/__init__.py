@@ -1,0 +1,102 @@
+"""Tables stage: the span table → the derived tables one analysis shares, built once (:class:`Tables`).
+
+==================  ==========================================================================
+module              table
+==================  ==========================================================================
+training_spans      the spans a training analysis looks at (with a step, no validation)
+steps               one row per step: bounds, rollout window
+workers             one row per (step, worker): rollout window, requests, barrier wait
+requests            one row per request, sampled-out ones included (:mod:`.sampled_out`)
+events              the work inside requests (engine, tool, reward...) with a readable label
+worker_seconds      seconds of each worker's step per event bucket (concurrency-aware)
+turns               engine seconds per turn
+aborted             aborted requests and the time and tokens they threw away, per step
+baseline            the robust norm (median, MAD) "far above" is judged by
+==================  ==========================================================================
+
+Why one object: figures and detectors must agree on what a step's rollout or a worker's barrier wait
+is, and at 2M spans each table is expensive enough to build once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis.tables.events import events_table
+from otel_verl.analysis.tables.requests import requests_table
+from otel_verl.analysis.tables.steps import steps_table
+from otel_verl.analysis.tables.training_spans import training_spans
+from otel_verl.analysis.tables.workers import workers_table
+
+
+@dataclass
+class Tables:
+    """Derived tables computed once per analysis."""
+
+    spans: pd.DataFrame
+    steps: pd.DataFrame
+    workers: pd.DataFrame
+    requests: pd.DataFrame
+    events: pd.DataFrame
+
+    @classmethod
+    def build(cls, spans: pd.DataFrame) -> Tables:
+        sp = training_spans(spans)  # once: each table used to filter (and copy) the span table again
+        steps = steps_table(spans, sp=sp)
+        workers = workers_table(spans, sp=sp)
+        return cls(
+            spans,
+            steps,
+            workers,
+            requests_table(spans, sp=sp, steps=steps, workers=workers),
+            events_table(spans, sp=sp),
+        )
+
+    @cached_property
+    def dominant_event_rows(self) -> pd.Series:
+        """Row label in ``events`` of each request's longest event, by request span row (one groupby for all)."""
+        ev = self.events
+        if ev.empty:
+            return pd.Series(dtype=np.int64)
+        return ev["duration"].groupby(ev["request_span"].to_numpy()).idxmax()
+
+    def dominant_event(self, request_row: int) -> tuple[str, float, Any, Any, Any]:
+        """The event (label, seconds, turn index, trace id, span id) that took most of one request's time;
+        ``("", 0.0, None, None, None)`` when the request has no event spans."""
+        row = self.dominant_event_rows.get(request_row)
+        if row is None:
+            return ("", 0.0, None, None, None)
+        top = self.events.loc[row]
+        turn = top["turn_index"]
+        return (
+            str(top["event"]),
+            float(top["duration"]),
+            None if pd.isna(turn) else int(turn),
+            top["trace_id"],
+            top["span_id"],
+        )
+
+    @cached_property
+    def worker_seconds(self) -> pd.DataFrame:
+        """Seconds per (step, worker, event bucket): see
+        :func:`otel_verl.analysis.tables.worker_seconds.worker_event_seconds`."""
+        from otel_verl.analysis.tables.worker_seconds import worker_event_seconds
+
+        return worker_event_seconds(self.spans, self.workers)
+
+    @property
+    def median_rollout_s(self) -> float:
+        vals = pd.to_numeric(self.steps["rollout_s"], errors="coerce").to_numpy(dtype=float)
+        return float(np.nanmedian(vals)) if np.isfinite(vals).any() else float("nan")
+
+    @cached_property
+    def median_worker_s(self) -> pd.Series:
+        """Median worker rollout seconds per step."""
+        if self.workers.empty:
+            return pd.Series(dtype=float)
+        return self.workers.groupby("step")["duration"].median()

@@ -1,0 +1,56 @@
+"""The requests table: one row per request (sampled-out ones too), timed against its step and worker."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from otel_verl.analysis.read.span_columns import whole_numbers
+from otel_verl.analysis.tables import sampled_out
+from otel_verl.analysis.tables.steps import steps_table
+from otel_verl.analysis.tables.training_spans import training_spans
+from otel_verl.analysis.tables.workers import workers_table
+
+
+def requests_table(
+    spans: pd.DataFrame,
+    *,
+    sp: pd.DataFrame | None = None,
+    steps: pd.DataFrame | None = None,
+    workers: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """One row per request span, with times relative to its step's rollout start and its worker's start."""
+    sp = training_spans(spans) if sp is None else sp
+    kind = sp["kind"].to_numpy()
+    cols = [
+        "step",
+        "worker",
+        "request_id",
+        "request_status",
+        "num_turns",
+        "response_tokens",
+        "reward_score",
+        "start_ns",
+        "end_ns",
+        "duration",
+        "trace_id",
+        "span_id",
+        "worker_span",
+    ]
+    req = sp.loc[kind == "request", cols]
+    req["step"] = whole_numbers(req["step"])
+    req["worker"] = whole_numbers(req["worker"])
+    req["request_status"] = req["request_status"].fillna("completed").astype(object)
+    # turn counts from turn spans when the attribute is missing (sampled instrumentation)
+    turn_parents = sp.loc[kind == "turn", "request_span"]
+    turns = turn_parents.groupby(turn_parents.to_numpy()).size()
+    idx = pd.Series(req.index, index=req.index)
+    counted = idx.map(turns)
+    req["num_turns"] = whole_numbers(req["num_turns"]).fillna(whole_numbers(counted))
+    req = sampled_out.with_sampled_out(req, sp)  # requests summarized on worker spans (tail sampling)
+    steps = (steps_table(spans, sp=sp) if steps is None else steps).set_index("step")
+    req["rel_end_s"] = (req["end_ns"] - req["step"].map(steps["rollout_start_ns"]).astype(float)) / 1e9
+    w = (workers_table(spans, sp=sp) if workers is None else workers).set_index(["step", "worker"])["start_ns"]
+    keys = pd.MultiIndex.from_arrays([req["step"], req["worker"]])
+    req["worker_rel_end_s"] = (req["end_ns"] - w.reindex(keys).to_numpy()) / 1e9
+    req["request_row"] = req.index
+    return req.reset_index(drop=True)

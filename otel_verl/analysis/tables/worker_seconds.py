@@ -1,0 +1,144 @@
+"""Seconds of each worker's step per event bucket: the shared basis of the event-share table and the
+per-worker phase bars.
+
+Requests run concurrently, so summing their event durations would exceed the wall clock. Each instant
+of a worker's rollout window goes to one bucket instead: the highest-priority event any of its
+requests is in (:data:`PRIORITY`), ``request`` (in a request, no event span), ``idle`` (no request in
+flight), plus the worker's ``barrier`` wait. Logs with worker-level events only (the seed's
+``preprocessing_duration``/``async_generate_duration`` per worker, imported by ``import-legacy``) have no
+request spans: their worker-level event spans are swept the same way. Worker-level events after the
+barrier (the seed's ``broadcast_duration``) are outside the rollout window and count as their own bucket.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis.read.span_columns import whole_numbers
+from otel_verl.analysis.tables.events import EVENT_KINDS, event_label
+from otel_verl.analysis.tables.training_spans import training_spans
+
+PRIORITY = ("engine", "tool", "reward", "preprocess", "tool_parse", "other", "request")
+BUCKETS = (*PRIORITY, "idle", "barrier")
+COLUMNS = ["step", "worker", "event", "seconds"]
+
+
+def sweep(lo: int, hi: int, intervals: dict[str, tuple[np.ndarray, np.ndarray]], order: tuple[str, ...]) -> dict:
+    """Seconds of [lo, hi] attributed to each bucket of ``order`` (first wins), the rest to ``idle``."""
+    pts = [np.array([lo, hi])] + [np.clip(np.concatenate([s, e]), lo, hi) for s, e in intervals.values()]
+    bounds = np.unique(np.concatenate(pts))
+    seg = np.diff(bounds) / 1e9
+    taken = np.zeros(len(seg), dtype=bool)
+    out: dict[str, float] = {}
+    size = len(bounds) + 1
+    for cat in order:
+        if cat not in intervals:
+            out[cat] = 0.0
+            continue
+        s, e = intervals[cat]
+        # +1 at each start, -1 at each end: running sum > 0 where some interval of this bucket is open
+        cnt = np.bincount(np.searchsorted(bounds, np.clip(s, lo, hi)), minlength=size) - np.bincount(
+            np.searchsorted(bounds, np.clip(e, lo, hi)), minlength=size
+        )
+        active = np.cumsum(cnt)[: len(seg)] > 0
+        out[cat] = float(seg[active & ~taken].sum())
+        taken |= active
+    out["idle"] = float(seg[~taken].sum())
+    return out
+
+
+def worker_event_seconds(spans: pd.DataFrame, workers: pd.DataFrame) -> pd.DataFrame:
+    """One row per (step, worker, event bucket) with the seconds it took of that worker's step."""
+    if workers.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    wfirst = workers.drop_duplicates(["step", "worker"]).set_index(["step", "worker"])
+    sp = training_spans(spans)
+    rows = _request_buckets(sp, wfirst)
+    done = {(r["step"], r["worker"]) for r in rows}
+    rows += _worker_level_buckets(sp, wfirst, done)
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    return df[df["seconds"] > 0].reset_index(drop=True) if len(df) else df
+
+
+def _request_buckets(sp: pd.DataFrame, wfirst: pd.DataFrame) -> list[dict]:
+    """Buckets of workers with request spans (vectorized: a pandas groupby of 2M rows takes minutes)."""
+    keep = (
+        sp["kind"].isin((*EVENT_KINDS, "request")).to_numpy()
+        & sp["worker"].notna().to_numpy()
+        & (sp["request_span"] >= 0).to_numpy()
+    )
+    step_s, worker_s = whole_numbers(sp["step"])[keep], whole_numbers(sp["worker"])[keep]
+    ok = (step_s.notna() & worker_s.notna()).to_numpy()
+    steps = step_s.to_numpy(dtype=np.int64, na_value=0)[ok]
+    workers = worker_s.to_numpy(dtype=np.int64, na_value=0)[ok]
+    kind_codes, kind_names = pd.factorize(sp["kind"].to_numpy()[keep][ok], sort=True)
+    starts = sp["start_ns"].to_numpy()[keep][ok]
+    ends = sp["end_ns"].to_numpy()[keep][ok]
+    order = np.lexsort((kind_codes, workers, steps))
+    steps, workers, kind_codes, starts, ends = (a[order] for a in (steps, workers, kind_codes, starts, ends))
+    cut = np.flatnonzero((np.diff(steps) != 0) | (np.diff(workers) != 0)) + 1
+    rows: list[dict] = []
+    for lo, hi in zip(np.r_[0, cut], np.r_[cut, len(steps)], strict=True):
+        if hi <= lo:
+            continue
+        step, worker = int(steps[lo]), int(workers[lo])
+        if (step, worker) not in wfirst.index:
+            continue
+        wr = wfirst.loc[(step, worker)]
+        kc = kind_codes[lo:hi]
+        kcut = np.r_[lo, lo + np.flatnonzero(np.diff(kc)) + 1, hi]
+        intervals = {str(kind_names[kind_codes[a]]): (starts[a:b], ends[a:b]) for a, b in itertools.pairwise(kcut)}
+        secs = sweep(int(wr["start_ns"]), int(wr["end_ns"]), intervals, PRIORITY)
+        secs["barrier"] = _barrier(wr)
+        rows += [{"step": step, "worker": worker, "event": k, "seconds": v} for k, v in secs.items()]
+    return rows
+
+
+def _worker_level_buckets(sp: pd.DataFrame, wfirst: pd.DataFrame, done: set[tuple[int, int]]) -> list[dict]:
+    """Worker-level event spans (no request above them): the rollout window of workers without request
+    spans, and events after the barrier of any worker."""
+    keep = (
+        sp["kind"].isin(EVENT_KINDS).to_numpy() & (sp["request_span"] < 0).to_numpy() & sp["worker"].notna().to_numpy()
+    )
+    ev = sp.loc[keep, ["step", "worker", "kind", "name", "start_ns", "end_ns", "duration"]]
+    rows: list[dict] = []
+    if not ev.empty:
+        ev = ev.assign(event=event_label(ev), step=whole_numbers(ev["step"]), worker=whole_numbers(ev["worker"]))
+        ev = ev[ev["step"].notna() & ev["worker"].notna()]
+    groups = dict(iter(ev.groupby(["step", "worker"]))) if not ev.empty else {}
+    for (step, worker), wr in wfirst.iterrows():
+        key = (int(step), int(worker))
+        g = groups.get(key)
+        lo, hi = int(wr["start_ns"]), int(wr["end_ns"])
+        after = g[g["start_ns"] >= hi] if g is not None else None
+        if key not in done:
+            inside = g[g["start_ns"] < hi] if g is not None else None
+            if inside is not None and len(inside):
+                totals = inside.groupby("event")["duration"].sum()
+                labels = sorted(totals.index, key=lambda e: (_rank(e), -totals[e]))
+                intervals = {
+                    e: (x["start_ns"].to_numpy(), x["end_ns"].to_numpy())
+                    for e, x in inside.groupby("event")
+                    if e in totals.index
+                }
+                secs = sweep(lo, hi, intervals, tuple(labels))
+            else:
+                secs = {"idle": (hi - lo) / 1e9}
+            secs["barrier"] = _barrier(wr)
+            rows += [{"step": key[0], "worker": key[1], "event": k, "seconds": v} for k, v in secs.items()]
+        if after is not None and len(after):
+            for e, x in after.groupby("event"):
+                rows.append({"step": key[0], "worker": key[1], "event": str(e), "seconds": float(x["duration"].sum())})
+    return rows
+
+
+def _rank(label: str) -> int:
+    return PRIORITY.index(label) if label in PRIORITY else len(PRIORITY)
+
+
+def _barrier(wr: pd.Series) -> float:
+    b = wr["barrier_s"]
+    return 0.0 if pd.isna(b) else float(b)

@@ -1,0 +1,45 @@
+"""``otel-verl`` command line: one typer app, one module per command group, thin over the library.
+
+=================  ======================  ============================================================
+command            module                  what it does
+=================  ======================  ============================================================
+demo               :mod:`.demo`            traced CPU rollout with real verl code, then the analysis
+replay             :mod:`.replay`          send a spool to an OTLP endpoint, each span once
+analyze            :mod:`.analyze`         findings.json, report.html and figures of a trace source
+import-legacy      :mod:`.formats`         the seed's SGLangLogManager logs → spool / OTLP
+export-legacy      :mod:`.formats`         a trace source → the seed's log layout
+export-perfetto    :mod:`.formats`         a trace source → Chrome/Perfetto trace JSON
+=================  ======================  ============================================================
+
+The source options every reading command shares are declared once, in :mod:`.common`.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from otel_verl.cli import analyze, demo, formats, replay
+
+app = typer.Typer(
+    name="otel-verl",
+    help=(
+        "OpenTelemetry tracing for multi-turn RL training with verl.\n\n"
+        "Trace a real run: add `+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook="
+        "otel_verl.activate.setup` to the verl command line and set OTEL_EXPORTER_OTLP_ENDPOINT "
+        "(or nothing: spans then go to ./otel-verl-spool). Try it without a GPU: `otel-verl demo`."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+)
+
+app.command("demo")(demo.demo)
+app.command("replay")(replay.replay)
+app.command("analyze", help=analyze.ANALYZE_HELP)(analyze.analyze)
+app.command("import-legacy", help=formats.IMPORT_LEGACY_HELP)(formats.import_legacy)
+app.command("export-legacy", help=formats.EXPORT_LEGACY_HELP)(formats.export_legacy)
+app.command("export-perfetto", help=formats.EXPORT_PERFETTO_HELP)(formats.export_perfetto)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()

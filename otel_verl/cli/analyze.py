@@ -1,0 +1,98 @@
+"""``otel-verl analyze``: diagnose a run from any trace source; the summary ``otel-verl demo`` prints too."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.cli.common import EXIT_CODES, SourceOptions, load_source, one_line_errors, source_options
+
+
+def _threshold_list() -> str:
+    return ", ".join(f"`{f.name}={f.default}`" for f in fields(Thresholds))
+
+
+ANALYZE_HELP = f"""Diagnose a run: `findings.json`, `report.html` and the seed's figures as PNGs in `--out`.
+
+SOURCE is read by its kind (auto-detected; force it with `--source-type`):
+
+* spool dir: `otel-verl analyze ./otel-verl-spool --out report`
+* collector file exporter: `otel-verl analyze /var/otel/traces.jsonl --out report`
+* Jaeger v2: `otel-verl analyze http://jaeger:16686 --service verl --lookback 2h --out report`
+* Tempo: `otel-verl analyze http://tempo:3200 --since 2026-08-01T10:00 --until 2026-08-01T12:00 --out report`
+
+Seed `step_<n>/worker_<rank>.jsonl` logs: convert them first with `otel-verl import-legacy LOGDIR --spool DIR`.
+
+**Thresholds** (`--set name=value`, repeatable, or `--thresholds file.json` as `{{"thresholds": {{...}}}}`;
+meanings in docs/analyzer.md): {_threshold_list()}.
+
+{EXIT_CODES}"""
+
+
+@source_options
+@one_line_errors
+def analyze(
+    out: Annotated[Path, typer.Option("--out", help="output dir: `findings.json`, `report.html`, PNGs")],
+    src: SourceOptions,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="threshold override `name=value` (repeatable; names above)"),
+    ] = None,
+    thresholds_file: Annotated[
+        Path | None,
+        typer.Option("--thresholds", help='JSON file of thresholds: `{"thresholds": {"event_k": 20}}`'),
+    ] = None,
+    top_requests: Annotated[
+        int, typer.Option("--top-requests", min=1, help="slowest requests the outlier figure breaks down")
+    ] = 8,
+    no_html: Annotated[bool, typer.Option("--no-html", help="skip `report.html`")] = False,
+) -> None:
+    from otel_verl import analysis
+    from otel_verl.analysis.output_paths import prepare_dir
+    from otel_verl.analysis.read import LoadStats
+
+    th = Thresholds().with_overrides(set_ or [], thresholds_file)
+    prepare_dir(out)  # before a load that may take minutes
+    stats = LoadStats()
+    spans = load_source(src, stats)
+    result = analysis.analyze(
+        spans, out, thresholds=th, stats=stats, html_report=not no_html, top_requests=top_requests
+    )
+    print_summary(result, stats, out)
+
+
+def print_summary(result: Any, stats: Any, out: Path) -> None:
+    """Counts, the findings worth reading first (warnings and worse, else the first infos), where the files are."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    s = result.summary
+    console.print(
+        f"[bold]{s['spans']}[/] spans ({stats.seconds:.1f} s to load), {len(s['steps'])} steps, "
+        f"{len(s['workers'])} workers, {s['requests']} requests"
+        + (f", [yellow]{stats.bad_lines} bad lines skipped[/]" if stats.bad_lines else "")
+    )
+    shown = [f for f in result.findings if f.severity != "info"][:10] or result.findings[:5]
+    if shown:
+        table = Table("severity", "kind", "message", show_lines=False)
+        colors = {"critical": "red", "warning": "yellow", "info": "blue"}
+        for f in shown:
+            table.add_row(f"[{colors[f.severity]}]{f.severity}[/]", f.kind, f.message)
+        console.print(table)
+    console.print(f"findings: {s['findings_by_severity'] or 'none'} → {out / 'findings.json'}, {out / 'report.html'}")
+
+
+def run_analysis(source: str, out: Path) -> None:
+    """Analyze with default thresholds and print the summary (used by ``otel-verl demo``)."""
+    from otel_verl import analysis
+    from otel_verl.analysis.read import LoadStats
+
+    stats = LoadStats()
+    spans = load_source(SourceOptions(str(source)), stats)
+    result = analysis.analyze(spans, out, thresholds=Thresholds(), stats=stats, html_report=True)
+    print_summary(result, stats, out)

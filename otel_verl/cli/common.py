@@ -1,0 +1,214 @@
+"""What every command shares: the eight options that pick a trace source (declared once), one-line errors.
+
+Why a decorator for the source options: ``analyze``, ``export-legacy`` and ``export-perfetto`` read the
+same sources the same way; :func:`source_options` adds those parameters to a command's signature (typer
+reads ``__signature__``) and hands the command one :class:`SourceOptions` instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from otel_verl.analysis.errors import AnalysisInputError
+
+console = Console(stderr=True)
+"""Progress and summaries of long commands go to stderr, so stdout stays a result a script can read."""
+
+EXIT_CODES = (
+    "**Exit codes**: 0 = done (whatever was found); 2 = bad input or option (unreadable source, malformed "
+    "line, unwritable output), one line on stderr naming the file or path; 1 = a bug in otel-verl "
+    "(please report the traceback)."
+)
+
+
+def one_line_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Bad input → ``error: <file:line: why>`` on stderr and exit 2, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except AnalysisInputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(code=2) from None
+        except OSError as exc:  # a path the checks did not foresee: still one line, naming it
+            print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+            raise typer.Exit(code=2) from None
+
+    return wrapper
+
+
+# ------------------------------------------------------------------ the trace source, declared once
+SOURCE_HELP = (
+    "a spool dir, a collector file-exporter file (or its dir), a Jaeger v2 query URL (`http://host:16686`) "
+    "or a Tempo URL (`http://host:3200`)"
+)
+SOURCE_PARAMETERS = (
+    ("source", Annotated[str, typer.Argument(help=SOURCE_HELP, metavar="SOURCE", show_default=False)], ...),
+    (
+        "source_type",
+        Annotated[
+            str,
+            typer.Option(
+                "--source-type",
+                help="`auto` (default): a URL is asked which API it serves (Jaeger's `/api/v3/services`, Tempo's "
+                "`/api/echo`), a directory is a spool, a file a collector export; or force `spool`, `file`, "
+                "`jaeger`, `tempo`",
+            ),
+        ],
+        "auto",
+    ),
+    (
+        "service",
+        Annotated[
+            str | None,
+            typer.Option("--service", help="only spans of this `service.name` (Jaeger: which service to query)"),
+        ],
+        None,
+    ),
+    (
+        "since",
+        Annotated[
+            str | None,
+            typer.Option(
+                "--since", help="window start, ISO-8601 or epoch seconds; whole steps overlapping it are kept"
+            ),
+        ],
+        None,
+    ),
+    ("until", Annotated[str | None, typer.Option("--until", help="window end, ISO-8601 or epoch seconds")], None),
+    (
+        "lookback",
+        Annotated[
+            str | None,
+            typer.Option("--lookback", help="window = the last `30m`, `2h`, `1d` (until `--until` or now)"),
+        ],
+        None,
+    ),
+    (
+        "max_traces",
+        Annotated[
+            int,
+            typer.Option("--max-traces", min=1, help="Jaeger/Tempo: traces fetched at most (reaching it is a warning)"),
+        ],
+        10000,
+    ),
+    (
+        "skip_bad_lines",
+        Annotated[
+            bool,
+            typer.Option(
+                "--skip-bad-lines",
+                help="count and skip malformed or truncated lines instead of stopping at the first one (`file:line`)",
+            ),
+        ],
+        False,
+    ),
+)
+"""(parameter name, typer annotation, default) of the options that pick and filter a trace source."""
+
+SkipBadLines = SOURCE_PARAMETERS[-1][1]
+"""``--skip-bad-lines`` alone, for commands whose input is not a trace source (``import-legacy``)."""
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The values of :data:`SOURCE_PARAMETERS` one command was given."""
+
+    source: str
+    source_type: str = "auto"
+    service: str | None = None
+    since: str | None = None
+    until: str | None = None
+    lookback: str | None = None
+    max_traces: int = 10000
+    skip_bad_lines: bool = False
+
+    def window_ns(self) -> tuple[int | None, int | None]:
+        """``--since``/``--until``/``--lookback`` as absolute ns bounds (None = open)."""
+        since_ns, until_ns = parse_time(self.since, "since"), parse_time(self.until, "until")
+        if self.lookback:
+            until_ns = until_ns or time.time_ns()
+            since_ns = until_ns - parse_duration(self.lookback)
+        return since_ns, until_ns
+
+    def load_options(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`otel_verl.analysis.read.load_spans` (and the facade's ``load``)."""
+        since_ns, until_ns = self.window_ns()
+        return {
+            "source_type": self.source_type,
+            "service": self.service,
+            "since_ns": since_ns,
+            "until_ns": until_ns,
+            "skip_bad_lines": self.skip_bad_lines,
+            "max_traces": self.max_traces,
+        }
+
+
+def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Command ``fn(out, src: SourceOptions, ...)`` gets SOURCE as its first parameter and the source options
+    where ``src`` stands (the order ``--help`` lists them in; ``src`` after the required parameters)."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    shared = [
+        inspect.Parameter(name, kind, annotation=ann, default=default) for name, ann, default in SOURCE_PARAMETERS
+    ]
+    params = [shared[0].replace(default=inspect.Parameter.empty)]  # SOURCE is required
+    for p in inspect.signature(fn, eval_str=True).parameters.values():
+        params += shared[1:] if p.name == "src" else [p]
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs: Any) -> Any:
+        src = SourceOptions(**{name: kwargs.pop(name) for name, _, _ in SOURCE_PARAMETERS})
+        return fn(src=src, **kwargs)
+
+    signature = inspect.Signature(params)
+    wrapper.__signature__ = signature  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
+
+
+def parse_time(value: str | None, name: str) -> int | None:
+    """ISO-8601 or epoch seconds → ns."""
+    if value is None:
+        return None
+    try:
+        return int(float(value) * 1e9)
+    except ValueError:
+        pass
+    try:
+        return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1e9)
+    except ValueError:
+        raise AnalysisInputError(f"--{name} {value!r}: not ISO-8601 or epoch seconds") from None
+
+
+def parse_duration(value: str) -> int:
+    """``90s``, ``15m``, ``2h``, ``1d`` → ns."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        if value[-1] in units:
+            return int(float(value[:-1]) * units[value[-1]] * 1e9)
+        return int(float(value) * 1e9)
+    except (ValueError, IndexError):
+        raise AnalysisInputError(f"--lookback {value!r}: use e.g. 30m, 2h, 1d") from None
+
+
+def load_source(src: SourceOptions, stats: Any = None) -> Any:
+    """The span table of ``src`` (a progress bar when interactive); warnings of the load go to stderr."""
+    from otel_verl.analysis.read import LoadStats, load_spans
+    from otel_verl.analysis.read.progress import interactive
+
+    stats = stats if stats is not None else LoadStats()
+    spans = load_spans(src.source, progress=interactive(), stats=stats, **src.load_options())
+    for w in stats.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return spans

@@ -1,0 +1,138 @@
+"""``otel-verl demo``: a traced multi-turn rollout on the CPU (real verl code, simulated LLM server), then
+the analysis of what it recorded."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from otel_verl.cli.common import console
+
+
+def _pairs(values: list[str] | None, arity: int, option: str) -> list[tuple[float, ...]]:
+    out = []
+    for value in values or []:
+        parts = value.split(":")
+        try:
+            if len(parts) != arity:
+                raise ValueError
+            out.append(tuple(float(p) for p in parts))
+        except ValueError:
+            console.print(f"error: {option} {value!r}: expected {':'.join(['N'] * arity)}")
+            raise typer.Exit(code=2) from None
+    return out
+
+
+def demo(
+    steps: Annotated[int, typer.Option(min=1, help="Training steps to run.")] = 3,
+    spool: Annotated[
+        Path | None, typer.Option(help="Write the spool here (also when an OTLP endpoint is set).")
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="Analyzer output dir (default: `./otel-verl-report/<run>`).")
+    ] = None,
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the analysis after the run.")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="AgentLoopWorker actors.")] = 2,
+    prompts: Annotated[int, typer.Option(min=1, help="Prompts per step.")] = 16,
+    n: Annotated[int, typer.Option(min=1, help="Rollouts per prompt (rollout.n).")] = 4,
+    max_turns: Annotated[int, typer.Option(min=1, help="Max assistant turns per trajectory.")] = 3,
+    response_length: Annotated[int, typer.Option(min=16, help="rollout.response_length (tokens).")] = 256,
+    oversample: Annotated[
+        float, typer.Option(min=0.0, max=0.9, help="Over-sampling: fraction aborted once the rest completed (0 = off).")
+    ] = 0.0,
+    seconds_per_token: Annotated[float, typer.Option(min=0.0, help="Simulated decode time per token.")] = 0.0004,
+    stall: Annotated[
+        list[str] | None, typer.Option(help="IDX:SEC — sample IDX's first engine call stalls SEC s (idle gap).")
+    ] = None,
+    slow_turn: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="IDX:TURN:SEC — extra SEC s on the engine call of sample IDX's turn index TURN (0-based, as "
+            "`verl.turn.index`: 1 = the second turn; findings say `turn index 1`)."
+        ),
+    ] = None,
+    slow_reward: Annotated[
+        list[str] | None, typer.Option(help="IDX:SEC — extra SEC s in that sample's reward.")
+    ] = None,
+    slow_step: Annotated[int | None, typer.Option(help="Apply the planted slowness in this step only.")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed of the simulated engine and tools.")] = 0,
+    trainer: Annotated[
+        str, typer.Option(help="legacy: RayPPOTrainer-style blocking rollout; v1: V1 trainer's TransferQueue path.")
+    ] = "legacy",
+    val_before_train: Annotated[
+        bool, typer.Option(help="A validation rollout before step 1, as verl does by default (takes the warm-up).")
+    ] = True,
+) -> None:
+    """Run a traced multi-turn rollout on the CPU: real verl code, simulated LLM server.
+
+    AgentLoopManager → AgentLoopWorker Ray actors → ToolAgentLoop (hermes tool calls, a calculator
+    `BaseTool`) → a simulated engine with per-token decode time, shared capacity, heavy-tailed
+    lengths and over-sampling aborts; rewards by verl's RewardLoopWorker with GSM8K scoring. Then the
+    analyzer writes findings.json, report.html and figures.
+
+    Plant a problem for the analyzer to find: `--stall 3:20` (sample 3 stalls 20 s: a straggler
+    worker with an idle gap), `--slow-turn 5:1:8` (8 s more on turn index 1, the second turn, of
+    sample 5), `--slow-reward 7:5`, `--slow-step 2`.
+    """
+    from otel_verl.analysis.errors import AnalysisInputError
+    from otel_verl.analysis.output_paths import prepare_dir
+    from otel_verl.cli.analyze import run_analysis
+    from otel_verl.demo.runner import DemoOptions, run_demo
+
+    if trainer not in ("legacy", "v1"):
+        console.print(f"error: --trainer {trainer!r}: use legacy or v1")
+        raise typer.Exit(code=2)
+    if report is not None and not no_report:
+        try:  # a bad report path found after minutes of rollout would waste the run
+            prepare_dir(report, "--report")
+        except AnalysisInputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(code=2) from None
+    opts = DemoOptions(
+        steps=steps,
+        workers=workers,
+        prompts=prompts,
+        n=n,
+        max_turns=max_turns,
+        response_length=response_length,
+        oversample=oversample,
+        seconds_per_token=seconds_per_token,
+        seed=seed,
+        stall={int(i): s for i, s in _pairs(stall, 2, "--stall")},
+        slow_turn={int(i): (int(t), s) for i, t, s in _pairs(slow_turn, 3, "--slow-turn")},
+        slow_reward={int(i): s for i, s in _pairs(slow_reward, 2, "--slow-reward")},
+        slow_step=slow_step,
+        spool=str(spool) if spool else None,
+        trainer=trainer,
+        ray_cpus=workers + 2 if trainer == "v1" else None,
+        val_before_train=val_before_train,
+    )
+    with console.status(f"running {steps} traced steps on {workers} workers ({prompts}×{n} requests/step)…"):
+        result = run_demo(opts)
+    console.print(
+        f"[bold]{result.steps} steps[/] in {result.wall_seconds:.1f} s "
+        f"(step times: {', '.join(f'{s:.1f}s' for s in result.step_seconds)}), "
+        f"{result.requests_per_step} requests/step, {result.turns} turns"
+    )
+    if result.spool_dir is None:
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        console.print(f"traces sent to {endpoint or 'nowhere (OTEL_SDK_DISABLED)'}")
+        return
+    console.print(f"traces: [bold]{result.spool_dir}[/]")
+    if no_report:
+        return
+    out = report or Path("otel-verl-report") / result.run_id
+    try:
+        run_analysis(result.spool_dir, out)
+    except (AnalysisInputError, OSError) as exc:
+        why = f"{exc.filename or ''}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
+        print(
+            f"error: analysis failed: {why} (the traces are kept in {result.spool_dir}; "
+            f"analyze them with: otel-verl analyze {result.spool_dir} --out DIR)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(code=2) from None

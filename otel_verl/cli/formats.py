@@ -1,0 +1,85 @@
+"""Other formats in and out: the seed's SGLangLogManager logs (``import-legacy``, ``export-legacy``) and
+Chrome/Perfetto trace JSON (``export-perfetto``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from otel_verl.cli.common import EXIT_CODES, SkipBadLines, SourceOptions, load_source, one_line_errors, source_options
+
+IMPORT_LEGACY_HELP = (
+    "Convert the seed's SGLangLogManager logs (seeds 000/001/002, `step_<n>/worker_<rank>.jsonl`) "
+    "into otel_verl spans: a spool (`--spool`) and/or OTLP (`--endpoint`). A validation rollout's "
+    f"`val_step_<n>/` logs are marked validation.\n\n{EXIT_CODES}"
+)
+EXPORT_LEGACY_HELP = (
+    "Write the seed's `step_<n>/worker_<rank>.jsonl` logs so its plotting scripts run on otel_verl "
+    f"data (a validation rollout goes to `val_step_<n>/`).\n\n{EXIT_CODES}"
+)
+EXPORT_PERFETTO_HELP = (
+    "Chrome/Perfetto trace JSON (open in ui.perfetto.dev): one process per worker, one lane per "
+    f"concurrent request.\n\n{EXIT_CODES}"
+)
+
+
+@one_line_errors
+def import_legacy(
+    logdir: Annotated[Path, typer.Argument(help="seed log dir: `step_<n>/worker_<rank>.jsonl`", show_default=False)],
+    spool: Annotated[
+        Path | None,
+        typer.Option("--spool", help="spool dir to write (`<spool>/<run>/step_<n>/*.jsonl`)"),
+    ] = None,
+    endpoint: Annotated[
+        str | None,
+        typer.Option("--endpoint", help="OTLP endpoint to send the spans to (a collector, Jaeger, Tempo)"),
+    ] = None,
+    protocol: Annotated[
+        str | None,
+        typer.Option("--protocol", help="`grpc` | `http/protobuf` (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc)"),
+    ] = None,
+    run: Annotated[str, typer.Option("--run", help="run name: the `<run>` dir under `--spool`")] = "legacy",
+    skip_bad_lines: SkipBadLines = False,
+) -> None:
+    from otel_verl.analysis.formats.legacy_import import import_legacy as convert
+    from otel_verl.analysis.read import LoadStats
+
+    stats = LoadStats()
+    n = convert(
+        logdir, spool, run=run, skip_bad_lines=skip_bad_lines, endpoint=endpoint, protocol=protocol, stats=stats
+    )
+    done = [f"wrote {n} spans to {spool / run}"] if spool is not None else []
+    done += [f"sent {n} spans to {endpoint}"] if endpoint is not None else []
+    if stats.bad_lines:
+        done.append(f"{stats.bad_lines} bad lines skipped (first: {stats.first_bad[0]})")
+    print("; ".join(done))
+
+
+@source_options
+@one_line_errors
+def export_legacy(
+    out: Annotated[Path, typer.Option("--out", help="log dir in the seed's layout (created)")],
+    src: SourceOptions,
+) -> None:
+    from otel_verl.analysis.formats.legacy_export import export_legacy as write
+    from otel_verl.analysis.output_paths import prepare_dir
+
+    prepare_dir(out)
+    n = write(load_source(src), out)
+    print(f"wrote {n} log lines to {out}")
+
+
+@source_options
+@one_line_errors
+def export_perfetto(
+    out: Annotated[Path, typer.Option("--out", help="trace JSON file to write (e.g. `trace.json`)")],
+    src: SourceOptions,
+) -> None:
+    from otel_verl.analysis.formats.perfetto import write_perfetto
+    from otel_verl.analysis.output_paths import prepare_file
+
+    prepare_file(out)
+    n = write_perfetto(load_source(src), out)
+    print(f"wrote {n} trace events to {out}")
