@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from otel_verl import semconv as sc
 from otel_verl.analysis import volume
 from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.formats import seed_fast, seed_read
 from otel_verl.analysis.otlp import SpanColumns, frame_from_parts
 from otel_verl.analysis.progress import Bar
 
@@ -239,7 +240,10 @@ def load_spans(
         total = sum(f.stat().st_size for f in files)
         jobs = _parallelism(total, len(files))
         with Bar(progress and total > 20_000_000, "loading spans", total, "bytes") as bar:
-            if jobs > 1 and hasattr(os, "fork"):
+            if path.is_dir() and seed_read.looks_like_seed_dir(path):  # the seed's logs, read as import-legacy does
+                results, steps = seed_fast.convert_dir(path, "legacy", skip_bad_lines, stats, True, bar.advance)
+                frame = frame_from_parts(seed_fast.table_parts(results, steps))
+            elif jobs > 1 and hasattr(os, "fork"):
                 frame = frame_from_parts(_read_parallel(files, stats, skip_bad_lines, bar.advance, jobs))
             else:
                 _read_files(files, cols, stats, skip_bad_lines, bar.advance)
