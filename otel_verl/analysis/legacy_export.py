@@ -185,9 +185,10 @@ def _entry(
             "finish_reason": "aborted" if status == "aborted" else seed_reason(finish.get(p, status)),
             "turns": _clean(row.num_turns) if pd.notna(row.num_turns) else len(tt),
             **_summary(tt, float(row.duration)),
-            "response_length": response,
-            "actual_response_tokens": gen_tokens.get(p),
-            "total_sequence_length": prompt + response if prompt is not None and response is not None else None,
+            # unknown counts are 0, as the seed wrote them when a request had no ids
+            "response_length": response or 0,
+            "actual_response_tokens": gen_tokens.get(p, response or 0),
+            "total_sequence_length": (prompt or 0) + (response or 0),
             "turn_timings": tt,
             "status": status,
             "reward_score": _clean(row.reward_score),
