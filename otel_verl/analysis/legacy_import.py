@@ -40,9 +40,18 @@ def import_legacy(
         prepare_dir(spool, "--spool")
     total = sum(p.stat().st_size for p in Path(logdir).rglob("*.jsonl")) if Path(logdir).is_dir() else 0
     with Bar(interactive() and total > 20_000_000, "reading seed logs", total, "bytes") as bar:
-        results, steps = seed_fast.convert_dir(logdir, run, skip_bad_lines, stats, advance=bar.advance)
-    if endpoint is not None:
-        send_documents(seed_fast.documents(results, steps), endpoint, protocol)
+        if endpoint is not None:  # the lines come back to be sent (and written, with --spool)
+            results, steps = seed_fast.convert_dir(logdir, run, skip_bad_lines, stats, advance=bar.advance)
+            send_documents(seed_fast.documents(results, steps), endpoint, protocol)
+        else:  # the workers write the spool themselves
+            results, steps = seed_fast.convert_dir(
+                logdir,
+                run,
+                skip_bad_lines,
+                stats,
+                advance=bar.advance,
+                spool=Path(spool),  # type: ignore[arg-type]
+            )
     if spool is not None:
         with writing(Path(spool) / run):
             return seed_fast.write_spool(results, steps, Path(spool), run)

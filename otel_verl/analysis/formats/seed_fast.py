@@ -56,10 +56,14 @@ def _document(spans: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _convert(files: list[Path], root: Path, run: str, skip_bad_lines: bool, to_table: bool) -> FileResult:
-    """Worker body: read ``files`` and turn each worker-step into spans (as spool lines or table parts)."""
+def _convert(
+    files: list[Path], root: Path, run: str, skip_bad_lines: bool, to_table: bool, spool: Path | None = None
+) -> FileResult:
+    """Worker body: read ``files`` and turn each worker-step into spans: table parts, spool lines appended
+    under ``spool`` by the worker itself (nothing large crosses the process boundary), or lines returned."""
     res = FileResult()
     cols = SpanColumns() if to_table else None
+    handles: dict[Path, Any] = {}
     was_enabled = gc.isenabled()
     gc.disable()  # nothing here makes cycles; the cyclic GC rescanning every live dict costs ~20%
     try:
@@ -86,19 +90,36 @@ def _convert(files: list[Path], root: Path, run: str, skip_bad_lines: bool, to_t
                     res.bounds[step] = (min(lo, old[0]), max(hi, old[1]))
                 sub = f"step_{step}" if step is not None else "no_step"
                 fname = f"worker_{worker}.jsonl" if worker is not None else "worker.jsonl"
+                own = (seed_read.number_in(path.parent.name), seed_read.number_in(path.stem))
+                if (step, worker) != own:  # not this file's worker-step: never share a spool file across workers
+                    fname = f"worker_{worker}.from.{rel.replace('/', '.')}"
                 for i in range(0, len(spans), SPANS_PER_DOCUMENT):
                     doc = _document(spans[i : i + SPANS_PER_DOCUMENT])
                     if cols is not None:
                         cols.add_document(doc)
                         cols.maybe_flush()
+                    elif spool is not None:
+                        _append(handles, spool / run / sub / fname, orjson.dumps(doc))
                     else:
                         res.documents.append((sub, fname, orjson.dumps(doc)))
+    except OSError as exc:
+        res.error = f"{exc.filename}: cannot write: {exc.strerror}"
     finally:
+        for fh in handles.values():
+            fh.close()
         if was_enabled:
             gc.enable()
     if cols is not None:
         res.parts = cols.take_parts()
     return res
+
+
+def _append(handles: dict[Path, Any], path: Path, line: bytes) -> None:
+    fh = handles.get(path)
+    if fh is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = handles[path] = path.open("ab")
+    fh.write(line + b"\n")
 
 
 def _chunks(files: list[Path], jobs: int) -> list[list[Path]]:
@@ -123,8 +144,13 @@ def convert_dir(
     stats: Any = None,
     to_table: bool = False,
     advance: Callable[[int], None] | None = None,
+    spool: Path | None = None,
 ) -> tuple[list[FileResult], list[dict[str, Any]]]:
     """Convert every file of LOGDIR; returns the per-chunk results and the step spans.
+
+    With ``spool``, workers append their lines under ``<spool>/<run>/`` themselves (see :func:`write_spool`
+    for the rest); a worker-step whose lines are spread over files of two chunks would share a spool file,
+    so a file's (step, worker) groups other than its directory's go to a file named after the source too.
 
     A bad line is an :class:`AnalysisInputError` naming file:line, or with ``skip_bad_lines`` counted in
     ``stats`` (a :class:`~otel_verl.analysis.load.LoadStats`). Files are spread over
@@ -141,7 +167,7 @@ def convert_dir(
     jobs = _parallelism(sum(f.stat().st_size for f in files), len(files))
     chunks = _chunks(files, jobs) if jobs > 1 and hasattr(os, "fork") else [files]
     if len(chunks) == 1:
-        results = [_convert(files, root, run, skip_bad_lines, to_table)]
+        results = [_convert(files, root, run, skip_bad_lines, to_table, spool)]
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
