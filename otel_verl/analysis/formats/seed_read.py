@@ -127,6 +127,7 @@ def read_file(path: Path, skip_bad_lines: bool) -> FileLines:
             continue
         try:
             d, start, end, step, worker = _check(raw, dir_step, file_worker)
+            text = raw.decode()  # json also reads UTF-16/32 bytes; the kept line must be UTF-8 text
         except (ValueError, TypeError, OverflowError) as exc:
             why = "truncated last line; was the writer killed?" if i == last and data[-1:] != b"\n" else str(exc)
             msg = f"{path}:{i + 1}: {why}"
@@ -136,7 +137,7 @@ def read_file(path: Path, skip_bad_lines: bool) -> FileLines:
             if len(out.first_bad) < 5:
                 out.first_bad.append(msg)
             continue
-        append(Line(d, raw.decode(), start, end, i + 1, step, worker, in_val_dir or d.get("validate") is True))
+        append(Line(d, text, start, end, i + 1, step, worker, in_val_dir or d.get("validate") is True))
     return out
 
 
