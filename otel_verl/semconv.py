@@ -138,6 +138,9 @@ VERL_BARRIER_SLOWEST_RANK: Final = "verl.barrier.slowest_rank"
 VERL_EVENT_ORIGIN: Final = "verl.event.origin"
 """For imported seed logs: the original event name."""
 
+VERL_LEGACY_LINE: Final = "verl.legacy.line"
+"""For imported seed logs: the whole original JSON line, so ``export-legacy`` gives back every field."""
+
 VERL_PROCESS_ROLE: Final = "verl.process.role"
 """Resource attribute: trainer | agent_loop_worker | reward | server | demo | driver."""
 

@@ -25,7 +25,7 @@ SOURCE is read by its kind (auto-detected; force it with `--source-type`):
 * Jaeger v2: `otel-verl analyze http://jaeger:16686 --service verl --lookback 2h --out report`
 * Tempo: `otel-verl analyze http://tempo:3200 --since 2026-08-01T10:00 --until 2026-08-01T12:00 --out report`
 
-Seed `step_<n>/worker_<rank>.jsonl` logs: convert them first with `otel-verl import-legacy LOGDIR --spool DIR`.
+Seed `step_<n>/worker_<rank>.jsonl` logs are read directly (or once: `otel-verl import-legacy LOGDIR --spool DIR`).
 
 **Thresholds** (`--set name=value`, repeatable, or `--thresholds file.json` as `{{"thresholds": {{...}}}}`;
 meanings in docs/analyzer.md): {_threshold_list()}.

@@ -40,12 +40,39 @@ ENGINE_NAMES: Final = frozenset(
         "engine_generate_duration",
     }
 )
+# The seed logger's per-worker-step phases (``_req_level_generate_sequences``), one line each per worker-step.
+ASYNC_GENERATE: Final = "async_generate_duration"
+TOTAL_STEP: Final = "total_step_duration"
+WORKER_STEP_EVENTS: Final = (PREPROCESS, ASYNC_GENERATE, BARRIER, TOTAL_STEP)
+"""The four per-worker-step events the seed's step scripts read (overview, per-step bars, event shares)."""
+
+# The seed logger's per-turn events (``_async_rollout_a_request``, "added for each turn").
+TURN_END: Final = "turn_end"
+TURN_ENGINE: Final = "turn_engine_call"
+TURN_PRE_PROCESS: Final = "turn_pre_process"
+TURN_TOOL_PARSING: Final = "turn_tool_parsing"
+TURN_POST_PROCESS: Final = "turn_post_process"
+ENGINE_ACTUAL: Final = "engine_async_generate_actual"
+FINISH_REASON_PREFIX: Final = "FinishReasonTypeEnum."
+"""The seed writes ``str(FinishReasonTypeEnum.STOP)``; its scripts keep what follows the last dot."""
+
+SEED_KINDS: Final = {
+    TURN_END: "turn",
+    TURN_PRE_PROCESS: "preprocess",
+    "tool_creation_pending_state": "other",
+    "interaction_start_pending_state": "other",
+    "engine_generate_setup": "other",
+}
+"""Seed events whose kind the name rules below would get wrong (a turn's total, tool *creation*)."""
+
 PREPROCESS_KIND_OF: Final = {TOOL_RESPONSE: "merge_context"}
 """Seed events that are a kind of otel_verl preprocess, with the ``verl.preprocess.kind`` they stand for."""
 
 
 def kind_of(event: str) -> str:
     """Span kind for a seed event name; ``other`` keeps unknown events as generic spans."""
+    if event in SEED_KINDS:
+        return SEED_KINDS[event]
     if event == REQUEST_COMPLETE:
         return "request"
     if event == REQUEST_ABORTED:

@@ -41,6 +41,12 @@ def detect_source_type(source: str) -> str:
     return "spool" if path.is_dir() else "file"
 
 
+def _is_seed_log_dir(path: Path) -> bool:
+    from otel_verl.analysis.formats import seed_read
+
+    return seed_read.looks_like_seed_dir(path)
+
+
 def load_spans(
     source: str | os.PathLike[str],
     *,
@@ -73,7 +79,12 @@ def load_spans(
         total = sum(f.stat().st_size for f in files)
         jobs = parallelism(total, len(files))
         with Bar(progress and total > 20_000_000, "loading spans", total, "bytes") as bar:
-            if jobs > 1 and hasattr(os, "fork"):
+            if path.is_dir() and _is_seed_log_dir(path):  # the seed's own logs, read as import-legacy does
+                from otel_verl.analysis.formats import seed_fast
+
+                results, steps = seed_fast.convert_dir(path, "legacy", skip_bad_lines, stats, True, bar.advance)
+                frame = frame_from_parts(seed_fast.table_parts(results, steps))
+            elif jobs > 1 and hasattr(os, "fork"):
                 frame = frame_from_parts(read_parallel(files, stats, skip_bad_lines, bar.advance, jobs))
             else:
                 read_files(files, cols, stats, skip_bad_lines, bar.advance)

@@ -1,0 +1,298 @@
+"""Write synthetic seed logs: ``step_<n>/worker_<rank>.jsonl`` exactly as the seed's ``SGLangLogManager`` writes them.
+
+Why: issue 25 needs import-legacy measured on ~273 MB of seed logs and a round trip checked field by
+field; no real seed run is stored here. Event names, ``extra`` keys, key order and how often each event
+is written follow the seed logger (PrinsYin/verl, branch ``multiturn_profile_log``,
+``verl/workers/rollout/sglang_rollout/sglang_rollout.py``, ``_req_level_generate_sequences`` and
+``_async_rollout_a_request``):
+
+- once per worker-step: ``preprocessing_duration``, ``async_generate_duration``, ``sorting_duration``,
+  ``barrier_wait_duration``, ``broadcast_duration``, ``data_extraction_duration``, ``padding_duration``,
+  ``concatenation_duration``, ``batch_construction_duration``, ``cache_flush_duration``,
+  ``final_construction_duration``, ``step_response_length_stats`` (no duration), ``total_step_duration``;
+- per request: ``request_start`` (no duration), ``pending_state_handling``, ``tool_creation_pending_state``,
+  per turn ``turn_start`` (no duration), ``turn_pre_process``, ``engine_generate_setup``,
+  ``engine_async_generate_actual``, ``turn_engine_call``, ``turn_tool_parsing`` (tool turns),
+  ``turn_post_process``, ``turn_end``, then ``tool_execution``, ``tool_response_processing``,
+  ``tool_calling_state`` after a tool turn; ``main_loop``, ``reward_calculation``, ``finalization`` and
+  ``async_rollout_request_complete`` with ``turn_timings`` and the summary fields.
+
+Lines of concurrent requests interleave by their timestamp (the event's end), as the seed's
+line-buffered appends do. Usage: ``python benchmarks/gen_seed_logs.py OUT [--mb 273]`` or
+:func:`write_seed_logs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+T0 = datetime(2025, 7, 13, 11, 4, 25, 706221)
+FINISH = "FinishReasonTypeEnum."
+BYTES_PER_REQUEST = 7_800
+"""Mean bytes of one request's lines with the default turn mix (measured on this generator)."""
+
+
+class _Lines:
+    """A worker-step's log lines as (end time, line), in the seed logger's key order."""
+
+    def __init__(self, worker: int, step: int) -> None:
+        self.worker, self.step = worker, step
+        self.items: list[tuple[float, str]] = []
+        self.start = self.barrier_at = 0.0
+        """Worker-step start, and when its rollout ended and the barrier wait began."""
+        self.lengths: list[int] = []
+        self.actual: list[int] = []
+
+    def log(self, end: float, event: str, duration: float | None = None, extra: dict[str, Any] | None = None) -> None:
+        entry: dict[str, Any] = {"timestamp": (T0 + timedelta(seconds=end)).isoformat(), "event": event}
+        if duration is not None:
+            entry["duration_sec"] = duration
+        if extra is not None:
+            entry["extra"] = extra
+        entry["workid"] = self.worker
+        entry["step"] = self.step
+        self.items.append((end, json.dumps(entry)))
+
+    def text(self) -> str:
+        self.items.sort(key=lambda x: x[0])
+        return "".join(line + "\n" for _, line in self.items)
+
+
+def _request(out: _Lines, rng: random.Random, t: float, batch_id: int, stall: float) -> tuple[float, int, int]:
+    """One ``_async_rollout_a_request``; returns (end time, response length, actual response tokens)."""
+    rid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    start = t
+    out.log(t, "request_start", extra={"request_id": rid, "initial_prompt_length": rng.randint(80, 400)})
+    main_start = t
+    d = rng.uniform(0.001, 0.02)
+    out.log(t + d * 0.8, "tool_creation_pending_state", d * 0.8, {"request_id": rid})
+    t += d
+    out.log(t, "pending_state_handling", d, {"request_id": rid})
+    max_turns = rng.choices([1, 2, 3, 4, 5], [0.35, 0.35, 0.18, 0.08, 0.04])[0]
+    timings: list[dict[str, Any]] = []
+    seq = rng.randint(100, 400)
+    response = 0
+    for turn in range(max_turns):
+        turn_start = t
+        out.log(t, "turn_start", extra={"request_id": rid, "turn": turn, "current_sequence_length": seq})
+        pre = rng.uniform(1e-4, 2e-3)
+        t += pre
+        out.log(t, "turn_pre_process", pre, {"request_id": rid, "turn": turn, "generation_prompt_length": seq})
+        setup = rng.uniform(1e-5, 1e-4)
+        out.log(t + setup, "engine_generate_setup", setup, {"request_id": rid})
+        gen = rng.lognormvariate(0.8, 0.6) + (stall if turn == 0 else 0.0)
+        tokens = rng.randint(20, 600)
+        out.log(t + setup + gen, "engine_async_generate_actual", gen, {"request_id": rid})
+        engine = setup + gen + rng.uniform(1e-5, 1e-4)
+        t += engine
+        out.log(
+            t,
+            "turn_engine_call",
+            engine,
+            {"request_id": rid, "turn": turn, "generated_tokens": tokens, "output_text_length": tokens * 4},
+        )
+        response += tokens
+        seq += tokens
+        tool = turn < max_turns - 1
+        post_start, parse = t, 0.0
+        if tool:
+            parse = rng.uniform(1e-4, 3e-3)
+            t += parse
+            out.log(
+                t,
+                "turn_tool_parsing",
+                parse,
+                {"request_id": rid, "turn": turn, "raw_tool_calls": 1, "parsed_tool_calls": 1},
+            )
+        finish = FINISH + ("TOOL_CALL" if tool else rng.choice(["STOP", "STOP", "STOP", "LENGTH"]))
+        t += rng.uniform(1e-4, 1e-3)
+        post = t - post_start
+        fields = {"request_id": rid, "turn": turn, "has_tool_calls": tool, "parsed_tool_calls": int(tool)}
+        out.log(t, "turn_post_process", post, {**fields, "finish_reason": finish, "tool_parsing_duration": parse})
+        total = t - turn_start
+        timing = {
+            "turn": turn,
+            "total_duration": total,
+            "pre_process_duration": pre,
+            "engine_call_duration": engine,
+            "post_process_duration": post,
+            "tool_parsing_duration": parse,
+            "has_tool_calls": tool,
+            "finish_reason": finish,
+        }
+        timings.append(timing)
+        out.log(
+            t,
+            "turn_end",
+            total,
+            {
+                "request_id": rid,
+                **{k: v for k, v in timing.items() if k not in ("total_duration",)},
+                "engine_call_pct": round(engine / total * 100, 2),
+                "post_process_pct": round(post / total * 100, 2),
+            },
+        )
+        if tool:
+            calling_start = t
+            run = rng.lognormvariate(-1.5, 0.8)
+            t += run
+            out.log(t, "tool_execution", run, {"request_id": rid, "turn": turn + 1})
+            merge = rng.uniform(1e-4, 2e-3)
+            t += merge
+            out.log(t, "tool_response_processing", merge, {"request_id": rid, "turn": turn + 1})
+            out.log(t, "tool_calling_state", t - calling_start, {"request_id": rid, "turn": turn + 1})
+            seq += rng.randint(20, 80)
+    out.log(t, "main_loop", t - main_start, {"request_id": rid})
+    reward = rng.uniform(1e-3, 0.05)
+    t += reward
+    out.log(t, "reward_calculation", reward, {"request_id": rid})
+    fin = rng.uniform(1e-4, 1e-3)
+    t += fin
+    out.log(t, "finalization", fin, {"request_id": rid})
+    t += 1e-5
+    total = t - start
+    engine = sum(x["engine_call_duration"] for x in timings)
+    post = sum(x["post_process_duration"] for x in timings)
+    n = len(timings)
+    actual = int(response * rng.uniform(0.8, 1.0))
+    out.log(
+        t,
+        "async_rollout_request_complete",
+        total,
+        {
+            "request_id": rid,
+            "batch_data_id": batch_id,
+            "finish_reason": timings[-1]["finish_reason"],
+            "turns": n,
+            "user_turns": 0,
+            "turns_with_tools": sum(x["has_tool_calls"] for x in timings),
+            "response_length": response,
+            "actual_response_tokens": actual,
+            "total_sequence_length": seq,
+            "avg_turn_duration": round(sum(x["total_duration"] for x in timings) / n, 4),
+            "avg_engine_call_duration": round(engine / n, 4),
+            "avg_post_process_duration": round(post / n, 4),
+            "total_engine_time": round(engine, 4),
+            "total_post_process_time": round(post, 4),
+            "engine_time_pct": round(engine / total * 100, 2),
+            "post_process_time_pct": round(post / total * 100, 2),
+            "turn_timings": timings,
+        },
+    )
+    return t, response, actual
+
+
+def worker_step(worker: int, step: int, start: float, requests: int, rng: random.Random, stall: float = 0.0) -> _Lines:
+    """One worker's ``_req_level_generate_sequences`` (``stall``: extra s on the first request's first call)."""
+    out = _Lines(worker, step)
+    out.start = t = start
+    pre = rng.uniform(0.5, 2.0)
+    t += pre
+    out.log(t, "preprocessing_duration", pre)
+    gen_start = t
+    ends = []
+    for i in range(requests):
+        end, length, act = _request(out, rng, gen_start + rng.uniform(0, 0.05), i, stall if i == 0 else 0.0)
+        ends.append(end)
+        out.lengths.append(length)
+        out.actual.append(act)
+    t = max(ends) + rng.uniform(0.01, 0.05)
+    out.log(t, "async_generate_duration", t - gen_start)
+    d = rng.uniform(1e-5, 1e-4)
+    out.log(t + d, "sorting_duration", d)
+    out.barrier_at = t + d
+    return out
+
+
+def _close_step(out: _Lines, rng: random.Random, barrier_end: float) -> None:
+    """The worker-step lines from the barrier on: wait, tail phases, length stats, total."""
+    lengths, actual = out.lengths, out.actual
+    t = barrier_end
+    out.log(t, "barrier_wait_duration", t - out.barrier_at)
+    for event, lo, hi in (
+        ("broadcast_duration", 0.01, 0.2),
+        ("data_extraction_duration", 0.05, 0.4),
+        ("padding_duration", 0.01, 0.05),
+        ("concatenation_duration", 1e-3, 5e-3),
+        ("batch_construction_duration", 1e-4, 1e-3),
+        ("cache_flush_duration", 0.01, 0.1),
+        ("final_construction_duration", 1e-3, 1e-2),
+    ):
+        d = rng.uniform(lo, hi)
+        t += d
+        out.log(t, event, d)
+    s = sorted(lengths)
+    out.log(
+        t,
+        "step_response_length_stats",
+        extra={
+            "response_lengths": lengths,
+            "actual_response_tokens": actual,
+            "response_length_mean": sum(s) / len(s),
+            "response_length_median": float(s[len(s) // 2]),
+            "response_length_p80": float(s[int(0.8 * (len(s) - 1))]),
+            "response_length_p95": float(s[int(0.95 * (len(s) - 1))]),
+            "response_length_max": s[-1],
+            "response_length_min": s[0],
+            "requests_over_500": sum(x > 500 for x in s),
+            "requests_over_1000": sum(x > 1000 for x in s),
+            "batch_size": len(s),
+        },
+    )
+    out.log(t, "total_step_duration", t - out.start)
+
+
+def write_seed_logs(
+    out: str | Path,
+    steps: int = 4,
+    workers: int = 4,
+    requests: int = 16,
+    seed: int = 0,
+    stall: dict[tuple[int, int], float] | None = None,
+) -> Path:
+    """Write ``steps`` × ``workers`` files (steps numbered from 1) of ``requests`` trajectories each.
+
+    ``stall``: ``{(step, worker): seconds}`` added to that worker's first request's first engine call.
+    Steps follow each other (a step starts where the previous one's slowest worker finished + 20 s of training).
+    """
+    root = Path(out)
+    rng = random.Random(seed)
+    t = 0.0
+    for step in range(1, steps + 1):
+        logs = [worker_step(w, step, t, requests, rng, (stall or {}).get((step, w), 0.0)) for w in range(workers)]
+        release = max(x.barrier_at for x in logs) + rng.uniform(1e-3, 1e-2)
+        for w, lines in enumerate(logs):
+            _close_step(lines, rng, release)
+            path = root / f"step_{step}" / f"worker_{w}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(lines.text())
+        t = release + 1.0 + 20.0
+    return root
+
+
+def size_for(mb: float, workers: int = 8, requests: int = 64) -> int:
+    """Steps needed for about ``mb`` megabytes with ``workers`` × ``requests`` per step."""
+    return max(1, round(mb * 1e6 / (BYTES_PER_REQUEST * workers * requests)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--mb", type=float, default=273.0)
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--requests", type=int, default=64)
+    args = ap.parse_args()
+    steps = size_for(args.mb, args.workers, args.requests)
+    write_seed_logs(args.out, steps, args.workers, args.requests)
+    total = sum(p.stat().st_size for p in Path(args.out).rglob("*.jsonl"))
+    print(f"{args.out}: {steps} steps × {args.workers} workers × {args.requests} requests, {total / 1e6:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
