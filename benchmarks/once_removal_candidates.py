@@ -108,9 +108,37 @@ def report(chunks: dict[Pair, list[tuple[Chunk, Chunk]]], requests: int) -> list
     return lines
 
 
-def main(quick: bool = typer.Option(False, "--quick", help="4 repetitions instead of 14.")) -> None:
+def instructions(prompts: int = 16) -> list[str]:
+    """Instructions per request each candidate saves on the event loop: one instant-engine chunk of
+    ``prompts × 4`` requests per mode under callgrind (:mod:`benchmarks.bench_instructions`; exact to
+    ~0.05 % of the chunk, blind to cache effects; the chunk-end export is not counted)."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from benchmarks.bench_instructions import count
+
+    modes = (LEVEL, *(t for t, r in PAIRS if t != r))
+    with tempfile.TemporaryDirectory(prefix="otel-verl-bench-cg-") as tmp, ThreadPoolExecutor(2) as pool:
+        counts = dict(zip(modes, pool.map(lambda m: count(m, prompts, Path(tmp)), modes), strict=True))
+    base, requests = counts[LEVEL], prompts * 4
+    lines = [f"callgrind, one chunk of {requests} requests at {LEVEL}: today {base / 1e6:,.1f}M instructions"]
+    for mode in modes[1:]:
+        name = mode.removeprefix(LEVEL + "+")
+        lines.append(f"{name + ' off':28s} {(counts[mode] - base) / requests / 1e3:+,.1f}k instructions per request")
+    return lines
+
+
+def main(
+    quick: bool = typer.Option(False, "--quick", help="4 repetitions instead of 14."),
+    callgrind: bool = typer.Option(False, "--callgrind", help="Count instructions instead (valgrind, ~10 min)."),
+) -> None:
     from benchmarks.bench_realistic_overhead import WORKLOAD
 
+    if callgrind:
+        for line in instructions():
+            typer.echo(line)
+        return
     reps = 4 if quick else 14
     workload: Workload = WORKLOAD
     warm = (LEVEL, *sorted({t for t, _ in PAIRS} - {LEVEL}))
