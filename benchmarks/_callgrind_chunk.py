@@ -24,12 +24,13 @@ def _callgrind(switch: str) -> None:
 
 
 def main(mode: str, prompts: int) -> None:
-    from benchmarks import bench_demo_overhead as overhead
     from benchmarks._rollout import build_worker, run_chunk
+    from benchmarks._sides import _configure
+    from benchmarks.bench_demo_overhead import WORKLOAD
     from otel_verl.export import flush, tracing
 
-    overhead._configure(mode, Path(tempfile.mkdtemp(prefix="otel-verl-bench-cg-")))
-    worker, opts = build_worker(prompts, overhead.N, overhead.TURNS, 0.0)
+    _configure(mode, Path(tempfile.mkdtemp(prefix="otel-verl-bench-cg-")))
+    worker, opts = build_worker(prompts, WORKLOAD.n, WORKLOAD.turns, 0.0)
     for step in (1, 2):
         run_chunk(worker, opts, step)
         flush.flush()
@@ -41,7 +42,7 @@ def main(mode: str, prompts: int) -> None:
     _callgrind("on")
     output = run_chunk(worker, opts, 3)
     _callgrind("off")
-    assert len(output) == prompts * overhead.N
+    assert len(output) == prompts * WORKLOAD.n
     if deferred:
         release(deferred)
     flush.flush()

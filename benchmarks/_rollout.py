@@ -42,8 +42,11 @@ class _Handle:
         self.generate = _Method(server.generate)
 
 
-def build_worker(prompts: int, n: int, max_turns: int, seconds_per_token: float, seed: int = 0) -> tuple[Any, Any]:
-    """(worker, options) for chunks of ``prompts × n`` trajectories of up to ``max_turns`` turns."""
+def build_worker(
+    prompts: int, n: int, max_turns: int, seconds_per_token: float, seed: int = 0, capacity: int = 32
+) -> tuple[Any, Any]:
+    """(worker, options) for chunks of ``prompts × n`` trajectories of up to ``max_turns`` turns, against an
+    engine decoding ``capacity`` requests at ``seconds_per_token`` each (more share that capacity)."""
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from otel_verl.demo import runner
@@ -55,7 +58,9 @@ def build_worker(prompts: int, n: int, max_turns: int, seconds_per_token: float,
     opts = runner.DemoOptions(prompts=prompts, n=n, max_turns=max_turns, seed=seed, tool_latency=0.0)
     model = write_model_dir(work / "model")
     config = runner._verl_config(opts, model, runner._write_tool_config(work / "tools.yaml", opts))
-    server = SimLLMServer(SimServerConfig(seconds_per_token=seconds_per_token, seed=seed), str(model))
+    server = SimLLMServer(
+        SimServerConfig(seconds_per_token=seconds_per_token, capacity=capacity, seed=seed), str(model)
+    )
     worker = AgentLoopWorker(config, DemoLLMServerClient(config, _Handle(server)), None, None)
     worker._otel_verl_bench_server = server
     return worker, opts

@@ -22,7 +22,17 @@ class Result:
     gate: bool = True
     """False for a stricter check we added beyond issue #5's targets (e.g. instructions where the target is
     wall time): shown with its ✅/❌ and marked "(stricter)", but not part of the suite's exit code."""
+    info: bool = False
+    """A figure kept for information, no gate (e.g. the rollout against an engine that answers at once, which
+    no deployment runs): shown with its ✅/❌ against its old target, marked "(info)", never failing the suite."""
 
     @property
     def label(self) -> str:
+        if self.info:
+            return f"{self.target} (info)"
         return self.target if self.gate else f"{self.target} (stricter)"
+
+    @property
+    def gating(self) -> bool:
+        """Whether this row decides the suite's exit code."""
+        return self.gate and not self.info

@@ -103,7 +103,7 @@ def main(
     console.print(f"written to {out}")
     if not only and out.resolve() == (HERE / "RESULTS.md").resolve():
         quote_in_readme(text)
-    raise typer.Exit(0 if all(r.ok for r in rows if r.gate) else 1)
+    raise typer.Exit(0 if all(r.ok for r in rows if r.gating) else 1)
 
 
 if __name__ == "__main__":
