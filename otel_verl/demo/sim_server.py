@@ -171,10 +171,10 @@ class SimLLMServer:
             await asyncio.sleep(extra)
             timeline.arrival = time.time()
         timeline.queued = time.time()
+        if where == "queue":  # waits in the queue without holding a running slot, as a queued request does
+            await asyncio.sleep(extra)
         await self._take_slot()
         try:
-            if where == "queue":
-                await asyncio.sleep(extra)
             timeline.scheduled = time.time()
             await asyncio.sleep(cfg.prefill_seconds_per_token * len(prompt_ids))
             timeline.first_token = time.time()

@@ -154,7 +154,7 @@ def engine_calls_table(t: Tables) -> pd.DataFrame:
     for col in ("step", "worker", "turn_index"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
     out["call_s"] = pd.to_numeric(out["call_s"], errors="coerce")
-    out["validate"] = out["validate"].map(lambda v: bool(v) if v is not None and v == v else False)
+    out["validate"] = np.array([v is True or v is np.True_ for v in out["validate"]], dtype=bool)
     _split(out)
     return out[list(CALL_COLUMNS)]
 
@@ -224,3 +224,21 @@ def dominant_phase(row: pd.Series, baseline: dict[str, float] | None = None) -> 
         if over > excess:
             best, excess = phase, over
     return best, max(excess, 0.0)
+
+
+def engine_summary(t: Tables) -> dict[str, Any]:
+    """findings.json's ``summary.engine``: how many engine spans came, joined or orphaned, per replica, and
+    the share of our engine calls (training and validation) that have the engine's span under them."""
+    calls = t.engine_calls
+    ours = int((t.spans["kind"] == "engine").sum()) if len(t.spans) else 0
+    joined = calls.loc[calls["joined"].to_numpy(dtype=bool)]
+    answered = int(joined["call_row"].nunique()) if len(joined) else 0
+    return {
+        "llm_request_spans": len(calls),
+        "joined": len(joined),
+        "orphans": int(len(calls) - len(joined)),
+        "replicas": {str(k): int(v) for k, v in joined["replica"].value_counts().sort_index().items()},
+        "engine_calls": ours,
+        "engine_calls_with_engine_span": answered,
+        "share_with_engine_span": round(answered / ours, 4) if ours else None,
+    }
