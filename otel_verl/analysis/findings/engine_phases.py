@@ -1,7 +1,7 @@
 """engine_phase: a slow turn explained by the engine's own account of its call (vLLM's ``llm_request``).
 
-A turn whose engine call took far longer than the norm of its turn index (the ``turn_*`` thresholds, on our
-``text_completion`` seconds) is split into before the engine / queued / prefill / decode / other / after
+A turn whose engine call, or one part of it, took far longer than the norm of its turn index (the ``turn_*``
+thresholds, on our ``text_completion`` seconds and on each part) is split into before the engine / queued / prefill / decode / other / after
 (:mod:`otel_verl.analysis.tables.engine_calls`), and the part furthest above its own norm names the cause:
 "the engine call took 150 s: 148 s of it queued in the engine", "decoded 2,000 tokens", "24 s passed before
 the engine received the request". One finding per (step, worker, turn index, part), with the turns' spans in
@@ -30,6 +30,8 @@ def find_engine_phases(t: Tables, th: Thresholds) -> list[Finding]:
     hits = []
     for ti, grp in turns.groupby("turn_index"):
         mask, _ = far_above_norm(grp["call_s"], th.turn_k, th.turn_ratio, th.turn_min_s)
+        for col in PHASE_COLUMNS:  # a part far above its own norm, even when the others' noise hides the call
+            mask |= far_above_norm(grp[col].fillna(0.0), th.turn_k, th.turn_ratio, th.turn_min_s)[0]
         if not mask.any():
             continue
         norm = {c: float(np.nanmedian(grp[c].to_numpy(dtype=float))) for c in [*PHASE_COLUMNS, "call_s"]}
