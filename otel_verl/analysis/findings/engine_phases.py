@@ -1,11 +1,12 @@
 """engine_phase: a slow turn explained by the engine's own account of its call (vLLM's ``llm_request``).
 
-A turn whose engine call, or one part of it, took far longer than the norm of its turn index (the ``turn_*``
-thresholds, on our ``text_completion`` seconds and on each part) is split into before the engine / queued /
-prefill / decode / other / after (:mod:`otel_verl.analysis.tables.engine_calls`), and the part furthest above its own norm names the cause:
-"the engine call took 150 s: 148 s of it queued in the engine", "decoded 2,000 tokens", "24 s passed before
-the engine received the request". One finding per (step, worker, turn index, part), with the turns' spans in
-``details`` so a grouping by cause can merge it with the ``turn_anomaly`` of the same turns.
+A turn whose engine call, or one part of it, took far longer than the norm of its turn index (the
+``turn_*`` thresholds, on our ``text_completion`` seconds and on each part) is split into before the engine /
+queued / prefill / decode / other / after (:mod:`otel_verl.analysis.tables.engine_calls`), and the part
+furthest above its own norm names the cause: "the engine call took 150 s: 148 s of it queued in the
+engine", "decoded 2,000 tokens", "24 s passed before the engine received the request". One finding per
+(step, worker, turn index, part), with the turns' spans in ``details`` so a grouping by cause can merge it
+with the ``turn_anomaly`` of the same turns.
 """
 
 from __future__ import annotations
