@@ -165,6 +165,37 @@ GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 
 ERROR_TYPE: Final = "error.type"
 
+# ---------------------------------------------------------------- the engine's own spans (vLLM 0.24)
+# vLLM's ``OutputProcessor.do_tracing`` makes one span per *finished* request (none for an aborted one),
+# parented on the trace headers otel_verl hands the engine, i.e. under the turn's ``text_completion`` span.
+# Names from ``vllm/tracing/utils.py: SpanAttributes``; the demo's simulated engine emits the same shape.
+ENGINE_SPAN_REQUEST: Final = "llm_request"
+"""vLLM's span per finished request (kind SERVER, scope :data:`ENGINE_SCOPE`)."""
+ENGINE_SCOPE: Final = "vllm.tracing.otel"
+ENGINE_SERVICE_SUFFIX: Final = ".vllm"
+"""Engine spans carry ``service.name`` = otel_verl's service name + this (``verl.vllm`` by default)."""
+ENGINE_LATENCY_QUEUE: Final = "gen_ai.latency.time_in_queue"
+"""Seconds from the scheduler's queue to being scheduled (waiting for a running slot / KV cache)."""
+ENGINE_LATENCY_TTFT: Final = "gen_ai.latency.time_to_first_token"
+"""Seconds from the engine's arrival time to the first token."""
+ENGINE_LATENCY_PREFILL: Final = "gen_ai.latency.time_in_model_prefill"
+ENGINE_LATENCY_DECODE: Final = "gen_ai.latency.time_in_model_decode"
+ENGINE_LATENCY_INFERENCE: Final = "gen_ai.latency.time_in_model_inference"
+"""prefill + decode: from scheduled to the last token."""
+ENGINE_LATENCY_E2E: Final = "gen_ai.latency.e2e"
+"""Seconds from the engine's arrival time to the request's end inside the engine."""
+ENGINE_USAGE_PROMPT_TOKENS: Final = "gen_ai.usage.prompt_tokens"
+ENGINE_USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
+ENGINE_REQUEST_ID: Final = "gen_ai.request.id"
+ENGINE_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+ENGINE_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+ENGINE_REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+ENGINE_REQUEST_N: Final = "gen_ai.request.n"
+VERL_ENGINE_REPLICA: Final = "verl.engine.replica"
+"""Which server replica served the request (span or resource attribute of engine spans; the demo's
+simulated engine sets its server id, e.g. ``sim-1``). Without it the analyzer falls back to
+``vllm.process_id`` / ``process.pid`` attributes, then to the span's service."""
+
 # ---------------------------------------------------------------- propagation
 CARRIER_KEY: Final = "otel_verl.trace_context"
 """Key under which a W3C carrier rides in ``DataProto.meta_info`` / TensorDict / sampling params."""

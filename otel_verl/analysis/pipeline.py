@@ -21,6 +21,7 @@ from otel_verl.analysis.output_paths import prepare_dir, writing
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.report import write_html
 from otel_verl.analysis.tables import Tables
+from otel_verl.analysis.tables.engine_calls import engine_summary
 
 
 @dataclass
@@ -49,6 +50,7 @@ def summarize(
         "findings_by_severity": dict(Counter(f.severity for f in findings)),
         "findings_by_kind": dict(Counter(f.kind for f in findings)),
         "thresholds": th.as_dict(),
+        "engine": engine_summary(t),
     }
     if stats is not None:
         summary["load"] = {

@@ -27,6 +27,23 @@ def _pairs(values: list[str] | None, arity: int, option: str) -> list[tuple[floa
     return out
 
 
+ENGINE_PHASES = ("decode", "queue", "before")
+
+
+def _slow_turns(values: list[str] | None) -> dict[int, tuple[int, float, str]]:
+    """``IDX:TURN:SEC[:WHERE]`` options → {sample index: (turn index, seconds, where)}."""
+    out: dict[int, tuple[int, float, str]] = {}
+    for value in values or []:
+        parts = value.split(":")
+        where = parts.pop() if len(parts) == 4 else "decode"
+        if where not in ENGINE_PHASES:
+            console.print(f"error: --slow-turn {value!r}: WHERE must be one of {', '.join(ENGINE_PHASES)}")
+            raise typer.Exit(code=2)
+        ((index, turn, seconds),) = _pairs([":".join(parts)], 3, "--slow-turn")
+        out[int(index)] = (int(turn), seconds, where)
+    return out
+
+
 def demo(
     steps: Annotated[int, typer.Option(min=1, help="Training steps to run.")] = 3,
     spool: Annotated[
@@ -51,14 +68,23 @@ def demo(
     slow_turn: Annotated[
         list[str] | None,
         typer.Option(
-            help="IDX:TURN:SEC — extra SEC s on the engine call of sample IDX's turn index TURN (0-based, as "
-            "`verl.turn.index`: 1 = the second turn; findings say `turn index 1`)."
+            help="IDX:TURN:SEC[:WHERE] — extra SEC s on the engine call of sample IDX's turn index TURN (0-based, "
+            "as `verl.turn.index`: 1 = the second turn; findings say `turn index 1`); WHERE in the engine's own "
+            "account: decode (default), queue (waiting in the engine's queue) or before (before the engine "
+            "received the request: a slow hop or load balancer)."
         ),
     ] = None,
     slow_reward: Annotated[
         list[str] | None, typer.Option(help="IDX:SEC — extra SEC s in that sample's reward.")
     ] = None,
     slow_step: Annotated[int | None, typer.Option(help="Apply the planted slowness in this step only.")] = None,
+    replicas: Annotated[
+        int, typer.Option(min=1, help="Simulated engine replicas, behind verl's load balancer (sticky sessions).")
+    ] = 1,
+    replica_capacity: Annotated[
+        list[str] | None,
+        typer.Option(help="R:N — replica R runs N requests at once, the rest queue in it (a replica imbalance)."),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed of the simulated engine and tools.")] = 0,
     trainer: Annotated[
         str, typer.Option(help="legacy: RayPPOTrainer-style blocking rollout; v1: V1 trainer's TransferQueue path.")
@@ -103,9 +129,11 @@ def demo(
         seconds_per_token=seconds_per_token,
         seed=seed,
         stall={int(i): s for i, s in _pairs(stall, 2, "--stall")},
-        slow_turn={int(i): (int(t), s) for i, t, s in _pairs(slow_turn, 3, "--slow-turn")},
+        slow_turn=_slow_turns(slow_turn),
         slow_reward={int(i): s for i, s in _pairs(slow_reward, 2, "--slow-reward")},
         slow_step=slow_step,
+        replicas=replicas,
+        replica_capacity={int(r): int(c) for r, c in _pairs(replica_capacity, 2, "--replica-capacity")},
         spool=str(spool) if spool else None,
         trainer=trainer,
         ray_cpus=workers + 2 if trainer == "v1" else None,

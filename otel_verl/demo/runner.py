@@ -45,6 +45,10 @@ class DemoOptions:
     """sample index → (turn, extra seconds) on that turn's engine call."""
     slow_reward: dict[int, float] = field(default_factory=dict)
     """sample index → extra seconds in its reward computation."""
+    replicas: int = 1
+    """Simulated engine replicas; several run behind verl's own load balancer (sticky sessions)."""
+    replica_capacity: dict[int, int] = field(default_factory=dict)
+    """replica index → requests it runs at once (the rest queue in it): a planted replica imbalance."""
     slow_step: int | None = None
     """Planted slowness applies in this step only (None: every step)."""
     trainer_compute: float = 0.15
@@ -309,9 +313,9 @@ def _run(opts: DemoOptions, model_path: Path, tool_config: Path, run_id: str) ->
 def _run_with(manager_cls: Any, opts: DemoOptions, config: Any, model_path: Path, run_id: str) -> DemoResult:
     import ray
 
-    from otel_verl.demo.client import DemoLLMServerClient
     from otel_verl.demo.reward import DemoRewardWorker
-    from otel_verl.demo.sim_server import SimLLMServer, SimServerConfig
+    from otel_verl.demo.sim_replicas import start_sim_servers
+    from otel_verl.demo.sim_server import SimServerConfig
 
     server_config = SimServerConfig(
         seconds_per_token=opts.seconds_per_token,
@@ -320,15 +324,16 @@ def _run_with(manager_cls: Any, opts: DemoOptions, config: Any, model_path: Path
         slow_turn=dict(opts.slow_turn),
         trajectories_reported=True,  # the reward actor below reports each finished trajectory
     )
-    server = ray.remote(SimLLMServer).options(num_cpus=0).remote(server_config, str(model_path))
+    server, client, replicas = start_sim_servers(
+        server_config, str(model_path), opts.replicas, opts.replica_capacity, config
+    )
     reward = ray.remote(DemoRewardWorker).options(num_cpus=0).remote(config, dict(opts.slow_reward), opts.seed, server)
-    client = DemoLLMServerClient(config, server)
     manager = manager_cls.create(config, client, None, [reward])
     trainer = DemoTrainer(opts, manager, server, reward)
     step_seconds, outputs = trainer.fit()
     # flush every actor before the cluster goes away (verl's own runs flush at chunk/step ends)
     flushes = [w.__ray_call__.remote(_flush_actor) for w in manager.agent_loop_workers]
-    flushes += [server.__ray_call__.remote(_flush_actor), reward.__ray_call__.remote(_flush_actor)]
+    flushes += [s.__ray_call__.remote(_flush_actor) for s in replicas] + [reward.__ray_call__.remote(_flush_actor)]
     ray.get(flushes)
     return _summarize(opts, run_id, step_seconds, outputs)
 

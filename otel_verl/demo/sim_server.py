@@ -10,9 +10,11 @@ It answers verl's ``server.generate.remote(request_id=, prompt_ids=, sampling_pa
   (``stop_reason="aborted"``) like SGLang's ``abort_request``;
 - planted slowness (a stalled sample index, a slow turn) for the analyzer's tests.
 
-As an "engine" it also plays SGLang's part in trace linkage: it pops the W3C carrier verl's client
-sent and parents its own ``sim_engine.generate`` span on it, as SGLang does with
-``external_trace_header``.
+As an engine it also plays vLLM's part in tracing: it pops the W3C carrier verl's client sent and,
+when a request finishes, makes vLLM's ``llm_request`` span under it (``gen_ai.latency.*`` queue, prefill,
+decode seconds from its own timeline; none for an aborted request, as vLLM): see
+:mod:`otel_verl.demo.sim_engine_spans`. Requests beyond ``max_running`` wait in a queue (vLLM's
+``max_num_seqs``); the demo can run several replicas behind verl's own load balancer.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import asyncio
 import math
 import random
 import re
+import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from otel_verl import semconv
+from otel_verl.demo.sim_engine_spans import EngineTimeline, record_llm_request
 
 QUESTION_INDEX = re.compile(r"Question #(\d+)")
 
@@ -46,8 +50,12 @@ class SimServerConfig:
     seed: int = 0
     stall: dict[int, float] = field(default_factory=dict)
     """sample index → seconds its first engine call stalls (a planted idle gap)."""
-    slow_turn: dict[int, tuple[int, float]] = field(default_factory=dict)
-    """sample index → (turn index, extra seconds) for that turn's engine call."""
+    slow_turn: dict[int, tuple[int, float] | tuple[int, float, str]] = field(default_factory=dict)
+    """sample index → (turn index, extra seconds[, where]) for that turn's engine call; where the seconds go
+    in the engine's own account: ``decode`` (default: a slow generation), ``queue`` (waiting in the engine's
+    queue) or ``before`` (before the engine received the request: a slow Ray hop / load balancer)."""
+    max_running: int = 256
+    """Requests the engine runs at once (vLLM's ``max_num_seqs``); the rest wait in its queue."""
     trajectories_reported: bool = False
     """True when the reward actor reports every finished trajectory (``trajectory_done``, the demo);
     else a call that answers without a tool call or hits the length cap counts as one finished."""
@@ -56,7 +64,9 @@ class SimServerConfig:
 class SimLLMServer:
     """Ray actor (``ray.remote(SimLLMServer)``) standing in for SGLangHttpServer/vLLMHttpServer."""
 
-    def __init__(self, config: SimServerConfig, model_path: str, engine: str = "sglang") -> None:
+    def __init__(
+        self, config: SimServerConfig, model_path: str, engine: str = "sglang", replica: str = "sim-0"
+    ) -> None:
         from verl.workers.rollout.replica import TokenOutput  # imported now, not on the first request
 
         from otel_verl.demo.model import build_tokenizer
@@ -64,6 +74,10 @@ class SimLLMServer:
         self._token_output = TokenOutput
         self.config = config
         self.engine = engine
+        self.replica = replica
+        self.peers: list[Any] = []
+        self.running = 0
+        self._slot_freed: asyncio.Condition | None = None
         self.tokenizer = build_tokenizer()
         self.active = 0
         self.turns_seen: dict[str, int] = {}
@@ -74,19 +88,33 @@ class SimLLMServer:
         self.generated_tokens = 0
 
     # -- over-sampling control (the demo trainer calls these around each step)
+    def set_peers(self, peers: list[Any]) -> None:
+        """The other replicas (several behind verl's load balancer): this one counts finished trajectories for
+        all of them, and passes each step's settings and the over-sampling abort on."""
+        self.peers = list(peers)
+
     def begin_step(self, target: int | None, planted: bool = True) -> None:
-        """Called by the demo trainer before each step: over-sampling target, planted slowness on/off."""
+        """Called by the demo trainer before each step: over-sampling target, planted slowness on/off.
+        Peers get theirs now, submitted before any request of the step exists."""
         self.step_target = target
         self.planted = planted
         self.completed = 0
         self.abort_event = asyncio.Event()
+        for peer in self.peers:
+            peer.begin_step.remote(None, planted)
+
+    def abort_now(self) -> None:
+        """Over-sampling reached its target on the counting replica: abort what still runs here."""
+        self.abort_event.set()
 
     def trajectory_done(self) -> None:
         """A trajectory finished (the reward actor reports each one): over-sampling counts trajectories,
         not engine calls, and aborts whatever is still running once ``target`` of them are done."""
         self.completed += 1
-        if self.step_target is not None and self.completed >= self.step_target:
+        if self.step_target is not None and self.completed >= self.step_target and not self.abort_event.is_set():
             self.abort_event.set()
+            for peer in self.peers:
+                peer.abort_now.remote()
 
     def stats(self) -> dict[str, Any]:
         return {"generated_tokens": self.generated_tokens, "completed": self.completed}
@@ -103,44 +131,25 @@ class SimLLMServer:
     ) -> Any:
         params = dict(sampling_params)
         carrier = params.pop(semconv.CARRIER_KEY, None)
-        span = self._engine_span(carrier, request_id, len(prompt_ids))
-        try:
-            output = await self._generate(prompt_ids, params)
-        except BaseException:
-            if span is not None:
-                span.end()
-            raise
-        if span is not None:
-            span.set_attribute("sim_engine.output_tokens", len(output["token_ids"]))
-            span.set_attribute("sim_engine.stop_reason", output["stop_reason"])
-            span.end()
+        timeline = EngineTimeline(arrival=time.time())
+        output = await self._generate(prompt_ids, params, timeline)
+        if carrier and output["stop_reason"] != "aborted":  # vLLM makes no llm_request for an aborted request
+            record_llm_request(
+                self.replica,
+                carrier,
+                timeline,
+                request_id=request_id,
+                prompt_tokens=len(prompt_ids),
+                completion_tokens=output["produced"],
+                params=params,
+            )
         return self._token_output(
             token_ids=output["token_ids"], stop_reason=output["stop_reason"], num_preempted=0, extra_fields={}
         )
 
-    def _engine_span(self, carrier: Any, request_id: str, prompt_tokens: int) -> Any:
-        if not carrier:
-            return None
-        try:
-            from otel_verl.export import provider, tracing
-            from otel_verl.instrumentation.propagation import context_from_carrier, step_from_context
-
-            if tracing.get_state() is None:
-                provider.setup_tracing(semconv.ProcessRole.SERVER.value)
-            parent = context_from_carrier(carrier)
-            attributes: dict[str, Any] = {
-                "sim_engine.request_id": request_id,
-                "sim_engine.prompt_tokens": prompt_tokens,
-                semconv.GEN_AI_SYSTEM: self.engine,
-            }
-            step = step_from_context(parent)
-            if step is not None:
-                attributes[semconv.VERL_STEP] = step
-            return tracing.tracer().start_span("sim_engine.generate", context=parent, attributes=attributes)
-        except Exception:
-            return None
-
-    async def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> dict[str, Any]:
+    async def _generate(
+        self, prompt_ids: list[int], params: dict[str, Any], timeline: EngineTimeline
+    ) -> dict[str, Any]:
         cfg = self.config
         text = self.tokenizer.decode(prompt_ids)
         # one random stream per (seed, conversation so far): same trajectories for the same seed,
@@ -157,11 +166,69 @@ class SimLLMServer:
         stop_reason = "completed"
         if length >= max_tokens:
             length, stop_reason = max_tokens, "length"
-        await asyncio.sleep(cfg.prefill_seconds_per_token * len(prompt_ids))
-        if self.planted and turn == 0 and index in cfg.stall:
-            await asyncio.sleep(cfg.stall[index])
-        if self.planted and index in cfg.slow_turn and cfg.slow_turn[index][0] == turn:
-            await asyncio.sleep(cfg.slow_turn[index][1])
+        extra, where = self._planted_turn(index, turn)
+        if where == "before":  # the request reaches the engine late (a slow hop on the way)
+            await asyncio.sleep(extra)
+            timeline.arrival = time.time()
+        timeline.queued = time.time()
+        if where == "queue":  # waits in the queue without holding a running slot, as a queued request does
+            await asyncio.sleep(extra)
+        await self._take_slot()
+        try:
+            timeline.scheduled = time.time()
+            await asyncio.sleep(cfg.prefill_seconds_per_token * len(prompt_ids))
+            timeline.first_token = time.time()
+            if self.planted and turn == 0 and index in cfg.stall:
+                await asyncio.sleep(cfg.stall[index])
+            if where == "decode":
+                await asyncio.sleep(extra)
+            produced, stop_reason = await self._decode(length, stop_reason)
+            timeline.last_token = time.time()
+        finally:
+            await self._free_slot()
+        self.generated_tokens += produced
+        if (
+            not cfg.trajectories_reported
+            and stop_reason != "aborted"
+            and (stop_reason == "length" or "<tool_call>" not in answer)
+        ):
+            self.trajectory_done()
+        if stop_reason == "aborted":
+            token_ids = self.tokenizer.encode(("…" * produced)[: max(produced, 0)], add_special_tokens=False)[:produced]
+            return {"token_ids": token_ids, "stop_reason": "aborted", "produced": produced}
+        filler = ("Thinking step by step. " * (1 + length // 24))[: max(0, length - len(answer))]
+        body = filler + answer
+        token_ids = self.tokenizer.encode(body, add_special_tokens=False)
+        if stop_reason == "length":
+            token_ids = token_ids[:max_tokens]
+        else:
+            token_ids = [*token_ids, self.tokenizer.eos_token_id]
+        return {"token_ids": token_ids, "stop_reason": stop_reason, "produced": len(token_ids)}
+
+    def _planted_turn(self, index: int, turn: int) -> tuple[float, str]:
+        """(extra seconds, where) planted on this sample's turn, else (0, "")."""
+        plant = self.config.slow_turn.get(index) if self.planted else None
+        if plant is None or plant[0] != turn:
+            return 0.0, ""
+        return float(plant[1]), (plant[2] if len(plant) > 2 else "decode")  # type: ignore[misc]
+
+    async def _take_slot(self) -> None:
+        """Wait in the engine's queue until fewer than ``max_running`` requests run."""
+        if self._slot_freed is None:
+            self._slot_freed = asyncio.Condition()
+        async with self._slot_freed:
+            await self._slot_freed.wait_for(lambda: self.running < self.config.max_running)
+            self.running += 1
+
+    async def _free_slot(self) -> None:
+        assert self._slot_freed is not None
+        async with self._slot_freed:
+            self.running -= 1
+            self._slot_freed.notify()
+
+    async def _decode(self, length: int, stop_reason: str) -> tuple[int, str]:
+        """Decode ``length`` tokens, slower when more than ``capacity`` decode at once; stop on an abort."""
+        cfg = self.config
         self.active += 1
         produced = 0
         try:
@@ -177,24 +244,7 @@ class SimLLMServer:
                     produced += n
         finally:
             self.active -= 1
-        self.generated_tokens += produced
-        if (
-            not cfg.trajectories_reported
-            and stop_reason != "aborted"
-            and (stop_reason == "length" or "<tool_call>" not in answer)
-        ):
-            self.trajectory_done()
-        if stop_reason == "aborted":
-            token_ids = self.tokenizer.encode(("…" * produced)[: max(produced, 0)], add_special_tokens=False)[:produced]
-            return {"token_ids": token_ids, "stop_reason": "aborted"}
-        filler = ("Thinking step by step. " * (1 + length // 24))[: max(0, length - len(answer))]
-        body = filler + answer
-        token_ids = self.tokenizer.encode(body, add_special_tokens=False)
-        if stop_reason == "length":
-            token_ids = token_ids[:max_tokens]
-        else:
-            token_ids = [*token_ids, self.tokenizer.eos_token_id]
-        return {"token_ids": token_ids, "stop_reason": stop_reason}
+        return produced, stop_reason
 
     def _answer(self, prompt_text: str, turn: int, rng: random.Random) -> str:
         cfg = self.config

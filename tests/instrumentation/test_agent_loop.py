@@ -38,7 +38,7 @@ def test_tree_of_a_worker_chunk(spans_of):
     assert all(r.parent.span_id == workers[0].context.span_id for r in requests)
     # every span of the chunk lives in the worker's trace and its parent resolves
     ids = {s.context.span_id for s in spans}
-    assert {s.context.trace_id for s in spans if s.name != "sim_engine.generate"} == {workers[0].context.trace_id}
+    assert {s.context.trace_id for s in spans if s.name != semconv.ENGINE_SPAN_REQUEST} == {workers[0].context.trace_id}
     assert all(s.parent is None or s.parent.span_id in ids for s in spans if s is not workers[0])
     # one engine round trip per turn, turns counted on the request
     assert len(generates) == len(turns)

@@ -54,7 +54,7 @@ def test_every_level_and_counts(demo_run):
     turns = names[semconv.SPAN_TURN]
     tools = sum(v for k, v in names.items() if k.startswith(semconv.GEN_AI_OP_EXECUTE_TOOL))
     generates = sum(v for k, v in names.items() if k.startswith(semconv.GEN_AI_OP_TEXT_COMPLETION))
-    assert generates == turns == names["sim_engine.generate"] > 0
+    assert generates == turns == names[semconv.ENGINE_SPAN_REQUEST] > 0
     # verl's own __num_turns__ = assistant turns + tool rounds + 1 per trajectory
     verl_turns = sum(sum(out["num_turns"]) for out in result.outputs)
     assert verl_turns == turns + tools + per_step * opts.steps
@@ -64,7 +64,7 @@ def test_every_level_and_counts(demo_run):
     by_id = spans.set_index("span_id")
     assert set(by_id.loc[workers.parent_id].name) == {semconv.phase_span_name("gen")}
     # the engine's span nests below the turn's generate span (engine linkage)
-    engine = spans[spans.name == "sim_engine.generate"]
+    engine = spans[spans.name == semconv.ENGINE_SPAN_REQUEST]
     assert set(by_id.loc[engine.parent_id].name) == {"text_completion model"}
 
 

@@ -124,12 +124,12 @@ def test_thousand_concurrent_trajectories_keep_their_parentage(monkeypatch):
         elif span.name == "user.compute_score":
             assert by_id[span.parent.span_id].name == "verl.reward.compute"
             assert attrs["user.index"] == request.attributes[semconv.VERL_SAMPLE_INDEX]
-        elif span.name == "sim_engine.generate":  # the engine parented on the carrier verl sent it
+        elif span.name == semconv.ENGINE_SPAN_REQUEST:  # the engine parented on the carrier verl sent it
             assert by_id[span.parent.span_id].name.startswith(semconv.GEN_AI_OP_TEXT_COMPLETION)
         elif semconv.VERL_REQUEST_ID in attrs:  # our own spans carry the request id of their subtree
             assert attrs[semconv.VERL_REQUEST_ID] == rid, span.name
     # every engine call carried the carrier of a text_completion span of the request whose prompt it sent
-    assert names["sim_engine.generate"] == len(handle.calls)
+    assert names[semconv.ENGINE_SPAN_REQUEST] == len(handle.calls)
     tokenizer = build_tokenizer()
     named = Counter()
     for call in handle.calls:

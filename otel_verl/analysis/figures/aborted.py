@@ -35,7 +35,10 @@ def plot_aborted(df: pd.DataFrame, path: str | Path) -> Path:
         ("aborted requests", "tokens wasted", "request-seconds wasted"),
         strict=True,
     ):
-        ax.bar(df["step"], df[col], color="indianred")
+        ax.bar(df["step"], df[col], color="indianred", label=title)
+        if col == "seconds_wasted" and "engine_seconds_wasted" in df:
+            ax.bar(df["step"], df["engine_seconds_wasted"], color="#1f77b4", width=0.5, label="of it in engine calls")
+            ax.legend(fontsize=7)
         ax.set_title(title)
         ax.set_xlabel("step")
         _style.integer_steps(ax)

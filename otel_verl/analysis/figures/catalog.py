@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from otel_verl.analysis.figures import (
     aborted,
+    engine_phases,
     event_share,
     outliers,
     request_cdf,
@@ -30,6 +31,12 @@ FIGURES: tuple[FigureSpec, ...] = (
     ("worker_cdf", worker_cdf.compute_worker_cdf, worker_cdf.plot_worker_cdf, worker_cdf.plotly_worker_cdf),
     ("outliers", outliers.compute_outliers, outliers.plot_outliers, outliers.plotly_outliers),
     ("event_share", event_share.compute_event_share, event_share.plot_event_share, event_share.plotly_event_share),
+    (
+        "engine_phases",
+        engine_phases.compute_engine_phases,
+        engine_phases.plot_engine_phases,
+        engine_phases.plotly_engine_phases,
+    ),
     ("turn_engine", turn_engine.compute_turn_engine, turn_engine.plot_turn_engine, turn_engine.plotly_turn_engine),
     ("turn_counts", turn_counts.compute_turn_counts, turn_counts.plot_turn_counts, turn_counts.plotly_turn_counts),
     ("aborted", aborted.compute_aborted, aborted.plot_aborted, aborted.plotly_aborted),

@@ -35,11 +35,12 @@ def find_aborted_waste(t: Tables, th: Thresholds) -> list[Finding]:
                     "aborted": int(row["aborted"]),
                     "requests": int(row["requests"]),
                     "tokens_wasted": int(row["tokens_wasted"]),
+                    "engine_seconds_wasted": float(row["engine_seconds_wasted"]),
                     "waste_fraction": frac,
                 },
                 message=f"step {step}: {int(row['aborted'])} of {int(row['requests'])} requests were aborted, "
                 f"throwing away {int(row['tokens_wasted'])} tokens and {fmt_s(float(row['seconds_wasted']))} "
-                f"of request time ({frac:.0%})",
+                f"of request time ({frac:.0%}; {fmt_s(float(row['engine_seconds_wasted']))} of it in engine calls)",
             )
         )
     return out

@@ -17,6 +17,9 @@ turn_anomalies             turn_anomaly        turns whose engine time is far ab
 aborted_waste              aborted_waste       time and tokens of aborted (over-sampled) requests
 worker_died_mid_step       incomplete_worker   request spans whose worker span never arrived
 worker_absent_from_step    missing_worker      a rank seen in other steps sent nothing in this one
+engine_phases              engine_phase        a slow turn's engine call split by the engine's own account
+replica_queues             replica_imbalance   one engine replica queues while another idles (or engine_queueing)
+engine_orphans             engine_orphans      engine spans without our engine call as parent
 =========================  ==================  ======================================================
 """
 
@@ -26,9 +29,12 @@ import pandas as pd
 
 from otel_verl.analysis.findings import process_stalls
 from otel_verl.analysis.findings.aborted_waste import find_aborted_waste
+from otel_verl.analysis.findings.engine_orphans import find_engine_orphans
+from otel_verl.analysis.findings.engine_phases import find_engine_phases
 from otel_verl.analysis.findings.flagged_spans import empty_flags, fold_into_gaps, group_findings
 from otel_verl.analysis.findings.idle_gaps import find_idle_gaps
 from otel_verl.analysis.findings.record import Finding, sort_findings
+from otel_verl.analysis.findings.replica_queues import find_replica_queues
 from otel_verl.analysis.findings.slow_events import flag_slow_events
 from otel_verl.analysis.findings.slow_steps import find_slow_steps
 from otel_verl.analysis.findings.stragglers import find_stragglers
@@ -66,6 +72,9 @@ def diagnose(t: Tables, thresholds: Thresholds | None = None) -> list[Finding]:
         + find_aborted_waste(t, th)
         + find_incomplete_workers(t.spans)
         + find_missing_workers(t)
+        + find_engine_phases(t, th)
+        + find_replica_queues(t, th)
+        + find_engine_orphans(t, th)
     )
     capped: list[Finding] = []
     per_kind: dict[str, int] = {}

@@ -19,6 +19,10 @@ KINDS = (
     "aborted_waste",
     "incomplete_worker",
     "missing_worker",
+    "engine_phase",
+    "replica_imbalance",
+    "engine_queueing",
+    "engine_orphans",
 )
 
 

@@ -64,6 +64,14 @@ class Thresholds:
     """...of at least this many requests, that started apart but ended together after a stretch in which
     nothing else on the worker ended: the process was paused (CPU starvation, GC, a blocked event loop).
     Reported once as an ``idle_gap`` (``details.pattern = "process_stall"``), not as one slow event per span."""
+    replica_queue_min_s: float = 5.0
+    """replica_imbalance / engine_queueing: a replica's engine calls queued in the engine at least this many
+    seconds in total in one step..."""
+    replica_queue_share: float = 0.8
+    """...replica_imbalance: and it holds this share of the step's queued seconds while another replica served
+    requests of the step and queued almost none (verl's sticky sessions pin conversations to a replica)..."""
+    engine_queue_fraction: float = 0.25
+    """...engine_queueing: the step's engine calls spent this fraction of their time queued in the engine."""
     warning_fraction: float = 0.1
     """An anomaly that cost less than this fraction of the median step rollout time is ``info``..."""
     critical_fraction: float = 0.5

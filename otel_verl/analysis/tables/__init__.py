@@ -11,6 +11,7 @@ events              the work inside requests (engine, tool, reward...) with a re
 worker_seconds      seconds of each worker's step per event bucket (concurrency-aware)
 turns               engine seconds per turn
 aborted             aborted requests and the time and tokens they threw away, per step
+engine_calls        the engine's own span per call, joined to ours: queued / prefill / decode (per turn too)
 baseline            the robust norm (median, MAD) "far above" is judged by
 ==================  ==========================================================================
 
@@ -88,6 +89,20 @@ class Tables:
         from otel_verl.analysis.tables.worker_seconds import worker_event_seconds
 
         return worker_event_seconds(self.spans, self.workers)
+
+    @cached_property
+    def engine_calls(self) -> pd.DataFrame:
+        """The engine's ``llm_request`` spans joined to our calls: :mod:`.engine_calls`."""
+        from otel_verl.analysis.tables.engine_calls import engine_calls_table
+
+        return engine_calls_table(self)
+
+    @cached_property
+    def engine_turns(self) -> pd.DataFrame:
+        """Per turn: queued / prefill / decode... seconds of its engine calls: :mod:`.engine_calls`."""
+        from otel_verl.analysis.tables.engine_calls import engine_turns_table
+
+        return engine_turns_table(self)
 
     @property
     def median_rollout_s(self) -> float:

@@ -1,0 +1,103 @@
+"""Where engine calls spent their time, in the engine's own account: before the engine, queued, prefill,
+decode, other, after; per turn index and per step (stacked bars). From vLLM's ``llm_request`` spans joined to
+our calls (:mod:`otel_verl.analysis.tables.engine_calls`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from otel_verl.analysis.figures import _style
+from otel_verl.analysis.tables.engine_calls import PHASE_COLUMNS, PHASE_LABELS, PHASES
+
+if TYPE_CHECKING:
+    from otel_verl.analysis.tables import Tables
+
+COLORS = {
+    "before": "#9e9e9e",
+    "queue": "#d62728",
+    "prefill": "#ff7f0e",
+    "decode": "#1f77b4",
+    "other": "#bcbd22",
+    "after": "#c7c7c7",
+}
+COLUMNS = ["group", "key", "calls", "completion_tokens", *PHASE_COLUMNS]
+NONE = "no engine spans (vLLM llm_request) joined to our engine calls"
+
+
+def compute_engine_phases(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
+    """Rows ``group="turn index"`` (mean seconds per engine call of that turn index, all steps) and
+    ``group="step"`` (seconds per step, all engine calls summed), one column per part of a call."""
+    from otel_verl.analysis.tables import Tables
+
+    turns = (tables if tables is not None else Tables.build(spans)).engine_turns
+    if turns.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    value_cols = [*PHASE_COLUMNS, "completion_tokens"]
+    frames = []
+    for group, by, how in (("turn index", "turn_index", "mean"), ("step", "step", "sum")):
+        g = turns.groupby(by)
+        df = getattr(g[value_cols], how)().reset_index().rename(columns={by: "key"})
+        df["calls"] = g["calls"].sum().to_numpy()
+        df["group"] = group
+        frames.append(df)
+    out = pd.concat(frames, ignore_index=True)
+    out["key"] = out["key"].astype(int)
+    return out[COLUMNS]
+
+
+def plot_engine_phases(df: pd.DataFrame, path: str | Path) -> Path:
+    if df.empty:
+        return _style.empty(path, "engine time by phase", NONE)
+    fig, axes = _style.plt.subplots(1, 2, figsize=(13, 4.5))
+    for ax, group, ylabel in (
+        (axes[0], "turn index", "mean seconds per engine call"),
+        (axes[1], "step", "seconds in engine calls (all turns)"),
+    ):
+        part = df[df["group"] == group]
+        bottom = pd.Series(0.0, index=part.index)
+        for phase, col in zip(PHASES, PHASE_COLUMNS, strict=True):
+            values = part[col].fillna(0.0)
+            ax.bar(part["key"], values, bottom=bottom, color=COLORS[phase], label=PHASE_LABELS[phase])
+            bottom = bottom + values
+        ax.set_xlabel(group)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"Engine calls by {group}: where the time went")
+        ax.grid(alpha=0.3)
+        keys = sorted(part["key"].unique())
+        if len(keys) <= 20:
+            ax.set_xticks(keys)
+        else:
+            _style.integer_steps(ax)
+    _style.legend(axes[1])
+    return _style.save(fig, path)
+
+
+def plotly_engine_phases(df: pd.DataFrame) -> Any:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("mean s per engine call, by turn index", "s per step"))
+    for col_index, group in ((1, "turn index"), (2, "step")):
+        part = df[df["group"] == group]
+        for phase, col in zip(PHASES, PHASE_COLUMNS, strict=True):
+            fig.add_trace(
+                go.Bar(
+                    x=part["key"],
+                    y=part[col],
+                    name=PHASE_LABELS[phase],
+                    marker_color=COLORS[phase],
+                    legendgroup=phase,
+                    showlegend=col_index == 1,
+                    customdata=part[["calls", "completion_tokens"]].to_numpy(),
+                    hovertemplate=f"{PHASE_LABELS[phase]}: %{{y:.3f}} s<br>%{{customdata[0]}} calls, "
+                    "%{customdata[1]:.0f} tokens decoded<extra></extra>",
+                ),
+                row=1,
+                col=col_index,
+            )
+        fig.update_xaxes(title_text=group, tickformat="d", row=1, col=col_index)
+    fig.update_layout(barmode="stack", title="Engine calls: before the engine, queued, prefill, decode")
+    return fig
