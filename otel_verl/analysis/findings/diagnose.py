@@ -18,6 +18,8 @@ aborted_waste              aborted_waste       time and tokens of aborted (over-
 worker_died_mid_step       incomplete_worker   request spans whose worker span never arrived
 worker_absent_from_step    missing_worker      a rank seen in other steps sent nothing in this one
 =========================  ==================  ======================================================
+
+:mod:`.causes` then groups them into one finding per cause and :mod:`.verdict` writes the headlines.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pandas as pd
 
 from otel_verl.analysis.findings import process_stalls
 from otel_verl.analysis.findings.aborted_waste import find_aborted_waste
+from otel_verl.analysis.findings.causes import group_causes
 from otel_verl.analysis.findings.flagged_spans import empty_flags, fold_into_gaps, group_findings
 from otel_verl.analysis.findings.idle_gaps import find_idle_gaps
 from otel_verl.analysis.findings.record import Finding, sort_findings
@@ -47,7 +50,13 @@ def flag_all(t: Tables, th: Thresholds) -> pd.DataFrame:
 
 
 def diagnose(t: Tables, thresholds: Thresholds | None = None) -> list[Finding]:
-    """Every detector, capped per kind, sorted by severity then impact."""
+    """One finding per cause (:mod:`.causes`), ranked by the seconds of step time it lost; each cause's
+    ``symptoms`` are the other detectors' findings it explains."""
+    return group_causes(t, detect(t, thresholds))
+
+
+def detect(t: Tables, thresholds: Thresholds | None = None) -> list[Finding]:
+    """Every detector, capped per kind, sorted by severity then impact (before grouping into causes)."""
     th = thresholds or Thresholds()
     gaps = find_idle_gaps(t, th)
     flagged = flag_all(t, th)
