@@ -72,9 +72,7 @@ def group_causes(t: Tables, findings: list[Finding]) -> list[Finding]:
             causes.append(f)
         else:
             host.symptoms.append(f)
-    for c in causes:
-        worst = min(SEVERITIES.index(x.severity) for x in c.with_symptoms())
-        c.severity = SEVERITIES[worst]
+    for c in causes:  # severity stays the cause's own (what it cost, docs/analyzer.md), not its symptoms'
         if c.seconds >= 0.05 and c.step is not None:
             c.message += f"; this cost step {c.step} {fmt_s(c.seconds)} of rollout time"
     return rank(causes)
@@ -157,4 +155,3 @@ def _step_seconds_lost(ends: dict[int, dict[int, int]], step: int | None, worker
     step_end = max(mine.values())
     without = max([end - delay * 1e9, *others])
     return max(0.0, min(delay, (step_end - without) / 1e9))
-

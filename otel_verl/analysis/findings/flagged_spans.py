@@ -213,7 +213,8 @@ def _finding(
         head = (
             f"the engine call of {what} of request {rids[0] if rids else '?'} ({where}) spent {took} in the engine"
             if n == 1
-            else f"the engine call of {what} spent {took} in the engine in {n} requests ({where}; slowest: {rids[0] if rids else '?'})"
+            else f"the engine call of {what} spent {took} in the engine in {n} requests "
+            f"({where}; slowest: {rids[0] if rids else '?'})"
         )
         norm = f"{what} usually takes {fmt_s(med)}"
     else:
