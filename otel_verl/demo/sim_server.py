@@ -22,7 +22,7 @@ import math
 import random
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from otel_verl import semconv
@@ -74,10 +74,13 @@ class SimLLMServer:
         self.generated_tokens = 0
 
     # -- over-sampling control (the demo trainer calls these around each step)
-    def begin_step(self, target: int | None, planted: bool = True) -> None:
-        """Called by the demo trainer before each step: over-sampling target, planted slowness on/off."""
+    def begin_step(self, target: int | None, planted: bool = True, plan: dict[str, Any] | None = None) -> None:
+        """Called by the demo trainer before each step: over-sampling target, planted slowness on/off
+        (``plan``: this step's own ``stall``/``slow_turn`` knobs, replacing the configured ones)."""
         self.step_target = target
         self.planted = planted
+        if plan is not None:
+            self.config = replace(self.config, stall=plan.get("stall", {}), slow_turn=plan.get("slow_turn", {}))
         self.completed = 0
         self.abort_event = asyncio.Event()
 

@@ -6,7 +6,7 @@ import pytest
 from builder import Plan, all_findings, build_run
 
 from otel_verl.analysis import Thresholds, diagnose
-from otel_verl.analysis.findings.record import SEVERITIES, fmt_s
+from otel_verl.analysis.findings.record import fmt_s
 from otel_verl.analysis.read import load_spans
 
 
