@@ -2,7 +2,7 @@
 causes, each naming its specific event and the seconds it cost its step; clean runs give no warning.
 
 * a CPU-demo run (real verl rollout, sim engine), 8 steps, one fault per even step: worker 0 stalls
-  (step 2), a slow reward (step 4), slow engine calls of turn index 1 (step 6), a slow calculator tool
+  (step 2), a slow reward (step 4), slow engine calls of turn index 1 (step 6, worker 1), a slow calculator tool
   (step 8; through verl's ``tools_kwargs``);
 * a seed-format run (12 steps × 8 workers, the seed logger's lines, ``benchmarks/gen_seed_logs.py``) with
   a worker stalling 2 minutes, a slow reward and a slow turn-1 engine call, read by ``analyze`` directly.
@@ -67,7 +67,8 @@ def demo_faults(tmp_path_factory: pytest.TempPathFactory):
     plants = {
         2: {"stall": {1: 15.0}},
         4: {"slow_reward": {6: 10.0}},
-        6: {"slow_turn": {i: (1, 10.0) for i in range(4)}},
+        # worker 1's samples: in step 6, samples 4-6 call the tool at turn index 0, so they have a turn index 1
+        6: {"slow_turn": {i: (1, 10.0) for i in range(4, 8)}},
         8: {"slow_tool": {i: 10.0 for i in range(4, 8)}},
     }
     return _demo_run(tmp_path_factory, "faults", steps=8, step_plants=plants)
@@ -77,10 +78,11 @@ def demo_faults(tmp_path_factory: pytest.TempPathFactory):
 def test_demo_top_findings_are_the_planted_causes(demo_faults) -> None:
     _, _, result, _ = demo_faults
     top = result.findings[:4]
+    print("\n".join(f"{f.severity} {f.kind} {f.seconds:.1f} s: {f.message}" for f in result.findings[:6]))
     got = {(f.step, f.worker, f.kind): f for f in top}
-    assert set(got) == {(2, 0, "idle_gap"), (4, 1, "slow_event"), (6, 0, "turn_anomaly"), (8, 1, "slow_event")}
+    assert set(got) == {(2, 0, "idle_gap"), (4, 1, "slow_event"), (6, 1, "turn_anomaly"), (8, 1, "slow_event")}
     assert got[(4, 1, "slow_event")].event == "reward"
-    assert got[(6, 0, "turn_anomaly")].details["turn_index"] == 1
+    assert got[(6, 1, "turn_anomaly")].details["turn_index"] == 1
     assert got[(8, 1, "slow_event")].event == "tool calculator"
     for f in top:
         assert f.severity in SERIOUS and f.seconds >= 5, f.message
