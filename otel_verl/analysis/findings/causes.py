@@ -73,6 +73,8 @@ def group_causes(t: Tables, findings: list[Finding]) -> list[Finding]:
         else:
             host.symptoms.append(f)
     for c in causes:  # severity stays the cause's own (what it cost, docs/analyzer.md), not its symptoms'
+        if c.kind == "idle_gap" and (turns := stretched_turns(c)):
+            c.message += f"; every one of them was in the engine call of turn index {turns}, far slower than usual"
         if c.seconds >= 0.05 and c.step is not None:
             c.message += f"; this cost step {c.step} {fmt_s(c.seconds)} of rollout time"
     return rank(causes)
@@ -89,6 +91,16 @@ def rank(causes: list[Finding]) -> list[Finding]:
 def flatten(causes: list[Finding]) -> list[Finding]:
     """Every detector finding, causes and symptoms alike (for code that looks for one kind)."""
     return [f for c in causes for f in c.with_symptoms()]
+
+
+def stretched_turns(gap: Finding) -> str:
+    """``1`` when every request in flight across a gap was in a slow engine call of turn index 1 (slow
+    engine calls of many requests at once leave a gap too); else empty."""
+    listed = [x for x in gap.details.get("stretched", []) if x.get("kind") == "turn_anomaly"]
+    turns = {x.get("turn_index") for x in listed}
+    if not listed or len({x["request_id"] for x in listed}) < gap.details.get("in_flight", 0) or None in turns:
+        return ""
+    return ", ".join(str(t) for t in sorted(turns))
 
 
 def _same_story(cause: Finding, f: Finding) -> bool:

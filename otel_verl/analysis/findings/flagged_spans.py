@@ -109,6 +109,7 @@ def fold_into_gaps(flagged: pd.DataFrame, gaps: list[Finding], th: Thresholds) -
                         "kind": str(row["kind"]),
                         "event": str(row["event"]),
                         "request_id": row["request_id"],
+                        "turn_index": None if pd.isna(row["turn_index"]) else int(row["turn_index"]),
                         "overlap_s": round(float(overlap[i]), 3),
                     }
                 )

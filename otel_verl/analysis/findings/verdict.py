@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from otel_verl.analysis.findings.causes import stretched_turns
 from otel_verl.analysis.findings.record import Finding, fmt_s
 from otel_verl.analysis.labels import readable
 from otel_verl.analysis.tables import Tables
@@ -21,6 +22,12 @@ def because(c: Finding) -> str:
     d = c.details
     if c.kind == "idle_gap" and d.get("pattern") == "process_stall":
         return f"{w}'s process paused for about {fmt_s(c.value)}"
+    if c.kind == "idle_gap" and (turns := stretched_turns(c)):
+        return (
+            f"{w} waited {fmt_s(c.value)} on the engine calls of turn index {turns} of "
+            f"{d.get('in_flight', '?')} requests: nothing started or finished from {fmt_s(d['gap_start_s'])} "
+            f"to {fmt_s(d['gap_end_s'])} after it started"
+        )
     if c.kind == "idle_gap":
         return (
             f"{w} stalled mid-rollout for {fmt_s(c.value)}: {d.get('in_flight', '?')} requests in flight and "
