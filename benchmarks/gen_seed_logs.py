@@ -28,6 +28,7 @@ import argparse
 import json
 import random
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,22 @@ T0 = datetime(2025, 7, 13, 11, 4, 25, 706221)
 FINISH = "FinishReasonTypeEnum."
 BYTES_PER_REQUEST = 7_800
 """Mean bytes of one request's lines with the default turn mix (measured on this generator)."""
+
+
+@dataclass(frozen=True)
+class Plant:
+    """Slowness planted in one request: a stall of its first engine call, a slow engine call of one turn
+    index, a slow reward (seconds added; the random draws stay the same, so the rest of the run does too)."""
+
+    stall: float = 0.0
+    slow_turn: tuple[int, float] | None = None
+    reward: float = 0.0
+
+    def engine_extra(self, turn: int) -> float:
+        extra = self.stall if turn == 0 else 0.0
+        if self.slow_turn is not None and self.slow_turn[0] == turn:
+            extra += self.slow_turn[1]
+        return extra
 
 
 class _Lines:
@@ -64,8 +81,13 @@ class _Lines:
         return "".join(line + "\n" for _, line in self.items)
 
 
-def _request(out: _Lines, rng: random.Random, t: float, batch_id: int, stall: float) -> tuple[float, int, int]:
-    """One ``_async_rollout_a_request``; returns (end time, response length, actual response tokens)."""
+def _request(
+    out: _Lines, rng: random.Random, t: float, batch_id: int, plant: Plant | None = None
+) -> tuple[float, int, int]:
+    """One ``_async_rollout_a_request``; returns (end time, response length, actual response tokens).
+
+    ``plant``: extra seconds on its engine calls or reward (planted causes for the analyzer's tests)."""
+    plant = plant or Plant()
     rid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
     start = t
     out.log(t, "request_start", extra={"request_id": rid, "initial_prompt_length": rng.randint(80, 400)})
@@ -86,7 +108,7 @@ def _request(out: _Lines, rng: random.Random, t: float, batch_id: int, stall: fl
         out.log(t, "turn_pre_process", pre, {"request_id": rid, "turn": turn, "generation_prompt_length": seq})
         setup = rng.uniform(1e-5, 1e-4)
         out.log(t + setup, "engine_generate_setup", setup, {"request_id": rid})
-        gen = rng.lognormvariate(0.8, 0.6) + (stall if turn == 0 else 0.0)
+        gen = rng.lognormvariate(0.8, 0.6) + plant.engine_extra(turn)
         tokens = rng.randint(20, 600)
         out.log(t + setup + gen, "engine_async_generate_actual", gen, {"request_id": rid})
         engine = setup + gen + rng.uniform(1e-5, 1e-4)
@@ -149,7 +171,7 @@ def _request(out: _Lines, rng: random.Random, t: float, batch_id: int, stall: fl
             out.log(t, "tool_calling_state", t - calling_start, {"request_id": rid, "turn": turn + 1})
             seq += rng.randint(20, 80)
     out.log(t, "main_loop", t - main_start, {"request_id": rid})
-    reward = rng.uniform(1e-3, 0.05)
+    reward = rng.uniform(1e-3, 0.05) + plant.reward
     t += reward
     out.log(t, "reward_calculation", reward, {"request_id": rid})
     fin = rng.uniform(1e-4, 1e-3)
@@ -188,8 +210,10 @@ def _request(out: _Lines, rng: random.Random, t: float, batch_id: int, stall: fl
     return t, response, actual
 
 
-def worker_step(worker: int, step: int, start: float, requests: int, rng: random.Random, stall: float = 0.0) -> _Lines:
-    """One worker's ``_req_level_generate_sequences`` (``stall``: extra s on the first request's first call)."""
+def worker_step(
+    worker: int, step: int, start: float, requests: int, rng: random.Random, plant: Plant | None = None
+) -> _Lines:
+    """One worker's ``_req_level_generate_sequences`` (``plant``: slowness of its first request)."""
     out = _Lines(worker, step)
     out.start = t = start
     pre = rng.uniform(0.5, 2.0)
@@ -198,7 +222,7 @@ def worker_step(worker: int, step: int, start: float, requests: int, rng: random
     gen_start = t
     ends = []
     for i in range(requests):
-        end, length, act = _request(out, rng, gen_start + rng.uniform(0, 0.05), i, stall if i == 0 else 0.0)
+        end, length, act = _request(out, rng, gen_start + rng.uniform(0, 0.05), i, plant if i == 0 else None)
         ends.append(end)
         out.lengths.append(length)
         out.actual.append(act)
@@ -255,17 +279,20 @@ def write_seed_logs(
     requests: int = 16,
     seed: int = 0,
     stall: dict[tuple[int, int], float] | None = None,
+    plants: dict[tuple[int, int], Plant] | None = None,
 ) -> Path:
     """Write ``steps`` × ``workers`` files (steps numbered from 1) of ``requests`` trajectories each.
 
-    ``stall``: ``{(step, worker): seconds}`` added to that worker's first request's first engine call.
+    ``stall``: ``{(step, worker): seconds}`` added to that worker's first request's first engine call;
+    ``plants``: ``{(step, worker): Plant(...)}``, any planted slowness of that worker's first request.
     Steps follow each other (a step starts where the previous one's slowest worker finished + 20 s of training).
     """
     root = Path(out)
     rng = random.Random(seed)
+    plan = {key: Plant(stall=sec) for key, sec in (stall or {}).items()} | (plants or {})
     t = 0.0
     for step in range(1, steps + 1):
-        logs = [worker_step(w, step, t, requests, rng, (stall or {}).get((step, w), 0.0)) for w in range(workers)]
+        logs = [worker_step(w, step, t, requests, rng, plan.get((step, w))) for w in range(workers)]
         release = max(x.barrier_at for x in logs) + rng.uniform(1e-3, 1e-2)
         for w, lines in enumerate(logs):
             _close_step(lines, rng, release)

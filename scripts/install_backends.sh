@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything tests/backends needs, idempotently (a warm run takes seconds):
 #   - Debian's prometheus + promtool (scrape only) and docker-compose (offline `config -q` validation
-#     of docker-compose.yml), via apt-get, only when missing (needs root or sudo);
+#     of docker-compose.yml) and chromium (report.html in a headless browser), via apt-get, only when missing (needs root or sudo);
 #   - otelcol-verl (scripts/build_collector.sh) and jaeger (scripts/build_jaeger.sh), built with Go and
 #     cached in ${OTEL_VERL_CACHE:-$HOME/.cache/otel_verl}/bin.
 # Tempo is not built (AGPL, and we build or vendor no AGPL program): the Tempo reader is tested against
@@ -21,6 +21,8 @@ missing=()
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v docker-compose >/dev/null || missing+=(docker-compose)
+# report.html is opened in a real headless browser (tests/analysis/test_report_browser.py)
+command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
     pkgs="$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')"
     echo "install_backends: apt-get install $pkgs"

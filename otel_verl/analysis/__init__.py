@@ -5,8 +5,8 @@ Three calls, in the spirit of HolisticTraceAnalysis's ``TraceAnalysis``::
     from otel_verl import analysis
 
     tables = analysis.load("./otel-verl-spool")          # any source: spool, collector file, Jaeger, Tempo
-    for finding in analysis.diagnose(tables):            # ranked: severity, then seconds lost
-        print(finding.severity, finding.message)
+    for cause in analysis.diagnose(tables):              # one per cause, ranked by step seconds lost
+        print(cause.severity, cause.seconds, cause.message)  # cause.symptoms: what else it explains
     result = analysis.analyze(tables, "report")          # findings.json, report.html, one PNG per figure
 
 The stages, one folder each (read → tables → findings → figures → report):
@@ -106,7 +106,8 @@ def load(
 
 
 def diagnose(tables: Tables | pd.DataFrame, thresholds: Thresholds | None = None) -> list[Finding]:
-    """Every detector on one run: findings sorted by severity, then by the seconds they cost.
+    """Every detector on one run, grouped into one finding per cause (its ``symptoms`` are the findings it
+    explains), warnings first, ranked by the seconds of step rollout time each lost (``Finding.seconds``).
 
     ``tables``: from :func:`load`, or a span table (``otel_verl.analysis.read.load_spans``), built here.
     ``thresholds``: defaults, or :meth:`Thresholds.with_overrides` of ``--set``/``--thresholds``.
@@ -124,13 +125,17 @@ def analyze(
     stats: LoadStats | None = None,
     html_report: bool = True,
     top_requests: int = 8,
+    trace_url: str | None = None,
+    timeline_steps: tuple[int, ...] = (),
     **load_options: Any,
 ) -> Analysis:
     """Diagnose a run and write ``findings.json``, ``report.html`` and one PNG per figure under ``out``.
 
     ``source``: anything :func:`load` reads (``load_options`` are its keywords), or tables or a span table
     already loaded. ``top_requests``: the slowest requests the outlier figure breaks down (besides every
-    request a finding names). Returns the findings, the summary, each figure's frame and the files written.
+    request a finding names). ``trace_url``: a template with ``{trace_id}`` (a Jaeger or Grafana URL) the
+    report links each cause's traces to. ``timeline_steps``: steps drawn as a timeline in the report besides
+    the slowest one. Returns the findings, the summary, each figure's frame and the files written.
     """
     from otel_verl.analysis.pipeline import write_analysis
 
@@ -138,7 +143,16 @@ def analyze(
         tables = load(source, stats=stats, **load_options)
     else:
         tables = _tables(source)
-    return write_analysis(tables, out, thresholds, stats, html_report=html_report, top_requests=top_requests)
+    return write_analysis(
+        tables,
+        out,
+        thresholds,
+        stats,
+        html_report=html_report,
+        top_requests=top_requests,
+        trace_url=trace_url,
+        timeline_steps=timeline_steps,
+    )
 
 
 def _tables(tables_or_spans: Tables | pd.DataFrame) -> Tables:

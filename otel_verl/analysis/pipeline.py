@@ -17,6 +17,7 @@ from otel_verl.analysis.figures.rendering import BackgroundFigures, render
 from otel_verl.analysis.findings.diagnose import diagnose
 from otel_verl.analysis.findings.record import Finding
 from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.analysis.findings.verdict import headlines, verdict
 from otel_verl.analysis.output_paths import prepare_dir, writing
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.report import write_html
@@ -40,6 +41,8 @@ def summarize(
     """Counts and headline numbers for findings.json's ``summary``."""
     r = t.requests
     summary: dict[str, Any] = {
+        "verdict": verdict(t, findings),
+        "headlines": headlines(t, findings),
         "spans": len(spans),
         "steps": sorted(int(s) for s in t.steps["step"]),
         "workers": sorted({int(w) for w in t.workers["worker"]}),
@@ -75,8 +78,8 @@ def write_findings(path: Path, findings: list[Finding], summary: dict[str, Any])
 
 def named_requests(findings: list[Finding]) -> list[str]:
     """Request ids the findings point at, most severe first (the outlier figure shows each)."""
-    ids = [f.request_id for f in findings if f.request_id]
-    ids += [r for f in findings for r in f.details.get("request_ids", [])[:3]]
+    ids = [f.request_id for c in findings for f in c.with_symptoms() if f.request_id]
+    ids += [r for c in findings for f in c.with_symptoms() for r in f.details.get("request_ids", [])[:3]]
     return list(dict.fromkeys(ids))
 
 
@@ -87,12 +90,14 @@ def write_analysis(
     stats: LoadStats | None = None,
     html_report: bool = True,
     top_requests: int = outliers.DEFAULT_TOP,
+    trace_url: str | None = None,
+    timeline_steps: tuple[int, ...] = (),
 ) -> Analysis:
     """Run every detector and figure on the tables of one run and write the outputs under ``out``:
     ``findings.json``, one PNG per figure, ``report.html`` (unless ``html_report`` is false).
 
     ``top_requests``: how many of the slowest requests the outlier figure breaks down (besides every
-    request a finding names).
+    request a finding names). ``trace_url``/``timeline_steps``: see :func:`otel_verl.analysis.report.write_html`.
     """
     out = prepare_dir(out)
     th = thresholds or Thresholds()
@@ -119,5 +124,16 @@ def write_analysis(
         if fragment is not None:
             fragments.append((name, fragment))
     if html_report:
-        files.append(write_html(out / "report.html", findings, summary, frames, fragments))
+        files.append(
+            write_html(
+                out / "report.html",
+                findings,
+                summary,
+                frames,
+                fragments,
+                tables=t,
+                trace_url=trace_url,
+                timeline_steps=timeline_steps,
+            )
+        )
     return Analysis(findings, summary, frames, files)

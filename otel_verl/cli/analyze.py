@@ -50,6 +50,18 @@ def analyze(
         int, typer.Option("--top-requests", min=1, help="slowest requests the outlier figure breaks down")
     ] = 8,
     no_html: Annotated[bool, typer.Option("--no-html", help="skip `report.html`")] = False,
+    trace_url: Annotated[
+        str | None,
+        typer.Option(
+            "--trace-url",
+            help="link each cause's traces in report.html: a template with `{trace_id}`, e.g. "
+            "`http://localhost:16686/trace/{trace_id}` (Jaeger)",
+        ),
+    ] = None,
+    timeline_step: Annotated[
+        list[int] | None,
+        typer.Option("--timeline-step", help="also draw this step's timeline in report.html (repeatable)"),
+    ] = None,
 ) -> None:
     from otel_verl import analysis
     from otel_verl.analysis.output_paths import prepare_dir
@@ -60,14 +72,23 @@ def analyze(
     stats = LoadStats()
     spans = load_source(src, stats)
     result = analysis.analyze(
-        spans, out, thresholds=th, stats=stats, html_report=not no_html, top_requests=top_requests
+        spans,
+        out,
+        thresholds=th,
+        stats=stats,
+        html_report=not no_html,
+        top_requests=top_requests,
+        trace_url=trace_url,
+        timeline_steps=tuple(timeline_step or ()),
     )
     print_summary(result, stats, out)
 
 
 def print_summary(result: Any, stats: Any, out: Path) -> None:
-    """Counts, the findings worth reading first (warnings and worse, else the first infos), where the files are."""
+    """Counts, the verdict and a headline per slow step, the causes worth reading first (warnings and worse,
+    else the first infos) with the seconds each cost its step, where the files are."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -77,14 +98,22 @@ def print_summary(result: Any, stats: Any, out: Path) -> None:
         f"{len(s['workers'])} workers, {s['requests']} requests"
         + (f", [yellow]{stats.bad_lines} bad lines skipped[/]" if stats.bad_lines else "")
     )
-    shown = [f for f in result.findings if f.severity != "info"][:10] or result.findings[:5]
+    console.print(f"[bold]{escape(s['verdict'])}[/]")
+    for line in s["headlines"]:
+        console.print(f"  [bold red]{escape(line)}[/]")
+    serious = [f for f in result.findings if f.severity != "info"]
+    shown = serious[:10] or result.findings[:5]
     if shown:
-        table = Table("severity", "kind", "message", show_lines=False)
+        table = Table("#", "severity", "lost", "kind", "cause", show_lines=False)
         colors = {"critical": "red", "warning": "yellow", "info": "blue"}
-        for f in shown:
-            table.add_row(f"[{colors[f.severity]}]{f.severity}[/]", f.kind, f.message)
+        for i, f in enumerate(shown, 1):
+            lost = f"{f.seconds:.1f} s" if f.seconds else ""
+            table.add_row(str(i), f"[{colors[f.severity]}]{f.severity}[/]", lost, f.kind, escape(f.message))
         console.print(table)
-    console.print(f"findings: {s['findings_by_severity'] or 'none'} → {out / 'findings.json'}, {out / 'report.html'}")
+    console.print(
+        f"causes: {s['findings_by_severity'] or 'none'} → {out / 'findings.json'}"
+        + (f", {out / 'report.html'}" if (out / "report.html").exists() else "")
+    )
 
 
 def run_analysis(source: str, out: Path) -> None:

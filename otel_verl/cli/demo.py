@@ -12,6 +12,9 @@ import typer
 
 from otel_verl.cli.common import console
 
+PLANTS: dict[str, dict] = {"stall": {"stall": {3: 20.0}, "step": 2}}
+"""``--plant NAME``: the knobs each ready-made problem sets (sample 3 runs on worker 0 of 2)."""
+
 
 def _pairs(values: list[str] | None, arity: int, option: str) -> list[tuple[float, ...]]:
     out = []
@@ -85,6 +88,14 @@ def demo(
         list[str] | None,
         typer.Option(help="R:N — replica R runs N requests at once, the rest queue in it (a replica imbalance)."),
     ] = None,
+    plant: Annotated[
+        str | None,
+        typer.Option(
+            help="A ready-made problem for the analyzer to find: `stall` (a small seed step-67 story: in step 2, "
+            "the 4 rollouts of sample 3 stall 20 s on their first engine call, so worker 0 stalls mid-rollout "
+            "and the others wait at the barrier). `scripts/demo.sh` passes it."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed of the simulated engine and tools.")] = 0,
     trainer: Annotated[
         str, typer.Option(help="legacy: RayPPOTrainer-style blocking rollout; v1: V1 trainer's TransferQueue path.")
@@ -109,6 +120,11 @@ def demo(
     from otel_verl.cli.analyze import run_analysis
     from otel_verl.demo.runner import DemoOptions, run_demo
 
+    if plant is not None:
+        if plant not in PLANTS:
+            console.print(f"error: --plant {plant!r}: use {', '.join(PLANTS)}")
+            raise typer.Exit(code=2)
+        stall, slow_step = [f"{i}:{s}" for i, s in PLANTS[plant]["stall"].items()], PLANTS[plant]["step"]
     if trainer not in ("legacy", "v1"):
         console.print(f"error: --trainer {trainer!r}: use legacy or v1")
         raise typer.Exit(code=2)

@@ -46,5 +46,8 @@ class DemoRewardWorker(RewardLoopWorker):
         self.reward_manager = _Gsm8kRewardManager(slow or {}, seed)
         self.reward_manager.server = server
 
-    def begin_step(self, planted: bool) -> None:
+    def begin_step(self, planted: bool, slow: dict[int, float] | None = None) -> None:
+        """Planted slowness on/off for the next step; ``slow`` (sample index → seconds) replaces the knob."""
         self.reward_manager.planted = planted
+        if slow is not None:
+            self.reward_manager.slow = slow

@@ -51,6 +51,11 @@ class DemoOptions:
     """replica index → requests it runs at once (the rest queue in it): a planted replica imbalance."""
     slow_step: int | None = None
     """Planted slowness applies in this step only (None: every step)."""
+    step_plants: dict[int, dict[str, dict[int, Any]]] = field(default_factory=dict)
+    """Different slowness per step: step → ``{"stall": {idx: s}, "slow_turn": {idx: (turn, s)},
+    "slow_reward": {idx: s}, "slow_tool": {idx: s}}`` (``slow_tool``: extra seconds in each calculator call of
+    that sample, handed to the tool through verl's ``tools_kwargs``). When given, steps without an entry run
+    clean and the knobs above are ignored."""
     trainer_compute: float = 0.15
     """Seconds of simulated trainer work per phase (scaled by tokens)."""
     spool: str | None = None
@@ -125,7 +130,7 @@ def _write_tool_config(path: Path, opts: DemoOptions) -> Path:
     return path
 
 
-def _batch(opts: DemoOptions, step: int) -> Any:
+def _batch(opts: DemoOptions, step: int, plan: dict[str, dict[int, Any]] | None = None) -> Any:
     import numpy as np
     from verl.protocol import DataProto
 
@@ -145,11 +150,17 @@ def _batch(opts: DemoOptions, step: int) -> Any:
         "index": np.array(indices, dtype=object),
         "data_source": np.array(["openai/gsm8k"] * size, dtype=object),
         "reward_model": np.array([{"ground_truth": g, "style": "rule"} for g in ground_truths], dtype=object),
-        "tools_kwargs": np.array([{}] * size, dtype=object),
+        "tools_kwargs": np.array([_tool_kwargs(plan, i) for i in indices], dtype=object),
         "extra_info": np.array([{"index": i} for i in indices], dtype=object),
         "uid": np.array([str(uuid.uuid4()) for _ in range(size)], dtype=object),
     }
     return DataProto(batch=None, non_tensor_batch=non_tensor, meta_info={"global_steps": step, "validate": False})
+
+
+def _tool_kwargs(plan: dict[str, dict[int, Any]] | None, index: int) -> dict[str, Any]:
+    """verl's per-sample ``tools_kwargs``: a planted slow tool reaches the calculator's ``create``."""
+    extra = (plan or {}).get("slow_tool", {}).get(index)
+    return {} if extra is None else {"calculator": {"create_kwargs": {"extra_latency": float(extra)}}}
 
 
 def _tq_batch(opts: DemoOptions, step: int) -> Any:
@@ -188,14 +199,22 @@ class DemoTrainer:
             total = self.opts.prompts * self.opts.n
             target = total - int(total * self.opts.oversample) if self.opts.oversample > 0 else None
             planted = self.opts.slow_step is None or self.opts.slow_step == step
-            ray.get([self.server.begin_step.remote(target, planted), self.reward.begin_step.remote(planted)])
+            plan = self.opts.step_plants.get(step)
+            if self.opts.step_plants:
+                planted = plan is not None
+            ray.get(
+                [
+                    self.server.begin_step.remote(target, planted, plan),
+                    self.reward.begin_step.remote(planted, None if plan is None else plan.get("slow_reward", {})),
+                ]
+            )
             with marked_timer("step", timing):
                 if self.opts.trainer == "v1":
                     tokens = self._v1_rollout(step, timing)
                     output = None
                 else:
                     with marked_timer("gen", timing, color="red"):
-                        output = self.manager.generate_sequences(_batch(self.opts, step))
+                        output = self.manager.generate_sequences(_batch(self.opts, step, plan))
                     tokens = int(output.batch["response_mask"].sum().item())
                 scale = self.opts.trainer_compute * (1 + tokens / 20000)
                 for phase in ("reward", "old_log_prob", "adv", "update_actor", "update_weights"):

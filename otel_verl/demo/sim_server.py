@@ -25,7 +25,7 @@ import random
 import re
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from otel_verl import semconv
@@ -93,15 +93,18 @@ class SimLLMServer:
         all of them, and passes each step's settings and the over-sampling abort on."""
         self.peers = list(peers)
 
-    def begin_step(self, target: int | None, planted: bool = True) -> None:
-        """Called by the demo trainer before each step: over-sampling target, planted slowness on/off.
+    def begin_step(self, target: int | None, planted: bool = True, plan: dict[str, Any] | None = None) -> None:
+        """Called by the demo trainer before each step: over-sampling target, planted slowness on/off
+        (``plan``: this step's own ``stall``/``slow_turn`` knobs, replacing the configured ones).
         Peers get theirs now, submitted before any request of the step exists."""
         self.step_target = target
         self.planted = planted
+        if plan is not None:
+            self.config = replace(self.config, stall=plan.get("stall", {}), slow_turn=plan.get("slow_turn", {}))
         self.completed = 0
         self.abort_event = asyncio.Event()
         for peer in self.peers:
-            peer.begin_step.remote(None, planted)
+            peer.begin_step.remote(None, planted, plan)
 
     def abort_now(self) -> None:
         """Over-sampling reached its target on the counting replica: abort what still runs here."""

@@ -52,12 +52,22 @@ class CalculatorTool(BaseTool):
         super().__init__(config, tool_schema)
         self.median_latency = float(config.get("median_latency", 0.02))
         self.rng = random.Random(config.get("seed", 0))
+        self.extra_latency: dict[str, float] = {}
 
     async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
-        return instance_id or uuid4().hex, ToolResponse()
+        """``create_kwargs={"extra_latency": s}`` (verl's per-sample ``tools_kwargs``): a planted slow call."""
+        instance_id = instance_id or uuid4().hex
+        extra = float((kwargs.get("create_kwargs") or {}).get("extra_latency", 0.0))
+        if extra:
+            self.extra_latency[instance_id] = extra
+        return instance_id, ToolResponse()
+
+    async def release(self, instance_id: str, **kwargs: Any) -> None:
+        self.extra_latency.pop(instance_id, None)
 
     async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any):
-        await asyncio.sleep(self.median_latency * self.rng.lognormvariate(0.0, 0.5))
+        extra = self.extra_latency.get(instance_id, 0.0)
+        await asyncio.sleep(self.median_latency * self.rng.lognormvariate(0.0, 0.5) + extra)
         try:
             value = evaluate(str(parameters.get("expression", "")))
         except (ValueError, SyntaxError, ZeroDivisionError) as exc:

@@ -344,3 +344,11 @@ PLANTED = Plan(
     slow_turn=(6, 0, 7, 30.0),
     aborted=(4, 3),
 )
+
+
+def all_findings(spans_or_tables: Any, thresholds: Any = None) -> list[Any]:
+    """Every detector's findings, causes and the symptoms grouped under them: these tests check detectors."""
+    from otel_verl.analysis import diagnose
+    from otel_verl.analysis.findings.causes import flatten
+
+    return flatten(diagnose(spans_or_tables, thresholds))

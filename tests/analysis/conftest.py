@@ -63,7 +63,7 @@ def _demo_run(tmp_path_factory: pytest.TempPathFactory, name: str, **planted):
 
     provider.reset_for_tests()
     spool = tmp_path_factory.mktemp(f"demo-{name}")
-    opts = DemoOptions(spool=str(spool), **DEMO_SIZE, **planted)
+    opts = DemoOptions(spool=str(spool), **{**DEMO_SIZE, **planted})  # planted may resize the run
     try:
         result = run_demo(opts)
     finally:

@@ -22,7 +22,10 @@ def test_analyze_cli(planted_spool: Path, tmp_path: Path) -> None:
         app, ["analyze", str(planted_spool), "--out", str(tmp_path), "--no-html", "--set", "straggler_min_s=5"]
     )
     assert res.exit_code == 0, res.output
-    kinds = {f["kind"] for f in json.loads((tmp_path / "findings.json").read_text())["findings"]}
+    causes = json.loads((tmp_path / "findings.json").read_text())["findings"]
+    kinds = {f["kind"] for c in causes for f in [c, *c["symptoms"]]}
+    assert causes[0]["kind"] == "idle_gap" and causes[0]["seconds"] > 10  # the planted stall, its symptoms below
+    assert "step 3 took" in res.output and "because worker 1 " in res.output
     assert {"slow_step", "straggler_worker", "idle_gap", "slow_event", "turn_anomaly", "aborted_waste"} <= kinds
 
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from builder import Plan, build_run
+from builder import Plan, all_findings, build_run
 
 from otel_verl.analysis import Thresholds, diagnose
-from otel_verl.analysis.findings.record import SEVERITIES
+from otel_verl.analysis.findings.record import fmt_s
 from otel_verl.analysis.read import load_spans
 
 
 @pytest.fixture(scope="module")
 def findings(planted_spans):
-    return diagnose(planted_spans)
+    return all_findings(planted_spans)
 
 
 def by(findings, kind, **kw):
@@ -74,23 +74,31 @@ def test_tail_requests_point_at_the_dominant_event(findings) -> None:
     assert tail["s6w0r7"].event == "engine" and tail["s6w0r7"].details["turn_index"] == 1
 
 
-def test_sorted_by_severity_then_impact(findings) -> None:
-    ranks = [SEVERITIES.index(f.severity) for f in findings]
-    assert ranks == sorted(ranks)
-    for sev in SEVERITIES:
-        impacts = [f.impact_s for f in findings if f.severity == sev]
-        assert impacts == sorted(impacts, reverse=True)
+def test_causes_ranked_by_step_seconds_lost(planted_spans) -> None:
+    """Warnings and worse first, each band by the seconds of step time lost; every detector finding of the
+    planted step-3 stall is one cause (the gap) with the straggler and slow step as its symptoms."""
+    causes = diagnose(planted_spans)
+    serious = [f.severity != "info" for f in causes]
+    assert serious == sorted(serious, reverse=True)
+    for band in (True, False):
+        lost = [f.seconds for f in causes if (f.severity != "info") == band]
+        assert lost == sorted(lost, reverse=True)
+    top = causes[0]
+    assert (top.kind, top.step, top.worker) == ("idle_gap", 3, 1)
+    assert {"straggler_worker", "slow_step"} <= {s.kind for s in top.symptoms}
+    assert top.seconds > 10 and f"cost step 3 {fmt_s(top.seconds)}" in top.message
+    assert not [f for f in causes if f.kind in ("straggler_worker", "slow_step") and f.step == 3]
 
 
 def test_clean_run_has_no_warnings(clean_spans) -> None:
-    found = diagnose(clean_spans)
+    found = all_findings(clean_spans)
     assert [f for f in found if f.severity != "info"] == []
     assert {f.kind for f in found} <= {"tail_request"}
 
 
 def test_thresholds_override_changes_outcome(planted_spans) -> None:
     strict = Thresholds().with_overrides(["event_min_s=100"])
-    assert not [f for f in diagnose(planted_spans, strict) if f.kind == "slow_event"]
+    assert not [f for f in all_findings(planted_spans, strict) if f.kind == "slow_event"]
 
 
 def test_bad_override_is_one_clear_error() -> None:
@@ -103,7 +111,7 @@ def test_bad_override_is_one_clear_error() -> None:
 def _diagnose(tmp_path, plan: Plan):
     build_run(plan).write(tmp_path)
     spans = load_spans(tmp_path)
-    return spans, diagnose(spans)
+    return spans, all_findings(spans)
 
 
 def test_slow_spans_outside_a_gap_are_not_folded_into_it(tmp_path) -> None:
@@ -180,7 +188,7 @@ def test_severity_follows_what_it_cost(tmp_path) -> None:
     (f,) = by(found, "slow_event")
     assert f.severity == "critical" and f.details["worker_delay_s"] > 20
     assert f.impact_s == f.details["worker_delay_s"]
-    (g,) = by(diagnose(spans, Thresholds(critical_min_s=100)), "slow_event")
+    (g,) = by(all_findings(spans, Thresholds(critical_min_s=100)), "slow_event")
     assert g.severity == "warning"
-    (h,) = by(diagnose(spans, Thresholds(warning_fraction=100)), "slow_event")
+    (h,) = by(all_findings(spans, Thresholds(warning_fraction=100)), "slow_event")
     assert h.severity == "info"

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builder import Plan, build_run
+from builder import Plan, all_findings, build_run
 from typer.testing import CliRunner
 
-from otel_verl.analysis import diagnose
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.formats.legacy_export import export_legacy
 from otel_verl.analysis.formats.legacy_import import import_legacy
@@ -97,7 +96,7 @@ def test_import_seed_logs(seed_logs: Path, tmp_path: Path) -> None:
     assert set(other["event_origin"]) == {"aborted_request_with_cancelled_error_padding", "broadcast_duration"}
     w = df[(df["kind"] == "worker") & (df["worker"] == 2)].iloc[0]
     assert int(w["num_requests"]) == 1024 and w["duration"] == pytest.approx(84.51417350769043, abs=1e-6)
-    ab = [f for f in diagnose(df) if f.kind == "aborted_waste"]
+    ab = [f for f in all_findings(df) if f.kind == "aborted_waste"]
     assert ab and ab[0].details["aborted"] == 1
 
 
@@ -129,7 +128,7 @@ def test_round_trip_preserves_counts_and_durations(planted_spans, tmp_path: Path
     a_st = planted_spans[planted_spans["kind"] == "request"].groupby("request_status").size()
     b_st = back[back["kind"] == "request"].groupby("request_status").size()
     assert a_st.to_dict() == b_st.to_dict()
-    kinds = {(f.kind, f.step, f.worker) for f in diagnose(back) if f.severity != "info"}
+    kinds = {(f.kind, f.step, f.worker) for f in all_findings(back) if f.severity != "info"}
     assert {("idle_gap", 3, 1), ("slow_event", 5, 2), ("turn_anomaly", 6, 0)} <= kinds
 
 
@@ -206,7 +205,7 @@ def test_seed000_straggler_and_phase_bars(seed000) -> None:
     from otel_verl.analysis.figures.worker_phases import PHASES, compute_worker_phases
 
     broadcast, spans = seed000
-    found = diagnose(spans)
+    found = all_findings(spans)
     (strag,) = [f for f in found if f.kind == "straggler_worker"]
     assert (strag.step, strag.worker) == (4, 0) and strag.value == pytest.approx(150.0, abs=1e-3)
     assert "its engine took 170 s" in strag.message and "waited 450 s" in strag.message

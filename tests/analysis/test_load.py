@@ -158,7 +158,7 @@ def test_window_keeps_whole_steps(planted_spool: Path, planted_spans) -> None:
     """--since 1 s into step 3's worker spans and --until 1 s into step 5's: steps 3-5 come back whole.
     Cutting single spans by start time used to keep step 3's requests without their worker span, and
     the analyzer then reported a critical incomplete_worker that never happened."""
-    from otel_verl.analysis import diagnose
+    from builder import all_findings
 
     def worker_start(step: int) -> int:
         w = planted_spans[(planted_spans["kind"] == "worker") & (planted_spans["step"] == step)]
@@ -167,8 +167,8 @@ def test_window_keeps_whole_steps(planted_spool: Path, planted_spans) -> None:
     got = load_spans(planted_spool, since_ns=worker_start(3) + 10**9, until_ns=worker_start(5) + 10**9)
     want = planted_spans[planted_spans["step"].isin([3, 4, 5])]
     assert set(got["span_id"]) == set(want["span_id"]) and len(got) == len(want)
-    assert not [f for f in diagnose(got) if f.kind == "incomplete_worker"]
-    assert [f.step for f in diagnose(got) if f.kind == "straggler_worker" and f.worker == 1] == [3]
+    assert not [f for f in all_findings(got) if f.kind == "incomplete_worker"]
+    assert [f.step for f in all_findings(got) if f.kind == "straggler_worker" and f.worker == 1] == [3]
 
 
 def test_ids_written_as_numbers_or_lists_are_kept_as_text():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder import Plan, TraceBuilder, build_run
+from builder import Plan, TraceBuilder, all_findings, build_run
 from typer.testing import CliRunner
 
-from otel_verl.analysis import Finding, diagnose
+from otel_verl.analysis import Finding
 from otel_verl.analysis.read import load_spans
 from otel_verl.cli import app
 
@@ -29,7 +29,7 @@ def _without(plan: Plan, *gone: tuple[int, int], only: str | None = None) -> Tra
 def _diagnose(tmp_path: Path, b: TraceBuilder) -> tuple[list[Finding], list[Finding]]:
     b.write(tmp_path)
     spans = load_spans(tmp_path)
-    found = diagnose(spans)
+    found = all_findings(spans)
     return found, [f for f in found if f.kind == "missing_worker"]
 
 
@@ -71,8 +71,8 @@ def test_orphan_requests_are_incomplete_not_missing(tmp_path: Path) -> None:
 
 
 def test_clean_and_planted_runs_have_none(clean_spans, planted_spans) -> None:
-    assert not [f for f in diagnose(clean_spans) if f.kind == "missing_worker"]
-    assert not [f for f in diagnose(planted_spans) if f.kind == "missing_worker"]
+    assert not [f for f in all_findings(clean_spans) if f.kind == "missing_worker"]
+    assert not [f for f in all_findings(planted_spans) if f.kind == "missing_worker"]
 
 
 def test_cli_writes_it_and_counts_it(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from typing import ClassVar
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from builder import all_findings
 from typer.testing import CliRunner
 
-from otel_verl.analysis import diagnose
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read import LoadStats, load_spans, remote
 from otel_verl.cli import app
@@ -141,7 +141,7 @@ def test_remote_window_keeps_whole_steps(backends, planted_spans) -> None:
         assert sorted(got["step"].dropna().unique()) == list(range(3, 9))
         want = planted_spans[planted_spans["step"] >= 3]
         assert set(got["span_id"]) == set(want["span_id"])
-        assert not [f for f in diagnose(got) if f.kind == "incomplete_worker"]
+        assert not [f for f in all_findings(got) if f.kind == "incomplete_worker"]
 
 
 class _CountingBar:

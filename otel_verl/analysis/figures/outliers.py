@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.labels import readable
 from otel_verl.analysis.tables.events import event_label
 from otel_verl.analysis.tables.requests import requests_table
 
@@ -153,7 +154,9 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
     ax.set_yticks(ticks, names, fontsize=7)
     ax.invert_yaxis()
     shown = [x for x in colors if x in set(df["label"])]
-    _style.legend(ax, [_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], shown)
+    _style.legend(
+        ax, [_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], [readable(x) for x in shown]
+    )
     ax.set_xlabel("seconds since request start")
     ax.set_title("Slowest requests and requests named by findings, broken into turns and events")
     return _style.save(fig, path)
@@ -168,7 +171,10 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
 
     fig = go.Figure()
     ycat = df["request_id"].str.slice(0, 16) + " · " + df["depth"].map(lambda d: DEPTH_NAMES[min(d, 3)])
-    text = df["turn_index"].map(lambda t: "" if pd.isna(t) else f"turn index {int(t)}")
+    # only turn bars carry the label: the events inside a turn inherit its index, and labelling them too
+    # drew "turn index 0" over itself ("turn indexx 00")
+    turn_no = df["turn_index"].map(lambda t: "" if pd.isna(t) else f"turn index {int(t)}")
+    text = turn_no.where(df["label"] == "turn", "")
     for label, g in df.groupby("label", sort=False):
         fig.add_trace(
             go.Bar(
@@ -176,10 +182,12 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
                 x=g["duration_s"],
                 base=g["start_rel_s"],
                 orientation="h",
-                name=str(label),
+                name=readable(label),
                 text=text[g.index],
+                textposition="inside",
+                insidetextanchor="start",
                 customdata=g[["request_id", "why"]].to_numpy(),
-                hovertemplate="%{customdata[0]} (%{customdata[1]})<br>" + str(label) + " %{text}<br>%{x:.2f} s",
+                hovertemplate="%{customdata[0]} (%{customdata[1]})<br>" + readable(label) + "<br>%{x:.2f} s",
             )
         )
     fig.update_layout(

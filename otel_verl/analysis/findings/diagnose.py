@@ -21,6 +21,8 @@ engine_phases              engine_phase        a slow turn's engine call split b
 replica_queues             replica_imbalance   one engine replica queues while another idles (or engine_queueing)
 engine_orphans             engine_orphans      engine spans without our engine call as parent
 =========================  ==================  ======================================================
+
+:mod:`.causes` then groups them into one finding per cause and :mod:`.verdict` writes the headlines.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pandas as pd
 
 from otel_verl.analysis.findings import process_stalls
 from otel_verl.analysis.findings.aborted_waste import find_aborted_waste
+from otel_verl.analysis.findings.causes import group_causes
 from otel_verl.analysis.findings.engine_orphans import find_engine_orphans
 from otel_verl.analysis.findings.engine_phases import find_engine_phases
 from otel_verl.analysis.findings.flagged_spans import empty_flags, fold_into_gaps, group_findings
@@ -53,7 +56,13 @@ def flag_all(t: Tables, th: Thresholds) -> pd.DataFrame:
 
 
 def diagnose(t: Tables, thresholds: Thresholds | None = None) -> list[Finding]:
-    """Every detector, capped per kind, sorted by severity then impact."""
+    """One finding per cause (:mod:`.causes`), ranked by the seconds of step time it lost; each cause's
+    ``symptoms`` are the other detectors' findings it explains."""
+    return group_causes(t, detect(t, thresholds))
+
+
+def detect(t: Tables, thresholds: Thresholds | None = None) -> list[Finding]:
+    """Every detector, capped per kind, sorted by severity then impact (before grouping into causes)."""
     th = thresholds or Thresholds()
     gaps = find_idle_gaps(t, th)
     flagged = flag_all(t, th)

@@ -72,6 +72,7 @@ def find_engine_phases(t: Tables, th: Thresholds) -> list[Finding]:
                     "parts_s": {p: _round(top[c]) for p, c in zip(PHASES, PHASE_COLUMNS, strict=True)},
                     "completion_tokens": _int(top["completion_tokens"]),
                     "prompt_tokens": _int(top["prompt_tokens"]),
+                    "engine_account": _why(top, phase, norm),
                 },
                 message=_message(top, ti, phase, norm, len(items)),
             )
@@ -80,11 +81,18 @@ def find_engine_phases(t: Tables, th: Thresholds) -> list[Finding]:
 
 
 def _message(row: pd.Series, ti: int, phase: str, norm: dict[str, float], count: int) -> str:
-    col = f"engine_{phase}_s"
-    value = float(row[col])
     where = f"worker {_int(row['worker'])}, step {_int(row['step'])}, replica {row['replica']}"
     head = f"turn index {ti} of request {row['request_id']} ({where}): the engine call took {fmt_s(row['call_s'])}"
-    usual = f"a turn index {ti} call usually"
+    more = f"; {count - 1} more such turn{'s' if count > 2 else ''} on this worker" if count > 1 else ""
+    return f"{head}: {_why(row, phase, norm)}{more}"
+
+
+def _why(row: pd.Series, phase: str, norm: dict[str, float]) -> str:
+    """Where the engine call's time went, by the engine's own account (also used by :mod:`.causes`)."""
+    col = f"engine_{phase}_s"
+    value = float(row[col])
+    ti = _int(row.get("turn_index"))
+    usual = f"a turn index {ti} call usually" if ti is not None else "a call usually"
     tokens, usual_tokens = _int(row["completion_tokens"]), norm.get("completion_tokens", float("nan"))
     if phase == "queue":
         why = f"{fmt_s(value)} of it queued in the engine ({usual} queues {fmt_s(norm[col])})"
@@ -109,8 +117,7 @@ def _message(row: pd.Series, ti: int, phase: str, norm: dict[str, float], count:
         why = f"the answer took {fmt_s(value)} to come back after the engine finished"
     else:
         why = f"{fmt_s(value)} of it inside the engine outside its scheduler and model (input/output processing)"
-    more = f"; {count - 1} more such turn{'s' if count > 2 else ''} on this worker" if count > 1 else ""
-    return f"{head}: {why}{more}"
+    return why
 
 
 def _int(v: Any) -> int | None:

@@ -109,6 +109,7 @@ def fold_into_gaps(flagged: pd.DataFrame, gaps: list[Finding], th: Thresholds) -
                         "kind": str(row["kind"]),
                         "event": str(row["event"]),
                         "request_id": row["request_id"],
+                        "turn_index": None if pd.isna(row["turn_index"]) else int(row["turn_index"]),
                         "overlap_s": round(float(overlap[i]), 3),
                     }
                 )
@@ -211,9 +212,10 @@ def _finding(
     if kind == "turn_anomaly":
         what = f"turn index {_s(ti)}"
         head = (
-            f"{what} of request {rids[0] if rids else '?'} ({where}) spent {took} in the engine"
+            f"the engine call of {what} of request {rids[0] if rids else '?'} ({where}) spent {took} in the engine"
             if n == 1
-            else f"{what} spent {took} in the engine in {n} requests ({where}; slowest: {rids[0] if rids else '?'})"
+            else f"the engine call of {what} spent {took} in the engine in {n} requests "
+            f"({where}; slowest: {rids[0] if rids else '?'})"
         )
         norm = f"{what} usually takes {fmt_s(med)}"
     else:
@@ -262,6 +264,7 @@ def _finding(
         impact_s=cost,
         evidence=evs,
         details=details,
+        window_ns=(int(g["start_ns"].min()), int(g["end_ns"].max())),
         message=f"{head}; {norm}{effect}",
     )
 

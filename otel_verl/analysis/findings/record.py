@@ -43,16 +43,35 @@ class Finding:
     impact_s: float = 0.0
     evidence: list[dict[str, str]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    """Seconds of step rollout time this cause lost: how much sooner the step would have ended without it
+    (set by :mod:`.causes`; 0 when other workers finished later anyway)."""
+    symptoms: list[Finding] = field(default_factory=list)
+    """The detector findings this cause explains (a straggler, a slow step, tail requests, the wrapper spans
+    around the slow call): :mod:`.causes` groups them here."""
     window_ns: tuple[int, int] | None = field(default=None, repr=False, compare=False)
     """Absolute [start, end] of what the finding is about (a gap, a stall): for matching, not written out."""
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("window_ns", None)
+        d = {k: v for k, v in asdict(self).items() if k not in ("window_ns", "symptoms")}
         for k, v in list(d.items()):
             if isinstance(v, float):
                 d[k] = None if math.isnan(v) else round(v, 6)
+        d["trace_ids"] = list(dict.fromkeys(e["trace_id"] for e in self.all_evidence()))
+        d["evidence"] = self.all_evidence()
+        d["symptoms"] = [s.to_json() for s in self.symptoms]
         return d
+
+    def all_evidence(self) -> list[dict[str, str]]:
+        """Its own evidence, then its symptoms' (each span once): every span a user may want to open."""
+        seen: dict[tuple[str, str], dict[str, str]] = {}
+        for e in [*self.evidence, *(e for s in self.symptoms for e in s.all_evidence())]:
+            seen.setdefault((e["trace_id"], e["span_id"]), e)
+        return list(seen.values())
+
+    def with_symptoms(self) -> list[Finding]:
+        """This finding and every symptom below it, depth first."""
+        return [self, *(f for s in self.symptoms for f in s.with_symptoms())]
 
 
 def evidence(trace_id: Any, span_id: Any) -> list[dict[str, str]]:

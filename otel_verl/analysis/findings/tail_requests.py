@@ -39,6 +39,7 @@ def find_tail_requests(t: Tables, th: Thresholds) -> list[Finding]:
                     impact_s=d - med,
                     evidence=evidence(row["trace_id"], row["span_id"]) + evidence(tid, sid),
                     details={"p50_s": med, "turn_index": turn},
+                    window_ns=(int(row["start_ns"]), int(row["end_ns"])),
                     message=f"request {row['request_id']} (worker {_opt_int(row['worker'])}, step {step}) took "
                     f"{fmt_s(d)}, above the step's P{th.tail_quantile * 100:g} of {fmt_s(q)}{dom}",
                 )

@@ -1,0 +1,124 @@
+"""Timeline of one step (the report's waterfall): one lane per worker, its requests as bars coloured by the
+event each was in, and the barrier wait after the worker's rollout. Inline SVG: no script, no network.
+
+``compute_timeline(t, step)`` → DataFrame of bars; ``timeline_svg(df, title)`` → an ``<svg>`` string;
+``slowest_step(t)`` picks the default step.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis.labels import readable
+from otel_verl.analysis.tables import Tables
+
+COLORS = {
+    "request": "#d9d9d9",
+    "engine": "#4c78a8",
+    "tool": "#f58518",
+    "reward": "#54a24b",
+    "preprocess": "#b279a2",
+    "tool_parse": "#eeca3b",
+    "other": "#9d755d",
+    "barrier": "#e45756",
+}
+MAX_ROWS_PER_WORKER = 64
+"""Requests of one worker are packed greedily into rows (never two overlapping on one row); beyond this many
+rows the later ones share the last (a 2M-span step stays a readable picture)."""
+MAX_BARS = 20_000
+WIDTH, LEFT, ROW_H, GAP = 1100, 80, 7, 10
+
+
+def slowest_step(t: Tables) -> int | None:
+    s = t.steps
+    if s.empty:
+        return None
+    vals = pd.to_numeric(s["rollout_s"], errors="coerce")
+    return None if vals.isna().all() else int(s.loc[vals.idxmax(), "step"])
+
+
+def compute_timeline(t: Tables, step: int) -> pd.DataFrame:
+    """Bars (worker, row, kind, start_s, end_s) since the step's first worker start."""
+    cols = ["worker", "row", "kind", "start_s", "end_s"]
+    w = t.workers[t.workers["step"] == step]
+    req = t.requests[(t.requests["step"] == step).fillna(False).to_numpy(dtype=bool)]
+    if w.empty and req.empty:
+        return pd.DataFrame(columns=cols)
+    t0 = int(min([*w["start_ns"], *req["start_ns"]]))
+    rows: dict[int, int] = {}
+    bars: list[tuple[int, int, str, float, float]] = []
+    for worker, grp in req.sort_values("start_ns").groupby("worker"):
+        ends: list[int] = []
+        for rrow, a, b in zip(grp["request_row"], grp["start_ns"], grp["end_ns"], strict=True):
+            row = next((i for i, e in enumerate(ends) if e <= a), None)
+            if row is None:
+                row = min(len(ends), MAX_ROWS_PER_WORKER - 1)
+                if row == len(ends):
+                    ends.append(0)
+            ends[row] = int(b)
+            rows[int(rrow)] = row
+            bars.append((int(worker), row, "request", (a - t0) / 1e9, (b - t0) / 1e9))
+    ev = t.events
+    if len(ev) and rows:
+        mine = ev[ev["request_span"].isin(list(rows)).to_numpy()]
+        for rs, kind, a, b, worker in zip(
+            mine["request_span"], mine["kind"], mine["start_ns"], mine["end_ns"], mine["worker"], strict=True
+        ):
+            if worker == worker:
+                bars.append((int(worker), rows[int(rs)], str(kind), (a - t0) / 1e9, (b - t0) / 1e9))
+    for _, x in w.iterrows():
+        barrier = x.get("barrier_s")
+        if barrier == barrier and barrier is not None and float(barrier) > 0:
+            a = (int(x["end_ns"]) - t0) / 1e9
+            bars.append((int(x["worker"]), -1, "barrier", a, a + float(barrier)))
+    df = pd.DataFrame(bars[:MAX_BARS], columns=cols)
+    return df
+
+
+def timeline_svg(df: pd.DataFrame, title: str) -> str:
+    """The bars as one inline SVG: a lane per worker (rows of requests, the barrier on the lane's top row)."""
+    if df.empty:
+        return f"<p>{html.escape(title)}: no worker or request spans in this step.</p>"
+    end = float(df["end_s"].max()) or 1.0
+    scale = (WIDTH - LEFT - 10) / end
+    lanes = sorted(df["worker"].unique())
+    heights = {w: (int(df.loc[df["worker"] == w, "row"].max()) + 2) * ROW_H for w in lanes}
+    y0, top = {}, 30
+    for w in lanes:
+        y0[w] = top
+        top += heights[w] + GAP
+    height = top + 40
+    out = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' class='timeline' width='{WIDTH}' height='{height}' "
+        f"viewBox='0 0 {WIDTH} {height}' role='img' aria-label='{html.escape(title)}'>",
+        f"<text x='{LEFT}' y='16' font-size='13'>{html.escape(title)}</text>",
+    ]
+    for w in lanes:
+        out.append(f"<text x='4' y='{y0[w] + heights[w] / 2 + 4}' font-size='12'>worker {w}</text>")
+        out.append(f"<line x1='{LEFT}' x2='{WIDTH - 10}' y1='{y0[w] - GAP / 2}' y2='{y0[w] - GAP / 2}' stroke='#eee'/>")
+    order = {k: i for i, k in enumerate(["request", "other", "preprocess", "tool_parse", "reward", "tool", "engine"])}
+    df = df.assign(z=df["kind"].map(order).fillna(len(order))).sort_values("z", kind="stable")
+    for w, row, kind, a, b in zip(df["worker"], df["row"], df["kind"], df["start_s"], df["end_s"], strict=True):
+        y = y0[w] + (row + 1) * ROW_H if row >= 0 else y0[w]
+        h = ROW_H - 1 if row >= 0 else heights[w] - 1
+        color = COLORS.get(kind, COLORS["other"])
+        x, width = LEFT + a * scale, max(0.5, (b - a) * scale)
+        tip = f"{readable(kind)}: {b - a:.3g} s (worker {w}, {a:.3g}-{b:.3g} s)"
+        out.append(
+            f"<rect x='{x:.1f}' y='{y}' width='{width:.1f}' height='{h}' fill='{color}'"
+            + (" fill-opacity='0.35'" if kind == "barrier" else "")
+            + f"><title>{html.escape(tip)}</title></rect>"
+        )
+    for tick in np.linspace(0, end, 6):
+        x = LEFT + tick * scale
+        out.append(f"<text x='{x:.1f}' y='{top + 8}' font-size='11' text-anchor='middle'>{tick:.3g} s</text>")
+    kinds = [k for k in COLORS if k in set(df["kind"])]
+    for i, k in enumerate(kinds):
+        x = LEFT + i * 150
+        out.append(f"<rect x='{x}' y='{top + 18}' width='12' height='10' fill='{COLORS[k]}'/>")
+        out.append(f"<text x='{x + 16}' y='{top + 27}' font-size='11'>{html.escape(readable(k))}</text>")
+    out.append("</svg>")
+    return "".join(out)
