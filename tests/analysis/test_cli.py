@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -163,15 +164,25 @@ def test_every_command_documents_its_options() -> None:
 
 
 # ------------------------------------------------------------------ pointing at the right command
-def test_seed_logs_given_to_analyze(tmp_path: Path) -> None:
-    (tmp_path / "step_1").mkdir()
-    (tmp_path / "step_1" / "worker_0.jsonl").write_text(
-        '{"timestamp": "2025-08-11T12:00:01", "event": "async_generate_duration", "duration_sec": 1.0}\n'
-    )
-    line = _one_line_error(runner.invoke(app, ["analyze", str(tmp_path), "--out", str(tmp_path / "o")]))
-    assert "worker_0.jsonl:1" in line and "otel-verl import-legacy" in line
-    res = runner.invoke(app, ["analyze", str(tmp_path), "--out", str(tmp_path / "o"), "--skip-bad-lines"])
-    assert "import-legacy" in _one_line_error(res, "1 bad lines skipped")
+def test_seed_logs_given_to_analyze_are_read_directly(tmp_path: Path) -> None:
+    """A seed log directory is analyzed as it is (no import-legacy first); a bad line in it is one line
+    naming file:line, and --skip-bad-lines skips it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from gen_seed_logs import write_seed_logs
+
+    logs = write_seed_logs(tmp_path / "logs", steps=2, workers=2, requests=4, seed=1)
+    res = runner.invoke(app, ["analyze", str(logs), "--out", str(tmp_path / "o"), "--no-html"])
+    assert res.exit_code == 0, res.output
+    found = json.loads((tmp_path / "o" / "findings.json").read_text())
+    assert found["summary"]["steps"] == [1, 2]
+    first = sorted(logs.rglob("worker_*.jsonl"))[0]
+    with first.open("a") as fh:
+        fh.write('{"timestamp": "2025-08-11T12:00:01", "event": 5}\n')
+    n = len(first.read_text().splitlines())
+    line = _one_line_error(runner.invoke(app, ["analyze", str(logs), "--out", str(tmp_path / "o2")]))
+    assert f"{first.name}:{n}" in line and "--skip-bad-lines" in line
+    res = runner.invoke(app, ["analyze", str(logs), "--out", str(tmp_path / "o3"), "--skip-bad-lines"])
+    assert res.exit_code == 0, res.output
 
 
 def test_spool_given_to_import_legacy(planted_spool: Path, tmp_path: Path) -> None:
