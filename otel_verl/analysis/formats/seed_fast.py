@@ -20,6 +20,7 @@ import orjson
 
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.formats import seed_read, seed_spans
+from otel_verl.analysis.formats.seed_columns import SeedSpanColumns
 from otel_verl.analysis.read.otlp_json import SpanColumns
 
 SPANS_PER_DOCUMENT = 256
@@ -62,7 +63,7 @@ def _convert(
     """Worker body: read ``files`` and turn each worker-step into spans: table parts, spool lines appended
     under ``spool`` by the worker itself (nothing large crosses the process boundary), or lines returned."""
     res = FileResult()
-    cols = SpanColumns() if to_table else None
+    cols = SeedSpanColumns(seed_spans.LEGACY_SERVICE) if to_table else None
     handles: dict[Path, Any] = {}
     was_enabled = gc.isenabled()
     gc.disable()  # nothing here makes cycles; the cyclic GC rescanning every live dict costs ~20%
@@ -81,13 +82,19 @@ def _convert(
             res.lines += len(got.lines)
             rel = path.relative_to(root).as_posix()
             for (val, step, worker), lines in seed_spans.group_lines(got.lines).items():
-                parent = "" if val else seed_spans.gen_span_id(run, step)
-                spans = seed_spans.WorkerStep(run, step, worker, val, rel, parent).spans(lines)
-                res.spans += len(spans)
                 if not val:
                     lo, hi = min(x.start for x in lines), max(x.end for x in lines)
                     old = res.bounds.get(step, (lo, hi))
                     res.bounds[step] = (min(lo, old[0]), max(hi, old[1]))
+                parent = "" if val else seed_spans.gen_span_id(run, step)
+                if cols is not None:  # straight into table columns: no OTLP dicts (see seed_columns)
+                    before = cols.n
+                    seed_spans.WorkerStep(run, step, worker, val, rel, parent, cols.add_span).spans(lines)
+                    res.spans += cols.n - before
+                    cols.maybe_flush()
+                    continue
+                spans = seed_spans.WorkerStep(run, step, worker, val, rel, parent).spans(lines)
+                res.spans += len(spans)
                 sub = f"step_{step}" if step is not None else "no_step"
                 fname = f"worker_{worker}.jsonl" if worker is not None else "worker.jsonl"
                 own = (seed_read.number_in(path.parent.name), seed_read.number_in(path.stem))
@@ -95,10 +102,7 @@ def _convert(
                     fname = f"worker_{worker}.from.{rel.replace('/', '.')}"
                 for i in range(0, len(spans), SPANS_PER_DOCUMENT):
                     doc = _document(spans[i : i + SPANS_PER_DOCUMENT])
-                    if cols is not None:
-                        cols.add_document(doc)
-                        cols.maybe_flush()
-                    elif spool is not None:
+                    if spool is not None:
                         _append(handles, spool / run / sub / fname, orjson.dumps(doc))
                     else:
                         res.documents.append((sub, fname, orjson.dumps(doc)))

@@ -99,7 +99,11 @@ def _request_buckets(sp: pd.DataFrame, wfirst: pd.DataFrame) -> list[dict]:
 
 def _worker_level_buckets(sp: pd.DataFrame, wfirst: pd.DataFrame, done: set[tuple[int, int]]) -> list[dict]:
     """Worker-level event spans (no request above them): the rollout window of workers without request
-    spans, and events after the barrier of any worker."""
+    spans, and events after the barrier of any worker.
+
+    The events after the barrier are summed for every worker at once (one groupby): a sub-frame and two
+    filters per worker-step took 2.9 s of 3.5 s here at 272 worker-steps (cProfile, 31 MB of seed logs).
+    """
     keep = (
         sp["kind"].isin(EVENT_KINDS).to_numpy() & (sp["request_span"] < 0).to_numpy() & sp["worker"].notna().to_numpy()
     )
@@ -108,13 +112,15 @@ def _worker_level_buckets(sp: pd.DataFrame, wfirst: pd.DataFrame, done: set[tupl
     if not ev.empty:
         ev = ev.assign(event=event_label(ev), step=whole_numbers(ev["step"]), worker=whole_numbers(ev["worker"]))
         ev = ev[ev["step"].notna() & ev["worker"].notna()]
-    groups = dict(iter(ev.groupby(["step", "worker"]))) if not ev.empty else {}
+    after = _after_barrier(ev, wfirst)
+    todo = {(int(s), int(w)) for s, w in wfirst.index} - done
+    pending = ev[[(int(s), int(w)) in todo for s, w in zip(ev["step"], ev["worker"], strict=True)]] if todo else ev[:0]
+    groups = dict(iter(pending.groupby(["step", "worker"]))) if not pending.empty else {}
     for (step, worker), wr in wfirst.iterrows():
         key = (int(step), int(worker))
-        g = groups.get(key)
-        lo, hi = int(wr["start_ns"]), int(wr["end_ns"])
-        after = g[g["start_ns"] >= hi] if g is not None else None
         if key not in done:
+            g = groups.get(key)
+            lo, hi = int(wr["start_ns"]), int(wr["end_ns"])
             inside = g[g["start_ns"] < hi] if g is not None else None
             if inside is not None and len(inside):
                 totals = inside.groupby("event")["duration"].sum()
@@ -129,10 +135,25 @@ def _worker_level_buckets(sp: pd.DataFrame, wfirst: pd.DataFrame, done: set[tupl
                 secs = {"idle": (hi - lo) / 1e9}
             secs["barrier"] = _barrier(wr)
             rows += [{"step": key[0], "worker": key[1], "event": k, "seconds": v} for k, v in secs.items()]
-        if after is not None and len(after):
-            for e, x in after.groupby("event"):
-                rows.append({"step": key[0], "worker": key[1], "event": str(e), "seconds": float(x["duration"].sum())})
+        for e, seconds in after.get(key, ()):
+            rows.append({"step": key[0], "worker": key[1], "event": e, "seconds": seconds})
     return rows
+
+
+def _after_barrier(ev: pd.DataFrame, wfirst: pd.DataFrame) -> dict[tuple[int, int], list[tuple[str, float]]]:
+    """(event, seconds) of the worker-level events that start at or after each worker's rollout end, by event."""
+    if ev.empty or wfirst.empty:
+        return {}
+    ends = wfirst["end_ns"].reset_index()
+    ends = ends.assign(step=whole_numbers(ends["step"]), worker=whole_numbers(ends["worker"])).rename(
+        columns={"end_ns": "_hi"}
+    )
+    m = ev[["step", "worker", "event", "start_ns", "duration"]].merge(ends, on=["step", "worker"], sort=False)
+    aft = m[m["start_ns"].to_numpy() >= m["_hi"].to_numpy()]
+    out: dict[tuple[int, int], list[tuple[str, float]]] = {}
+    for (step, worker, e), seconds in aft.groupby(["step", "worker", "event"])["duration"].sum().items():
+        out.setdefault((int(step), int(worker)), []).append((str(e), float(seconds)))
+    return out
 
 
 def _rank(label: str) -> int:
