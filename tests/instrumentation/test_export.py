@@ -106,7 +106,7 @@ def test_spool_keeps_few_files_open_over_a_long_run(tmp_path):
     assert 1 <= len(exporter._paths) <= spool.MAX_CACHED_PATHS
     assert len(os.listdir(fd_dir)) - before <= spool.MAX_OPEN_FILES
     exporter.shutdown()
-    assert len(os.listdir(fd_dir)) == before
+    assert len(os.listdir(fd_dir)) <= before  # (another thread of the process may close one meanwhile)
     written = sorted(tmp_path.joinpath("run").glob("step_*/trainer.jsonl"))
     assert len(written) == 200 and all(len(p.read_text().splitlines()) == 1 for p in written)
     # a late span for an old step reopens its file and appends
