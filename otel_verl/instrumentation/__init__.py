@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otel_verl.instrumentation import agent_loop, llm_server, reward, threads, tools, trainer
+from otel_verl.instrumentation import agent_loop, llm_server, reward, threads, tools, trainer, vllm_tracing
 from otel_verl.instrumentation._wrap import RAY_SEAMS
 
 ALL_SEAMS = (
@@ -10,6 +10,7 @@ ALL_SEAMS = (
     *agent_loop.SEAMS,
     *llm_server.SEAMS,
     *llm_server.ENGINE_SEAMS,
+    *vllm_tracing.SEAMS,
     *tools.SEAMS,
     *reward.SEAMS,
     *threads.SEAMS,
