@@ -59,6 +59,11 @@ class DemoOptions:
     turns it off so the trainer's RSS shows only what tracing keeps."""
     ray_cpus: int | None = None
     """Logical CPUs of the local Ray cluster (default: one per AgentLoopWorker, at least 2)."""
+    engine: str = "sim"
+    """``sim``: the simulated engine actor; ``vllm``: verl's real ``vLLMHttpServer`` on vLLM's CPU build with a
+    tiny random model (needs ``scripts/install_vllm.sh``'s environment; see :mod:`otel_verl.demo.vllm_engine`)."""
+    replicas: int = 1
+    """vLLM replicas (``engine="vllm"`` only), behind verl's load balancer."""
     val_before_train: bool = False
     """Like verl's ``trainer.val_before_train`` (verl's default is true; ``otel-verl demo`` turns it on):
     one validation rollout (``verl.validate``, step 0, n=1) before step 1. It also takes the workers'
@@ -77,6 +82,8 @@ class DemoResult:
     turns: int
     """verl's own ``__num_turns__`` summed over all trajectories (legacy trainer path)."""
     outputs: list[dict[str, Any]]
+    engine_launch_seconds: float | None = None
+    """``engine="vllm"``: seconds until verl's servers were up (every replica launched, router ready)."""
 
 
 def _verl_config(opts: DemoOptions, model_path: Path, tool_config: Path) -> Any:
@@ -99,8 +106,27 @@ def _verl_config(opts: DemoOptions, model_path: Path, tool_config: Path) -> Any:
         "actor_rollout_ref.rollout.calculate_log_probs=false",
         "reward.reward_model.enable=false",
     ]
+    if opts.engine == "vllm":
+        overrides = _with_vllm(overrides, opts)
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         return compose(config_name="ppo_trainer", overrides=overrides)
+
+
+def _with_vllm(overrides: list[str], opts: DemoOptions) -> list[str]:
+    """The sim config's overrides with the rollout served by CPU vLLM (its keys replace the sim's)."""
+    from otel_verl.demo.vllm_engine import default_trace_endpoint, rollout_overrides
+
+    max_model_len = 512
+    response = min(opts.response_length, max_model_len // 4)
+    vllm = [
+        *rollout_overrides(
+            replicas=opts.replicas, max_model_len=max_model_len, trace_endpoint=default_trace_endpoint()
+        ),
+        f"actor_rollout_ref.rollout.prompt_length={max_model_len - response}",
+        f"actor_rollout_ref.rollout.response_length={response}",
+    ]
+    keys = {o.lstrip("+").split("=", 1)[0] for o in vllm}
+    return [o for o in overrides if o.split("=", 1)[0] not in keys] + vllm
 
 
 def _write_tool_config(path: Path, opts: DemoOptions) -> Path:
@@ -169,7 +195,6 @@ class DemoTrainer:
         self.global_steps = 1
 
     def fit(self) -> tuple[list[float], list[Any]]:
-        import ray
         from verl.utils.profiler import marked_timer
 
         from otel_verl.instrumentation.trainer import track_trainer
@@ -184,7 +209,7 @@ class DemoTrainer:
             total = self.opts.prompts * self.opts.n
             target = total - int(total * self.opts.oversample) if self.opts.oversample > 0 else None
             planted = self.opts.slow_step is None or self.opts.slow_step == step
-            ray.get([self.server.begin_step.remote(target, planted), self.reward.begin_step.remote(planted)])
+            self._begin_step(target, planted)
             with marked_timer("step", timing):
                 if self.opts.trainer == "v1":
                     tokens = self._v1_rollout(step, timing)
@@ -203,12 +228,20 @@ class DemoTrainer:
             self.global_steps += 1
         return step_seconds, outputs
 
-    def _validate(self) -> None:
-        """verl's ``_validate()`` before training: one greedy pass over the prompts, ``validate=True``, step 0."""
+    def _begin_step(self, target: int | None, planted: bool) -> None:
+        """Over-sampling target and planted slowness on/off (the simulated engine only takes the target)."""
         import ray
 
+        calls = [self.reward.begin_step.remote(planted)]
+        if self.server is not None:
+            calls.append(self.server.begin_step.remote(target, planted))
+        ray.get(calls)
+
+    def _validate(self) -> None:
+        """verl's ``_validate()`` before training: one greedy pass over the prompts, ``validate=True``, step 0."""
+
         self.global_steps = 0
-        ray.get([self.server.begin_step.remote(None, False), self.reward.begin_step.remote(False)])
+        self._begin_step(None, False)
         batch = _batch(DemoOptions(prompts=self.opts.prompts, n=1), 0)
         batch.meta_info.update({"validate": True, "do_sample": False})
         self.manager.generate_sequences(batch)
@@ -257,7 +290,12 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     workdir = Path(tempfile.mkdtemp(prefix="otel-verl-demo-"))
     from otel_verl.demo.model import write_model_dir
 
-    model_path = write_model_dir(workdir / "model")
+    if opts.engine == "vllm":
+        from otel_verl.demo.tiny_model import ensure_tiny_model
+
+        model_path = ensure_tiny_model(seed=opts.seed)
+    else:
+        model_path = write_model_dir(workdir / "model")
     tool_config = _write_tool_config(workdir / "tools.yaml", opts)
     otel_verl.instrument()
     state = provider.setup_tracing(semconv.ProcessRole.DEMO.value) if not _disabled() else None
@@ -313,6 +351,8 @@ def _run_with(manager_cls: Any, opts: DemoOptions, config: Any, model_path: Path
     from otel_verl.demo.reward import DemoRewardWorker
     from otel_verl.demo.sim_server import SimLLMServer, SimServerConfig
 
+    if opts.engine == "vllm":
+        return _run_with_vllm(manager_cls, opts, config, model_path, run_id)
     server_config = SimServerConfig(
         seconds_per_token=opts.seconds_per_token,
         seed=opts.seed,
@@ -331,6 +371,31 @@ def _run_with(manager_cls: Any, opts: DemoOptions, config: Any, model_path: Path
     flushes += [server.__ray_call__.remote(_flush_actor), reward.__ray_call__.remote(_flush_actor)]
     ray.get(flushes)
     return _summarize(opts, run_id, step_seconds, outputs)
+
+
+def _run_with_vllm(manager_cls: Any, opts: DemoOptions, config: Any, model_path: Path, run_id: str) -> DemoResult:
+    """The same rollout against verl's real vLLMHttpServer(s), reached through verl's router and client."""
+    import ray
+
+    from otel_verl.demo.reward import DemoRewardWorker
+    from otel_verl.demo.vllm_engine import start_vllm
+
+    launched = time.time()
+    servers = start_vllm(config)
+    launch_seconds = time.time() - launched
+    reward = (
+        ray.remote(DemoRewardWorker)
+        .options(num_cpus=0)
+        .remote(config, dict(opts.slow_reward), opts.seed, None, str(model_path))
+    )
+    manager = manager_cls.create(config, servers.get_client(), None, [reward])
+    trainer = DemoTrainer(opts, manager, None, reward)
+    step_seconds, outputs = trainer.fit()
+    actors = [*manager.agent_loop_workers, reward, *(s for r in servers.rollout_replicas for s in r.servers)]
+    ray.get([a.__ray_call__.remote(_flush_actor) for a in actors])
+    result = _summarize(opts, run_id, step_seconds, outputs)
+    result.engine_launch_seconds = launch_seconds
+    return result
 
 
 def _flush_actor(_actor: Any) -> bool:
