@@ -35,6 +35,11 @@ SPAN_PREPROCESS: Final = "verl.preprocess"
 SPAN_REWARD: Final = "verl.reward"
 """Per-request reward, local or remote (RewardLoopWorker)."""
 
+SPAN_VALIDATE: Final = "verl.validate"
+"""One validation pass of the trainer (verl's ``_validate``: before training and every ``test_freq``
+steps); the validation rollout's worker spans are its children. Carries ``verl.step`` and
+``verl.validate`` = true."""
+
 SPAN_BARRIER: Final = "verl.barrier"
 """Synthesized: time a worker waited for the slowest worker of the step."""
 
@@ -131,6 +136,10 @@ VERL_ENGINE_STOP_REASON: Final = "verl.engine.stop_reason"
 """Raw ``TokenOutput.stop_reason`` of an engine round trip (completed, aborted, length...)."""
 
 VERL_ENGINE_NUM_PREEMPTED: Final = "verl.engine.num_preempted"
+
+VERL_REPLICA_RANK: Final = "verl.replica.rank"
+"""The rollout server replica (verl's ``replica_rank``) an engine span ran on: on vLLM's ``llm_request``
+spans and on the engine's resource, so requests can be grouped by replica."""
 
 VERL_BARRIER_SLOWEST_RANK: Final = "verl.barrier.slowest_rank"
 """Rank of the worker everybody waited for."""

@@ -80,6 +80,10 @@ TARGETS: tuple[Target, ...] = (
            None, "the step number of verl.step spans (trainer.global_steps)"),
     Target("verl.trainer.ppo.v1.trainer_base", "PPOTrainer.fit", lambda: trainer.fit_wrapper, Kind.TRAINER,
            None, "the step number of verl.step spans (trainer.global_steps)"),
+    Target("verl.trainer.ppo.ray_trainer", "RayPPOTrainer._validate", lambda: trainer.validate_wrapper, Kind.TRAINER,
+           None, "verl.validate spans (the validation rollout's parent)"),
+    Target("verl.trainer.ppo.v1.trainer_base", "PPOTrainer._validate", lambda: trainer.validate_wrapper, Kind.TRAINER,
+           None, "verl.validate spans (the validation rollout's parent)"),
     # -- rollout manager (trainer process): carrier into each chunk, verl.barrier per worker after it
     Target(AGENT_LOOP, "AgentLoopManager.generate_sequences", lambda: manager.generate_sequences_wrapper, Kind.CHUNK,
            ("prompts",), "verl.barrier spans and the step-to-worker parent links"),
@@ -126,8 +130,8 @@ TARGETS: tuple[Target, ...] = (
     # -- the receiving ends: server actors, engines, the RewardLoopWorker
     Target("verl.workers.rollout.sglang_rollout.async_sglang_server", "SGLangHttpServer.generate",
            lambda: llm_server.server_generate_wrapper, Kind.RECEIVER, ("prompt_ids", "sampling_params"), _ENGINE_LINK),
-    Target(VLLM_SERVER, "vLLMHttpServer.generate",
-           lambda: llm_server.server_generate_wrapper, Kind.RECEIVER, ("prompt_ids", "sampling_params"), _ENGINE_LINK),
+    Target(VLLM_SERVER, "vLLMHttpServer.generate", lambda: vllm_tracing.server_generate_wrapper, Kind.RECEIVER,
+           ("prompt_ids", "sampling_params", "request_id"), _ENGINE_LINK + "; the engine span of an aborted request"),
     Target("sglang.srt.managers.tokenizer_manager", "TokenizerManager.generate_request",
            lambda: llm_server.sglang_generate_request_wrapper, Kind.RECEIVER, ("obj",), _ENGINE_LINK),
     Target("vllm.v1.engine.async_llm", "AsyncLLM.generate", lambda: llm_server.vllm_generate_wrapper, Kind.RECEIVER,

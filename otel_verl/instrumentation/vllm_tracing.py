@@ -32,16 +32,19 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.trace import SpanKind
 
 from otel_verl import semconv
 from otel_verl.export import provider, tracing
 from otel_verl.export.otlp import otlp_endpoint
+from otel_verl.instrumentation.llm_server import engine_carrier, pop_carrier
 from otel_verl.wrapping.registry import coroutine_wrapper, enabled
 from otel_verl.wrapping.signatures import call_failed
 
@@ -55,6 +58,10 @@ VLLM_SERVER_MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
 
 ENGINE_SERVICE_SUFFIX = ".vllm"
 """The engine's spans carry ``service.name`` = otel_verl's service name + this (``verl.vllm`` by default)."""
+ENGINE_SPAN = "llm_request"
+"""vLLM's span for one request in the engine (``do_tracing``)."""
+ABORTED = "aborted"
+"""verl's ``TokenOutput.stop_reason`` for a request aborted in the engine or refused at its gate."""
 ENGINE_SCOPE = VLLM_OTEL_MODULE
 """The scope vLLM itself makes ``llm_request`` under (``trace.get_tracer(__name__)`` in vllm.tracing.otel)."""
 
@@ -63,6 +70,8 @@ _engine: tuple[int, TracerProvider] | None = None
 """(pid, the engine provider) of this process."""
 _warned_log_stats = False
 _noted_endpoint = False
+_replica_rank: int | None = None
+"""verl's ``replica_rank`` of the vLLMHttpServer in this process (read at ``launch_server``)."""
 
 
 class ForwardToOtelVerl(SpanProcessor):
@@ -87,6 +96,8 @@ def engine_resource(base: Resource, extra: Mapping[str, Any] | None = None) -> R
     """otel_verl's resource, renamed ``<service>.vllm``, with vLLM's own resource attributes."""
     service = str(base.attributes.get("service.name") or provider.DEFAULT_SERVICE_NAME)
     attributes: dict[str, Any] = {"service.name": service + ENGINE_SERVICE_SUFFIX, "vllm.process_id": str(os.getpid())}
+    if _replica_rank is not None:
+        attributes[semconv.VERL_REPLICA_RANK] = _replica_rank
     attributes.update({k: v for k, v in (extra or {}).items() if isinstance(v, (str, bool, int, float))})
     return base.merge(Resource(attributes))
 
@@ -176,6 +187,8 @@ def instrument_manual_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: 
         return wrapped(*args, **kwargs)
     if attributes:
         span.set_attributes(attributes)
+    if _replica_rank is not None:
+        span.set_attribute(semconv.VERL_REPLICA_RANK, _replica_rank)
     if end_time is not None:
         span.end(end_time=end_time)
     else:
@@ -211,16 +224,67 @@ def warn_if_tracing_will_crash(rollout_config: Any) -> bool:
 
 @coroutine_wrapper
 def launch_server_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """Before verl launches vLLM: the disable_log_stats check (verl's config is only read)."""
+    """Before verl launches vLLM: the replica's rank for the engine's spans, and the disable_log_stats check
+    (verl's config is only read)."""
+    global _replica_rank
     try:
+        rank = getattr(instance, "replica_rank", None)
+        _replica_rank = rank if isinstance(rank, int) else None
         warn_if_tracing_will_crash(instance.config)
     except Exception:
         call_failed((VLLM_SERVER_MODULE, "vLLMHttpServer.launch_server"))
     return wrapped(*args, **kwargs)
 
 
+async def server_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """verl's ``vLLMHttpServer.generate``: our carrier handed to the engine (as for every server), and the
+    engine's side of an aborted request ended (:func:`record_aborted`)."""
+    args, kwargs, carrier = pop_carrier(args, kwargs)
+    if not carrier:
+        return await wrapped(*args, **kwargs)
+    started_ns = time.time_ns()
+    token = engine_carrier.set(carrier)
+    try:
+        output = await wrapped(*args, **kwargs)
+    finally:
+        engine_carrier.reset(token)
+    if getattr(output, "stop_reason", None) == ABORTED and _engine is not None:
+        try:
+            record_aborted(carrier, started_ns, _arg(args, kwargs, 0, "prompt_ids"), output,
+                           _arg(args, kwargs, 2, "request_id"))  # fmt: skip
+        except Exception:
+            call_failed((VLLM_SERVER_MODULE, "vLLMHttpServer.generate"))
+    return output
+
+
+def record_aborted(carrier: Mapping[str, str], started_ns: int, prompt_ids: Any, output: Any, request_id: Any) -> None:
+    """vLLM makes no ``llm_request`` for an aborted request (``OutputProcessor.abort_requests`` skips its
+    tracing), so the turn's engine call would have no engine span. This one stands in: the same name,
+    scope, service and parent as vLLM's, from verl's call into the engine to the abort, with the tokens
+    generated until then and ``verl.engine.stop_reason=aborted``. Made only where vLLM traces (its
+    tracer was set up in this process)."""
+    ended_ns = time.time_ns()
+    attributes: dict[str, Any] = {
+        semconv.VERL_ENGINE_STOP_REASON: ABORTED,
+        "gen_ai.usage.completion_tokens": len(getattr(output, "token_ids", None) or ()),
+        "gen_ai.latency.e2e": (ended_ns - started_ns) / 1e9,
+    }
+    if prompt_ids is not None:
+        attributes["gen_ai.usage.prompt_tokens"] = len(prompt_ids)
+    if request_id is not None:
+        attributes["gen_ai.request.id"] = str(request_id)
+    if _replica_rank is not None:
+        attributes[semconv.VERL_REPLICA_RANK] = _replica_rank
+    span = engine_provider().get_tracer(ENGINE_SCOPE).start_span(
+        ENGINE_SPAN, context=propagate.extract(dict(carrier)), kind=SpanKind.SERVER, start_time=started_ns,
+        attributes=attributes,
+    )  # fmt: skip
+    span.end(end_time=ended_ns)
+
+
 def reset_for_tests() -> None:
-    global _engine, _warned_log_stats, _noted_endpoint
+    global _engine, _warned_log_stats, _noted_endpoint, _replica_rank
     with _lock:
         _engine = None
+        _replica_rank = None
         _warned_log_stats = _noted_endpoint = False

@@ -30,14 +30,14 @@ SCRIPT = textwrap.dedent(
     import vllm.tracing.otel as vllm_otel
     from vllm.v1.engine import async_llm, output_processor
     import otel_verl
-    from otel_verl.export import setup
+    from otel_verl.export import flush, provider
 
     order = sys.argv[1]
     memory = InMemorySpanExporter()
     if order == "vllm-first":  # vLLM's engine started before otel_verl was activated in this process
         async_llm.init_tracer("vllm.llm_engine", "http://127.0.0.1:9")
         vllm_provider = trace.get_tracer_provider()
-    setup.setup_tracing("server", extra_exporters=[memory], set_global=(order == "otel-verl-first"))
+    provider.setup_tracing("server", extra_exporters=[memory], set_global=(order == "otel-verl-first"))
     otel_verl.instrument()
     if order != "vllm-first":
         async_llm.init_tracer("vllm.llm_engine", "http://127.0.0.1:9")
@@ -51,7 +51,7 @@ SCRIPT = textwrap.dedent(
             context=extract_trace_context(carrier),
             kind=SpanKind.SERVER,
         )
-    setup.flush()
+    flush.flush()
     spans = memory.get_finished_spans()
     global_provider = trace.get_tracer_provider()
     print(json.dumps({
