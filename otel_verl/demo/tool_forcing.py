@@ -9,9 +9,10 @@ the engine from ``engine_kwargs.vllm.logits_processors``) decides per request, f
   so verl's ``HermesToolParser`` finds the call and ``ToolAgentLoop`` runs the demo's calculator;
 - the turn after a tool response: forced to ``The answer is #### <result>`` (GSM8K's answer format, so the
   reward is real) and the end of turn;
-- any other turn (odd-numbered questions): sampled freely from the model, with the end-of-turn token
-  suppressed so it runs to the response length. These are the long requests that ``--oversample`` aborts
-  in flight: the forced ones finish first.
+- any other turn (odd-numbered questions): sampled freely from the model, its end-of-turn token
+  suppressed until a length that cycles through :data:`FREE_LENGTHS` (then forced), so requests end at
+  spread-out times: the long ones are still decoding when ``--oversample`` aborts in flight (with equal
+  lengths, a batch's requests all finish in the same engine step and nothing is left to abort).
 
 Only the logits change; the engine, its scheduler, verl's parser and tool code run as they would.
 Never use this outside the demo.
@@ -30,8 +31,8 @@ TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.S)
 FQCN = f"{__name__}:DemoToolCalls"
 """What ``engine_kwargs.vllm.logits_processors`` names (vLLM's ``module:Class`` form)."""
 
-FREE = None
-"""A request's plan when it is sampled freely (end of turn suppressed)."""
+FREE_LENGTHS = (24, 64, 104, 144)
+"""Tokens the k-th freely sampled request runs to (k cycling); past the response length it is truncated."""
 
 
 def plan_text(prompt: str) -> str | None:
@@ -59,18 +60,18 @@ class DemoToolCalls(LogitsProcessor):
 
         self.tokenizer = AutoTokenizer.from_pretrained(vllm_config.model_config.tokenizer)
         self.end_of_turn = int(self.tokenizer.eos_token_id)
-        self.plans: dict[int, tuple[list[int] | None, list[int]]] = {}
-        """batch row → (forced token ids, or FREE; the request's live list of output token ids)."""
+        self.plans: dict[int, tuple[list[int] | int, list[int]]] = {}
+        """batch row → (forced token ids, or the length a free request runs to; its live output token ids)."""
+        self.free_requests = 0
 
     def is_argmax_invariant(self) -> bool:
         return False  # it changes the argmax: greedy (validation) requests are forced too
 
-    def _plan(self, prompt_ids: list[int] | None) -> list[int] | None:
-        if not prompt_ids:
-            return FREE
-        text = plan_text(self.tokenizer.decode(prompt_ids, skip_special_tokens=False))
+    def _plan(self, prompt_ids: list[int] | None) -> list[int] | int:
+        text = plan_text(self.tokenizer.decode(prompt_ids, skip_special_tokens=False)) if prompt_ids else None
         if text is None:
-            return FREE
+            self.free_requests += 1
+            return FREE_LENGTHS[(self.free_requests - 1) % len(FREE_LENGTHS)]
         return [*self.tokenizer.encode(text, add_special_tokens=False), self.end_of_turn]
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
@@ -88,15 +89,19 @@ class DemoToolCalls(LogitsProcessor):
                 self.plans[a] = moved_b
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        for row, (forced, output_ids) in self.plans.items():
+        for row, (plan, output_ids) in self.plans.items():
             if row >= logits.shape[0]:
                 continue
-            if forced is FREE:
-                logits[row, self.end_of_turn] = float("-inf")
-                continue
             position = len(output_ids)
-            if position < len(forced):
-                token = forced[position]
-                logits[row, :] = float("-inf")
-                logits[row, token] = 0.0
+            if isinstance(plan, int):  # free: no end of turn before the planned length, then only that
+                if position + 1 < plan:
+                    logits[row, self.end_of_turn] = float("-inf")
+                    continue
+                token = self.end_of_turn
+            elif position < len(plan):
+                token = plan[position]
+            else:
+                continue
+            logits[row, :] = float("-inf")
+            logits[row, token] = 0.0
         return logits
