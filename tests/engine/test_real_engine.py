@@ -114,7 +114,8 @@ def test_engine_latency_split_loads_into_the_span_table(engine_spans) -> None:
 def test_validation_rollout_under_verl_validate(engine_spans) -> None:
     validate = engine_spans[engine_spans.name == semconv.SPAN_VALIDATE]
     assert len(validate) == 1 and int(validate.step.iloc[0]) == 0
-    workers = engine_spans[(engine_spans.name == semconv.SPAN_WORKER) & engine_spans.validate.fillna(False).astype(bool)]
+    validating = engine_spans.validate.fillna(False).astype(bool)
+    workers = engine_spans[(engine_spans.name == semconv.SPAN_WORKER) & validating]
     assert len(workers) > 0 and set(workers.parent_id) == set(validate.span_id)
 
 
