@@ -47,12 +47,12 @@ class DemoOptions:
     """vLLM replicas (``engine="vllm"`` only), behind verl's load balancer."""
     test_freq: int = 0
     """Like verl's ``trainer.test_freq``: a validation pass inside every ``test_freq``-th step's ``testing``
-    timer (0: never). Legacy trainer path only."""
+    timer (0: never)."""
     val_before_train: bool = False
     """Like verl's ``trainer.val_before_train`` (verl's default is true; ``otel-verl demo`` turns it on):
     one validation rollout (``verl.validate``, step 0, n=1) before step 1. It also takes the workers'
     first-call warm-up (several seconds) out of step 1, which would otherwise be a slow step; the
-    analyzer leaves validation rollouts out of its baselines. Legacy trainer path only."""
+    analyzer leaves validation rollouts out of its baselines."""
 
 
 @dataclass

@@ -71,7 +71,7 @@ class DemoTrainer:
         from otel_verl.instrumentation.trainer import track_trainer
 
         track_trainer(self)
-        if self.opts.val_before_train and self.opts.trainer != "v1":
+        if self.opts.val_before_train:
             self._validate(0)
         step_seconds, outputs = [], []
         for step in range(1, self.opts.steps + 1):
@@ -93,7 +93,7 @@ class DemoTrainer:
                 for phase in ("reward", "old_log_prob", "adv", "update_actor", "update_weights"):
                     with marked_timer(phase, timing):
                         time.sleep(scale * (2.0 if phase == "update_actor" else 0.3))
-                if self.opts.test_freq > 0 and self.opts.trainer != "v1" and step % self.opts.test_freq == 0:
+                if self.opts.test_freq > 0 and step % self.opts.test_freq == 0:
                     with marked_timer("testing", timing):  # where verl's fit validates every test_freq steps
                         self._validate(step)
             step_seconds.append(timing["step"])
@@ -113,17 +113,19 @@ class DemoTrainer:
         ray.get(calls)
 
     def _validate(self, step: int) -> None:
-        """verl's own ``RayPPOTrainer._validate`` (greedy, ``validate=True``) over the step's prompts, n=1."""
-        from otel_verl.demo.validation import DemoValidation
+        """verl's own ``_validate`` (legacy or V1 trainer's; greedy, ``validate=True``) over the prompts, n=1."""
+        from otel_verl.demo.validation import DemoValidation, v1_validation
 
         if self.validation is None:
-            import torch
-
             rows = dict(_batch(DemoOptions(prompts=self.opts.prompts, n=1), 0).non_tensor_batch)
-            # verl's dataloader also yields tensors (input_ids, ...), which _validate's union needs
-            rows["dummy_tensor"] = torch.zeros(len(rows["uid"]), 1, dtype=torch.uint8)
-            batches = [rows]
-            self.validation = DemoValidation(self.config, self.tokenizer, self.manager, batches)
+            if self.opts.trainer == "v1":
+                self.validation = v1_validation(self.config, self.tokenizer, self.manager, [self.reward], [rows])
+            else:
+                import torch
+
+                # verl's dataloader also yields tensors (input_ids, ...), which the legacy _validate's union needs
+                rows["dummy_tensor"] = torch.zeros(len(rows["uid"]), 1, dtype=torch.uint8)
+                self.validation = DemoValidation(self.config, self.tokenizer, self.manager, [rows])
         self.global_steps = step
         self._begin_step(None, False)
         self.validation.global_steps = step

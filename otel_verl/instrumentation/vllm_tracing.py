@@ -72,6 +72,10 @@ _warned_log_stats = False
 _noted_endpoint = False
 _replica_rank: int | None = None
 """verl's ``replica_rank`` of the vLLMHttpServer in this process (read at ``launch_server``)."""
+_in_flight: dict[str, Mapping[str, str]] = {}
+"""verl request id → the turn's carrier, while verl's ``generate`` call is in the engine."""
+_aborts_traced: set[str] = set()
+"""Request ids whose aborted ``llm_request`` vLLM made (parent restored here): no stand-in needed."""
 
 
 class ForwardToOtelVerl(SpanProcessor):
@@ -162,6 +166,21 @@ def _smart_context() -> Any:
     return smart() if callable(smart) else None
 
 
+def _restore_aborted_parent(attributes: Any, context: Any) -> tuple[Any, Any]:
+    """vLLM's engine core ends an aborted request with an output that carries no trace headers (vLLM 0.24:
+    ``EngineCore`` builds ``EngineCoreOutput(req_id, [], finish_reason=ABORT)``), so its ``llm_request``
+    would be the root of a trace of its own. Every other output carries them. A span without a parent
+    whose request is one of verl's in-flight calls gets that call's carrier back, and says it was aborted."""
+    if context is not None and trace.get_current_span(context).get_span_context().is_valid:
+        return attributes, context
+    request_id = str((attributes or {}).get("gen_ai.request.id"))
+    carrier = _in_flight.get(request_id)
+    if carrier is None:
+        return attributes, context
+    _aborts_traced.add(request_id)
+    return {**(attributes or {}), semconv.VERL_ENGINE_STOP_REASON: ABORTED}, propagate.extract(dict(carrier))
+
+
 def instrument_manual_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """``llm_request`` made as vLLM makes it, with the engine tracer instead of the global one."""
     if not enabled():
@@ -174,6 +193,7 @@ def instrument_manual_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: 
         context = _arg(args, kwargs, 4, "context")
         kind = _arg(args, kwargs, 5, "kind")
         tracer = engine_provider().get_tracer(ENGINE_SCOPE)
+        attributes, context = _restore_aborted_parent(attributes, context)
         span_kwargs: dict[str, Any] = {
             "name": name,
             "context": context if context is not None else _smart_context(),
@@ -243,23 +263,28 @@ async def server_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
     if not carrier:
         return await wrapped(*args, **kwargs)
     started_ns = time.time_ns()
+    request_id = str(_arg(args, kwargs, 2, "request_id"))
+    _in_flight[request_id] = carrier
     token = engine_carrier.set(carrier)
     try:
         output = await wrapped(*args, **kwargs)
     finally:
         engine_carrier.reset(token)
-    if getattr(output, "stop_reason", None) == ABORTED and _engine is not None:
+        _in_flight.pop(request_id, None)
+    traced = request_id in _aborts_traced
+    _aborts_traced.discard(request_id)
+    if getattr(output, "stop_reason", None) == ABORTED and _engine is not None and not traced:
         try:
-            record_aborted(carrier, started_ns, _arg(args, kwargs, 0, "prompt_ids"), output,
-                           _arg(args, kwargs, 2, "request_id"))  # fmt: skip
+            record_aborted(carrier, started_ns, _arg(args, kwargs, 0, "prompt_ids"), output, request_id)
         except Exception:
             call_failed((VLLM_SERVER_MODULE, "vLLMHttpServer.generate"))
     return output
 
 
 def record_aborted(carrier: Mapping[str, str], started_ns: int, prompt_ids: Any, output: Any, request_id: Any) -> None:
-    """vLLM makes no ``llm_request`` for an aborted request (``OutputProcessor.abort_requests`` skips its
-    tracing), so the turn's engine call would have no engine span. This one stands in: the same name,
+    """An aborted request vLLM did not trace (aborted in the frontend, ``OutputProcessor.abort_requests``,
+    which skips tracing; or refused at verl's gate before reaching vLLM) would leave the turn's engine call
+    without an engine span. This one stands in: the same name,
     scope, service and parent as vLLM's, from verl's call into the engine to the abort, with the tokens
     generated until then and ``verl.engine.stop_reason=aborted``. Made only where vLLM traces (its
     tracer was set up in this process)."""
@@ -287,4 +312,6 @@ def reset_for_tests() -> None:
     with _lock:
         _engine = None
         _replica_rank = None
+        _in_flight.clear()
+        _aborts_traced.clear()
         _warned_log_stats = _noted_endpoint = False

@@ -124,3 +124,31 @@ def test_disable_log_stats_warns_once_naming_the_fix(caplog: pytest.LogCaptureFi
     assert "disable_log_stats=False" in warnings[0]
     assert rollout.disable_log_stats is True  # verl's config is only read
     vllm_tracing.reset_for_tests()
+
+
+def test_aborted_llm_request_gets_its_turn_back() -> None:
+    """vLLM's engine core ends an aborted request without trace headers: its llm_request is re-parented on
+    the carrier of verl's in-flight call and marked aborted; one with headers is left alone."""
+    from opentelemetry import trace
+    from vllm.tracing import extract_trace_context
+
+    from otel_verl import semconv
+    from otel_verl.instrumentation import vllm_tracing
+
+    vllm_tracing.reset_for_tests()
+    carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    vllm_tracing._in_flight["req-1"] = carrier
+    attributes, context = vllm_tracing._restore_aborted_parent(
+        {"gen_ai.request.id": "req-1"}, extract_trace_context(None)
+    )
+    parent = trace.get_current_span(context).get_span_context()
+    assert format(parent.span_id, "016x") == "b7ad6b7169203331"
+    assert attributes[semconv.VERL_ENGINE_STOP_REASON] == "aborted"
+    assert "req-1" in vllm_tracing._aborts_traced
+    other = {"traceparent": "00-1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"}
+    kept, kept_context = vllm_tracing._restore_aborted_parent(
+        {"gen_ai.request.id": "req-1"}, extract_trace_context(other)
+    )
+    assert semconv.VERL_ENGINE_STOP_REASON not in kept
+    assert format(trace.get_current_span(kept_context).get_span_context().span_id, "016x") == "c7ad6b7169203331"
+    vllm_tracing.reset_for_tests()
