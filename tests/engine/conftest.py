@@ -1,7 +1,8 @@
 """One real vLLM demo run shared by every test here: it costs minutes (the engine's launch), so it runs once.
 
 ``otel-verl demo --engine vllm`` in a subprocess, as a user runs it: verl's real ``vLLMHttpServer`` on vLLM's
-CPU build, 1 step of 4 prompts × 2 rollouts on 2 AgentLoopWorkers, a validation pass before training,
+CPU build (two replicas behind verl's load balancer), 1 step of 4 prompts × 2 rollouts on 2
+AgentLoopWorkers, a validation pass before training,
 over-sampling 0.25 (2 of the 8 requests aborted in flight through verl's abort path), the demo's
 tool-forcing logits processor. Its spans go to the spool and, through the real otelcol-verl collector,
 to Jaeger (tests/backends' ``backends`` fixture). Needs ``scripts/install_vllm.sh``'s environment.
@@ -20,7 +21,7 @@ import pytest
 
 from tests.backends.conftest import Backends, backends  # noqa: F401  (the collector + Jaeger fixture)
 
-DEMO_ARGS = ["--steps", "1", "--prompts", "4", "--n", "2", "--workers", "2", "--oversample", "0.25"]
+DEMO_ARGS = ["--steps", "1", "--prompts", "4", "--n", "2", "--workers", "2", "--oversample", "0.25", "--replicas", "2"]
 
 
 @dataclass

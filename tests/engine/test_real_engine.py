@@ -109,6 +109,8 @@ def test_engine_latency_split_loads_into_the_span_table(engine_spans) -> None:
         assert not missing, f"{row['span_id']}: {missing}"
         assert extra["gen_ai.latency.time_in_model_decode"] >= 0
         assert isinstance(extra.get(semconv.VERL_REPLICA_RANK), int)  # groupable by replica
+    replicas = {_extra(row)[semconv.VERL_REPLICA_RANK] for _, row in engine.iterrows()}
+    assert replicas == {0, 1}, "verl's load balancer spread the requests over both replicas"
 
 
 def test_validation_rollout_under_verl_validate(engine_spans) -> None:
