@@ -35,6 +35,11 @@ SPAN_PREPROCESS: Final = "verl.preprocess"
 SPAN_REWARD: Final = "verl.reward"
 """Per-request reward, local or remote (RewardLoopWorker)."""
 
+SPAN_VALIDATE: Final = "verl.validate"
+"""One validation pass of the trainer (verl's ``_validate``: before training and every ``test_freq``
+steps); the validation rollout's worker spans are its children. Carries ``verl.step`` and
+``verl.validate`` = true."""
+
 SPAN_BARRIER: Final = "verl.barrier"
 """Synthesized: time a worker waited for the slowest worker of the step."""
 
@@ -192,8 +197,9 @@ ENGINE_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
 ENGINE_REQUEST_TOP_P: Final = "gen_ai.request.top_p"
 ENGINE_REQUEST_N: Final = "gen_ai.request.n"
 VERL_ENGINE_REPLICA: Final = "verl.engine.replica"
-"""Which server replica served the request (span or resource attribute of engine spans; the demo's
-simulated engine sets its server id, e.g. ``sim-1``). Without it the analyzer falls back to
+"""Which server replica served the request (span or resource attribute of engine spans): verl's
+``replica_rank`` on a real vLLM's ``llm_request`` spans and resource; the demo's simulated engine sets its
+server id, e.g. ``sim-1``. Without it the analyzer falls back to
 ``vllm.process_id`` / ``process.pid`` attributes, then to the span's service."""
 
 # ---------------------------------------------------------------- propagation

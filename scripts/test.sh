@@ -12,4 +12,15 @@ uv run --frozen ruff format --check otel_verl tests dashboards benchmarks
 uv run --frozen python dashboards/generate.py --check
 # a crash in native code (even at interpreter exit, after the summary) prints every thread's Python stack
 PYTHONFAULTHANDLER=1 uv run --frozen pytest -q -p no:cacheprovider "$@"
+echo "test: main suite done at $((SECONDS - start)) s"
+# The real engine (issue 24): vLLM's CPU build in its own venv (scripts/install_vllm.sh, cached), then
+# tests/engine there — one shared `otel-verl demo --engine vllm` run. Only on a full run (no arguments);
+# OTEL_VERL_SKIP_ENGINE=1 leaves it out.
+if [[ $# -eq 0 && "${OTEL_VERL_SKIP_ENGINE:-0}" != "1" ]]; then
+    engine_start=$SECONDS
+    VLLM_PY="$(bash scripts/install_vllm.sh | tail -n 1)"
+    echo "test: vLLM env ready in $((SECONDS - engine_start)) s"
+    RAY_ENABLE_UV_RUN_RUNTIME_ENV=0 PYTHONFAULTHANDLER=1 "$VLLM_PY" -m pytest -q -p no:cacheprovider -s tests/engine
+    echo "test: real-engine tests done in $((SECONDS - engine_start)) s"
+fi
 echo "test: all done in $((SECONDS - start)) s"

@@ -82,7 +82,7 @@ def demo(
     ] = None,
     slow_step: Annotated[int | None, typer.Option(help="Apply the planted slowness in this step only.")] = None,
     replicas: Annotated[
-        int, typer.Option(min=1, help="Simulated engine replicas, behind verl's load balancer (sticky sessions).")
+        int, typer.Option(min=1, help="Engine replicas (sim or vLLM), behind verl's load balancer (sticky sessions).")
     ] = 1,
     replica_capacity: Annotated[
         list[str] | None,
@@ -103,6 +103,13 @@ def demo(
     val_before_train: Annotated[
         bool, typer.Option(help="A validation rollout before step 1, as verl does by default (takes the warm-up).")
     ] = True,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="sim: simulated engine; vllm: verl's real vLLMHttpServer on vLLM's CPU build with a tiny random "
+            "model (run through scripts/demo.sh --engine vllm, which installs it)."
+        ),
+    ] = "sim",
 ) -> None:
     """Run a traced multi-turn rollout on the CPU: real verl code, simulated LLM server.
 
@@ -127,6 +134,9 @@ def demo(
         stall, slow_step = [f"{i}:{s}" for i, s in PLANTS[plant]["stall"].items()], PLANTS[plant]["step"]
     if trainer not in ("legacy", "v1"):
         console.print(f"error: --trainer {trainer!r}: use legacy or v1")
+        raise typer.Exit(code=2)
+    if engine not in ("sim", "vllm"):
+        console.print(f"error: --engine {engine!r}: use sim or vllm")
         raise typer.Exit(code=2)
     if report is not None and not no_report:
         try:  # a bad report path found after minutes of rollout would waste the run
@@ -154,6 +164,7 @@ def demo(
         trainer=trainer,
         ray_cpus=workers + 2 if trainer == "v1" else None,
         val_before_train=val_before_train,
+        engine=engine,
     )
     with console.status(f"running {steps} traced steps on {workers} workers ({prompts}×{n} requests/step)…"):
         result = run_demo(opts)
@@ -162,6 +173,8 @@ def demo(
         f"(step times: {', '.join(f'{s:.1f}s' for s in result.step_seconds)}), "
         f"{result.requests_per_step} requests/step, {result.turns} turns"
     )
+    if result.engine_launch_seconds is not None:
+        console.print(f"vLLM server(s) launched in {result.engine_launch_seconds:.0f} s")
     if result.spool_dir is None:
         endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         console.print(f"traces sent to {endpoint or 'nowhere (OTEL_SDK_DISABLED)'}")

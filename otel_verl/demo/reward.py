@@ -15,10 +15,15 @@ from verl.utils.reward_score import gsm8k
 
 
 class _Gsm8kRewardManager:
-    def __init__(self, slow: dict[int, float], seed: int) -> None:
-        from otel_verl.demo.model import build_tokenizer
+    def __init__(self, slow: dict[int, float], seed: int, tokenizer_path: str | None = None) -> None:
+        if tokenizer_path is None:
+            from otel_verl.demo.model import build_tokenizer
 
-        self.tokenizer = build_tokenizer()
+            self.tokenizer = build_tokenizer()
+        else:  # a real model's tokenizer (the vLLM demo's tiny model)
+            from transformers import AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
         self.slow = slow
         self.planted = True
         self.rng = random.Random(seed)
@@ -41,9 +46,16 @@ class _Gsm8kRewardManager:
 class DemoRewardWorker(RewardLoopWorker):
     """``ray.remote(DemoRewardWorker)``: verl's compute_score path with a GSM8K reward manager."""
 
-    def __init__(self, config: Any, slow: dict[int, float] | None = None, seed: int = 0, server: Any = None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        slow: dict[int, float] | None = None,
+        seed: int = 0,
+        server: Any = None,
+        tokenizer_path: str | None = None,
+    ) -> None:
         self.config = config
-        self.reward_manager = _Gsm8kRewardManager(slow or {}, seed)
+        self.reward_manager = _Gsm8kRewardManager(slow or {}, seed, tokenizer_path)
         self.reward_manager.server = server
 
     def begin_step(self, planted: bool, slow: dict[int, float] | None = None) -> None:

@@ -272,8 +272,8 @@ async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: t
 
 
 # ------------------------------------------------------------------ server side
-async def server_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """Pop our carrier from sampling_params (verl/engine never see it); expose it to the engine."""
+def pop_carrier(args: tuple, kwargs: dict) -> tuple[tuple, dict, dict[str, str] | None]:
+    """The server's arguments without our carrier (verl and the engine never see it), and the carrier."""
     params = kwargs.get("sampling_params")
     carrier = None
     if isinstance(params, dict) and semconv.CARRIER_KEY in params:
@@ -284,6 +284,12 @@ async def server_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         params = dict(args[1])
         carrier = params.pop(semconv.CARRIER_KEY, None)
         args = (args[0], params, *args[2:])
+    return args, kwargs, carrier
+
+
+async def server_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Pop our carrier from sampling_params (verl/engine never see it); expose it to the engine."""
+    args, kwargs, carrier = pop_carrier(args, kwargs)
     if not carrier:
         return await wrapped(*args, **kwargs)
     token = engine_carrier.set(carrier)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any, NamedTuple
 
-from otel_verl.instrumentation import llm_server, reward, tools, trainer
+from otel_verl.instrumentation import llm_server, reward, tools, trainer, vllm_tracing
 from otel_verl.instrumentation.rollout import chunk, events, manager, trajectory
 from otel_verl.wrapping import ray_actors, threads
 from otel_verl.wrapping.signatures import Expected, expect
@@ -55,7 +55,10 @@ AGENT_LOOP = "verl.experimental.agent_loop.agent_loop"
 TOOL_AGENT_LOOP = "verl.experimental.agent_loop.tool_agent_loop"
 TOOL_PARSER = "verl.experimental.agent_loop.tool_parser"
 LLM_SERVER = "verl.workers.rollout.llm_server"
+VLLM_SERVER = "verl.workers.rollout.vllm_rollout.vllm_async_server"
 _ROUND_TRIP = ("*", "request_id", "prompt_ids", "sampling_params")
+_VLLM_INIT_TRACER = ("instrumenting_module_name", "otlp_traces_endpoint", "extra_attributes")
+_VLLM_SPANS = "vLLM's engine spans (routed into otel_verl's exporters)"
 _ENGINE_LINK = "links of the engine's own spans to the turn"
 _TOOL_PARSERS = (
     "HermesToolParser",
@@ -77,6 +80,10 @@ TARGETS: tuple[Target, ...] = (
            None, "the step number of verl.step spans (trainer.global_steps)"),
     Target("verl.trainer.ppo.v1.trainer_base", "PPOTrainer.fit", lambda: trainer.fit_wrapper, Kind.TRAINER,
            None, "the step number of verl.step spans (trainer.global_steps)"),
+    Target("verl.trainer.ppo.ray_trainer", "RayPPOTrainer._validate", lambda: trainer.validate_wrapper, Kind.TRAINER,
+           None, "verl.validate spans (the validation rollout's parent)"),
+    Target("verl.trainer.ppo.v1.trainer_base", "PPOTrainer._validate", lambda: trainer.validate_wrapper, Kind.TRAINER,
+           None, "verl.validate spans (the validation rollout's parent)"),
     # -- rollout manager (trainer process): carrier into each chunk, verl.barrier per worker after it
     Target(AGENT_LOOP, "AgentLoopManager.generate_sequences", lambda: manager.generate_sequences_wrapper, Kind.CHUNK,
            ("prompts",), "verl.barrier spans and the step-to-worker parent links"),
@@ -123,12 +130,25 @@ TARGETS: tuple[Target, ...] = (
     # -- the receiving ends: server actors, engines, the RewardLoopWorker
     Target("verl.workers.rollout.sglang_rollout.async_sglang_server", "SGLangHttpServer.generate",
            lambda: llm_server.server_generate_wrapper, Kind.RECEIVER, ("prompt_ids", "sampling_params"), _ENGINE_LINK),
-    Target("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMHttpServer.generate",
-           lambda: llm_server.server_generate_wrapper, Kind.RECEIVER, ("prompt_ids", "sampling_params"), _ENGINE_LINK),
+    Target(VLLM_SERVER, "vLLMHttpServer.generate", lambda: vllm_tracing.server_generate_wrapper, Kind.RECEIVER,
+           ("prompt_ids", "sampling_params", "request_id"), _ENGINE_LINK + "; the engine span of an aborted request"),
     Target("sglang.srt.managers.tokenizer_manager", "TokenizerManager.generate_request",
            lambda: llm_server.sglang_generate_request_wrapper, Kind.RECEIVER, ("obj",), _ENGINE_LINK),
     Target("vllm.v1.engine.async_llm", "AsyncLLM.generate", lambda: llm_server.vllm_generate_wrapper, Kind.RECEIVER,
            ("*", "trace_headers"), _ENGINE_LINK),
+    # -- vLLM's own tracing, in the server's process: its provider/endpoint replaced by otel_verl's exporters
+    #    (whichever initialises first), and the disable_log_stats check before verl launches the engine
+    Target("vllm.v1.engine.async_llm", "init_tracer", lambda: vllm_tracing.init_tracer_wrapper, Kind.RECEIVER,
+           _VLLM_INIT_TRACER, _VLLM_SPANS),
+    Target("vllm.v1.engine.llm_engine", "init_tracer", lambda: vllm_tracing.init_tracer_wrapper, Kind.RECEIVER,
+           _VLLM_INIT_TRACER, _VLLM_SPANS),
+    Target("vllm.tracing.otel", "init_otel_tracer", lambda: vllm_tracing.init_tracer_wrapper, Kind.RECEIVER,
+           _VLLM_INIT_TRACER, _VLLM_SPANS),
+    Target("vllm.v1.engine.output_processor", "instrument_manual", lambda: vllm_tracing.instrument_manual_wrapper,
+           Kind.RECEIVER, ("span_name", "start_time", "end_time", "attributes", "context", "kind"),
+           "vLLM's llm_request spans"),
+    Target(VLLM_SERVER, "vLLMHttpServer.launch_server", lambda: vllm_tracing.launch_server_wrapper, Kind.RECEIVER,
+           (), "the disable_log_stats warning"),
     Target("verl.experimental.reward_loop.reward_loop", "RewardLoopWorker.compute_score",
            lambda: reward.reward_worker_wrapper, Kind.RECEIVER, ("data",), "verl.reward.compute spans"),
     # -- threads: the current context follows work into executor and threading threads. Thread subclasses

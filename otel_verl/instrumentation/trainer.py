@@ -144,3 +144,38 @@ def fit_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         return wrapped(*args, **kwargs)
     finally:
         flush.flush_async()
+
+
+def validate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """``verl.validate`` around verl's ``_validate``: the validation rollout's worker spans go under it.
+
+    verl runs ``_validate`` before training outside any timer (the rollout's spans were roots of traces
+    of their own) and every ``test_freq`` steps inside the step's ``testing`` timer (then it nests there).
+    """
+    if not enabled() or current_request.get() is not None:
+        return wrapped(*args, **kwargs)
+    try:
+        if _active_trainer is None:
+            track_trainer(instance)
+        if tracing.get_state() is None:
+            provider.setup_tracing(semconv.ProcessRole.TRAINER.value)
+        step = getattr(instance, "global_steps", None)
+        attributes: dict[str, Any] = {semconv.VERL_VALIDATE: True}
+        if isinstance(step, int):
+            attributes[semconv.VERL_STEP] = step
+        span = tracing.tracer().start_span(semconv.SPAN_VALIDATE, attributes=attributes)
+        token = otel_context.attach(trace.set_span_in_context(span))
+    except Exception:
+        call_failed(("verl.trainer.ppo.ray_trainer", "RayPPOTrainer._validate"))
+        return wrapped(*args, **kwargs)
+    error: BaseException | None = None
+    try:
+        return wrapped(*args, **kwargs)
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        try:
+            _end("validate", span, token, None, error)
+        except Exception:
+            logger.debug("otel_verl: could not end the validation span", exc_info=True)

@@ -97,10 +97,10 @@ def _with_heartbeat(heartbeats: list[dict[str, Any]]) -> None:
         finally:
             heartbeats.extend(ray.get([w.__ray_call__.remote(_stop_heartbeat) for w in workers]))
 
-    def validate_then_mark(self: Any) -> None:
+    def validate_then_mark(self: Any, step: int) -> None:
         import ray
 
-        validate(self)
+        validate(self, step)
         ray.get([w.__ray_call__.remote(_mark_heartbeat) for w in self.manager.agent_loop_workers])
 
     runner.DemoTrainer.fit = fit_with_heartbeat  # type: ignore[method-assign]

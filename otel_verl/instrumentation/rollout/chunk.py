@@ -158,14 +158,20 @@ CURRENT_CHUNK: ContextVar[WorkerChunk | None] = ContextVar("otel_verl_worker_chu
 """The open worker chunk; asyncio copies it into every trajectory task verl spawns."""
 
 
-def _batch_step(batch: Any) -> int | None:
+def _batch_value(batch: Any, key: str) -> Any:
+    """``key`` of the batch's meta info (legacy ``DataProto``) or its non-tensor data (V1 ``TensorDict``)."""
     meta = getattr(batch, "meta_info", None)
     if isinstance(meta, dict):
-        return as_int(meta.get("global_steps"))
+        return meta.get(key)
     try:
-        return as_int(getattr(batch.get("global_steps"), "data", batch.get("global_steps")))
+        value = batch.get(key)
+        return getattr(value, "data", value)
     except Exception:
         return None
+
+
+def _batch_step(batch: Any) -> int | None:
+    return as_int(_batch_value(batch, "global_steps"))
 
 
 def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
@@ -186,8 +192,7 @@ def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
         attributes[semconv.VERL_WORKER_RANK] = rank
     if step is not None and step >= 0:
         attributes[semconv.VERL_STEP] = step
-    meta = getattr(batch, "meta_info", None)
-    validate = meta.get("validate") if isinstance(meta, dict) else None
+    validate = _batch_value(batch, "validate")
     if validate is not None:
         attributes[semconv.VERL_VALIDATE] = bool(validate)
     span = tracing.tracer().start_span(semconv.SPAN_WORKER, context=parent_ctx, attributes=attributes)

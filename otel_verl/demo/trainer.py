@@ -1,0 +1,197 @@
+"""The demo's trainer loop: verl's timers around a rollout, batches as verl's dataloaders make them.
+
+:class:`DemoTrainer` stands in for verl's ``fit`` loop (``global_steps``, verl's own ``marked_timer``
+phases, validation through verl's own ``_validate``), so every trainer seam runs as in a real job.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from otel_verl.demo.options import DemoOptions, DemoResult
+
+
+def _batch(opts: DemoOptions, step: int, plan: dict[str, dict[int, Any]] | None = None) -> Any:
+    import numpy as np
+    from verl.protocol import DataProto
+
+    raw_prompts, ground_truths, indices = [], [], []
+    for i in range(opts.prompts):
+        a, b = 3 + (i * 7 + step) % 40, 5 + (i * 11 + step * 3) % 50
+        question = f"Question #{{index}}: Tom has {a} apples and buys {b} apples more. How many apples?"
+        for _ in range(opts.n):
+            index = i
+            raw_prompts.append([{"role": "user", "content": question.format(index=index)}])
+            ground_truths.append(str(a + b))
+            indices.append(index)
+    size = len(raw_prompts)
+    non_tensor = {
+        "raw_prompt": np.array([*raw_prompts, None], dtype=object)[:-1],
+        "agent_name": np.array(["tool_agent"] * size, dtype=object),
+        "index": np.array(indices, dtype=object),
+        "data_source": np.array(["openai/gsm8k"] * size, dtype=object),
+        "reward_model": np.array([{"ground_truth": g, "style": "rule"} for g in ground_truths], dtype=object),
+        "tools_kwargs": np.array([_tool_kwargs(plan, i) for i in indices], dtype=object),
+        "extra_info": np.array([{"index": i} for i in indices], dtype=object),
+        "uid": np.array([str(uuid.uuid4()) for _ in range(size)], dtype=object),
+    }
+    return DataProto(batch=None, non_tensor_batch=non_tensor, meta_info={"global_steps": step, "validate": False})
+
+
+def _tool_kwargs(plan: dict[str, dict[int, Any]] | None, index: int) -> dict[str, Any]:
+    """verl's per-sample ``tools_kwargs``: a planted slow tool reaches the calculator's ``create``."""
+    extra = (plan or {}).get("slow_tool", {}).get(index)
+    return {} if extra is None else {"calculator": {"create_kwargs": {"extra_latency": float(extra)}}}
+
+
+def _tq_batch(opts: DemoOptions, step: int) -> Any:
+    """The V1 trainer's TensorDict batch: one row per prompt (rollout.n is expanded by the worker)."""
+    from verl.utils import tensordict_utils as tu
+
+    proto = _batch(DemoOptions(prompts=opts.prompts, n=1), step)
+    batch = tu.get_tensordict({k: list(v) for k, v in proto.non_tensor_batch.items()})
+    tu.assign_non_tensor_data(batch, "global_steps", step)
+    return batch
+
+
+class DemoTrainer:
+    """A stand-in for verl's trainer loop with ``global_steps`` and verl's own timers."""
+
+    def __init__(
+        self, opts: DemoOptions, manager: Any, server: Any, reward: Any, config: Any = None, tokenizer: Any = None
+    ) -> None:
+        self.opts = opts
+        self.manager = manager
+        self.server = server
+        self.reward = reward
+        self.config = config
+        self.tokenizer = tokenizer
+        self.validation: Any = None
+        self.global_steps = 1
+
+    def fit(self) -> tuple[list[float], list[Any]]:
+        from verl.utils.profiler import marked_timer
+
+        from otel_verl.instrumentation.trainer import track_trainer
+
+        track_trainer(self)
+        if self.opts.val_before_train:
+            self._validate(0)
+        step_seconds, outputs = [], []
+        for step in range(1, self.opts.steps + 1):
+            self.global_steps = step
+            timing: dict[str, float] = {}
+            total = self.opts.prompts * self.opts.n
+            target = total - int(total * self.opts.oversample) if self.opts.oversample > 0 else None
+            planted = self.opts.slow_step is None or self.opts.slow_step == step
+            plan = self.opts.step_plants.get(step)
+            if self.opts.step_plants:
+                planted = plan is not None
+            self._begin_step(target, planted, plan)
+            with marked_timer("step", timing):
+                if self.opts.trainer == "v1":
+                    tokens = self._v1_rollout(step, timing)
+                    output = None
+                else:
+                    with marked_timer("gen", timing, color="red"):
+                        output = self.manager.generate_sequences(_batch(self.opts, step, plan))
+                    tokens = int(output.batch["response_mask"].sum().item())
+                scale = self.opts.trainer_compute * (1 + tokens / 20000)
+                for phase in ("reward", "old_log_prob", "adv", "update_actor", "update_weights"):
+                    with marked_timer(phase, timing):
+                        time.sleep(scale * (2.0 if phase == "update_actor" else 0.3))
+                if self.opts.test_freq > 0 and step % self.opts.test_freq == 0:
+                    with marked_timer("testing", timing):  # where verl's fit validates every test_freq steps
+                        self._validate(step)
+            step_seconds.append(timing["step"])
+            if output is not None and self.opts.keep_outputs:
+                outputs.append(output)
+            self.global_steps += 1
+        return step_seconds, outputs
+
+    def _begin_step(self, target: int | None, planted: bool, plan: dict[str, dict[int, Any]] | None = None) -> None:
+        """Over-sampling target and planted slowness on/off (the simulated engine, or the vLLM demo's
+        ``OverSampler``, takes the target); ``plan``: this step's own planted slowness (``step_plants``)."""
+        import ray
+
+        calls = [self.reward.begin_step.remote(planted, None if plan is None else plan.get("slow_reward", {}))]
+        if self.server is not None:
+            calls.append(self.server.begin_step.remote(target, planted, *([plan] if plan else [])))
+        ray.get(calls)
+
+    def _validate(self, step: int) -> None:
+        """verl's own ``_validate`` (legacy or V1 trainer's; greedy, ``validate=True``) over the prompts, n=1."""
+        from otel_verl.demo.validation import DemoValidation, v1_validation
+
+        if self.validation is None:
+            rows = dict(_batch(DemoOptions(prompts=self.opts.prompts, n=1), 0).non_tensor_batch)
+            if self.opts.trainer == "v1":
+                self.validation = v1_validation(self.config, self.tokenizer, self.manager, [self.reward], [rows])
+            else:
+                import torch
+
+                # verl's dataloader also yields tensors (input_ids, ...), which the legacy _validate's union needs
+                rows["dummy_tensor"] = torch.zeros(len(rows["uid"]), 1, dtype=torch.uint8)
+                self.validation = DemoValidation(self.config, self.tokenizer, self.manager, [rows])
+        self.global_steps = step
+        self._begin_step(None, False)
+        self.validation.global_steps = step
+        self.validation._validate()
+
+    def _v1_rollout(self, step: int, timing: dict[str, float]) -> int:
+        """V1 shape: dispatch into TransferQueue inside the step, wait for the results in ``gen``."""
+        import transfer_queue as tq
+        from verl.utils.profiler import marked_timer
+
+        batch = _tq_batch(self.opts, step)
+        uids = list(batch["uid"])
+        tags = [{"is_prompt": True, "status": "pending", "global_steps": step} for _ in uids]
+        tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
+        self.manager.generate_sequences(batch)
+        with marked_timer("gen", timing, color="red"):
+            deadline = time.monotonic() + 600
+            while True:
+                listed = tq.kv_list(partition_id="train").get("train", {})
+                done = [u for u in uids if listed.get(u, {}).get("status") in ("finished", "failure")]
+                if len(done) == len(uids) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        listed = tq.kv_list(partition_id="train").get("train", {})
+        samples = [k for k, tag in listed.items() if "response_len" in tag]
+        tokens = sum(int(listed[k]["response_len"]) for k in samples)
+        tq.kv_clear(keys=list(listed), partition_id="train")
+        self.v1_samples = getattr(self, "v1_samples", 0) + len(samples)
+        return tokens
+
+
+def _flush_actor(_actor: Any) -> bool:
+    from otel_verl.export import flush
+
+    return flush.flush()
+
+
+def _summarize(opts: DemoOptions, run_id: str, step_seconds: list[float], outputs: list[Any]) -> DemoResult:
+    turns = 0
+    summaries = []
+    for output in outputs:
+        num_turns = output.non_tensor_batch["__num_turns__"]
+        turns += int(sum(num_turns))
+        summaries.append(
+            {
+                "responses": output.batch["responses"].tolist(),
+                "num_turns": [int(t) for t in num_turns],
+                "scores": output.batch["rm_scores"].sum(dim=-1).tolist() if "rm_scores" in output.batch else [],
+            }
+        )
+    return DemoResult(
+        run_id=run_id,
+        spool_dir=None,
+        steps=opts.steps,
+        requests_per_step=opts.prompts * opts.n,
+        wall_seconds=0.0,
+        step_seconds=step_seconds,
+        turns=turns,
+        outputs=summaries,
+    )

@@ -1,0 +1,61 @@
+"""verl's validation (``RayPPOTrainer._validate`` and V1 ``PPOTrainer._validate``, verl's own code as the
+demo drives it) has a span of its own.
+
+Before training it used to leave the validation rollout's worker spans as roots of traces of their own;
+now they sit under ``verl.validate``, and at ``test_freq`` the validation nests in the step's ``testing``
+phase, as verl's ``fit`` runs it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from otel_verl import semconv
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module", params=["legacy", "v1"])
+def validated_run(request, tmp_path_factory):
+    from otel_verl.analysis.load import load_spans
+
+    from otel_verl.demo.runner import DemoOptions, run_demo
+    from otel_verl.export import provider
+
+    provider.reset_for_tests()
+    spool = tmp_path_factory.mktemp("spool_validate")
+    trainer = request.param
+    opts = DemoOptions(
+        steps=1,
+        workers=2,
+        prompts=2,
+        n=2,
+        ray_cpus=4 if trainer == "v1" else 2,
+        spool=str(spool),
+        val_before_train=True,
+        test_freq=1,
+        trainer=trainer,
+    )
+    result = run_demo(opts)
+    provider.reset_for_tests()
+    return opts, load_spans(result.spool_dir)
+
+
+def test_validation_rollouts_hang_under_verl_validate(validated_run):
+    opts, spans = validated_run
+    by_id = spans.set_index("span_id")
+    validations = spans[spans.name == semconv.SPAN_VALIDATE].sort_values("step")
+    assert list(validations.step) == [0, 1]  # before training, and at test_freq=1 inside step 1
+    before, during = validations.iloc[0], validations.iloc[1]
+    assert not isinstance(before.parent_id, str) or before.parent_id == ""  # a root: no trainer span above it
+    assert by_id.loc[during.parent_id, "name"] == semconv.phase_span_name("testing")
+    workers = spans[spans.name == semconv.SPAN_WORKER]
+    validating = workers[workers.validate.fillna(False).astype(bool)]
+    assert len(validating) >= 2  # both validation passes (V1 chunks its batch its own way)
+    assert set(validating.parent_id) == set(validations.span_id)
+    # every span of a validation pass is in its validation span's trace, none left as a root of its own
+    roots = spans[spans.parent_id.fillna("") == ""]
+    assert sorted(roots.name) == sorted([semconv.SPAN_STEP, semconv.SPAN_VALIDATE])
+    requests = spans[(spans.name == semconv.SPAN_REQUEST) & spans.validate.fillna(False).astype(bool)]
+    assert len(requests) == 2 * opts.prompts  # n=1 in validation (verl's val_kwargs.n)
+    assert set(requests.trace_id) == set(validations.trace_id)
