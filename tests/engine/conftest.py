@@ -88,6 +88,6 @@ def engine_run(backends: Backends, tmp_path_factory) -> EngineRun:  # noqa: F811
 
 @pytest.fixture(scope="session")
 def engine_spans(engine_run: EngineRun):
-    from otel_verl.analysis.load import load_spans
+    from otel_verl.analysis.read import load_spans
 
     return load_spans(engine_run.spool_run)

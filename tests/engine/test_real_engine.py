@@ -113,6 +113,27 @@ def test_engine_latency_split_loads_into_the_span_table(engine_spans) -> None:
     assert replicas == {0, 1}, "verl's load balancer spread the requests over both replicas"
 
 
+def test_analyzer_splits_real_engine_calls_into_queue_prefill_decode(engine_run) -> None:
+    """The analyzer's engine view on vLLM's real spans: every turn of step 1 with a finished engine call is
+    split into before / queued / prefill / decode / other / after seconds that add up to our call, and the
+    replicas are told apart."""
+    from otel_verl import analysis
+    from otel_verl.analysis.tables.engine_calls import PHASE_COLUMNS
+
+    tables = analysis.load(engine_run.spool_run)
+    calls = tables.engine_calls
+    assert calls["joined"].all(), "an llm_request without our text_completion as parent (orphan)"
+    turns = tables.engine_turns
+    assert len(turns) > 0
+    parts = turns[list(PHASE_COLUMNS)]
+    assert parts.notna().all().all()
+    assert (parts >= 0).all().all()
+    assert (parts.sum(axis=1) - turns["call_s"]).abs().max() < 0.05  # the parts add up to our call
+    assert (turns["engine_decode_s"] > 0).all() and (turns["engine_prefill_s"] > 0).all()
+    assert turns["replica"].nunique() == 2
+    print(f"\nengine view: {len(turns)} turns, mean parts (s): {parts.mean().round(3).to_dict()}")
+
+
 def test_validation_rollout_under_verl_validate(engine_spans) -> None:
     validate = engine_spans[engine_spans.name == semconv.SPAN_VALIDATE]
     assert len(validate) == 1 and int(validate.step.iloc[0]) == 0
