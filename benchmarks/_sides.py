@@ -10,7 +10,8 @@ after the other, and by far more at busy times. Chunks run at the same moment se
 ratio between them keeps only what differs: the mode. What the two still share (L3 cache, memory
 bandwidth) is alike for both roles, and the drivers swap the roles every repetition.
 
-A mode is a detail level (``untraced``, ``step``, ``worker``, ``request``, ``full``). The removal
+A mode is a detail level (``untraced``, ``step``, ``worker``, ``request``, ``full``), or the benchmark-only
+``seed``: seed 000's logger writing one line per span ``full`` records (:mod:`benchmarks._seed_mode`). The removal
 candidates of issue 26 were measured here as benchmark-only variants (figures in docs/performance.md);
 the variants went with the code they patched.
 """
@@ -29,6 +30,9 @@ from typing import Any
 
 BARRIER_TIMEOUT_S = 600.0
 LEVELS = ("untraced", "step", "worker", "request", "full")
+SEED = "seed"
+"""Benchmark-only mode: no otel_verl; the seed's logger on ``full``'s events (:mod:`benchmarks._seed_mode`)."""
+_seed_log: Any = None
 
 
 @dataclass(frozen=True)
@@ -62,19 +66,31 @@ class Chunk:
     loop_cpu_s: float
     """CPU of the thread running the event loop, for the chunk alone."""
     spans: int
-    """Spans this chunk ended (the worker span included; 0 untraced)."""
+    """Spans this chunk ended (the worker span included; 0 untraced); in ``seed`` mode, events logged."""
 
 
 def _configure(mode: str, spool_root: Path) -> Callable[[], None]:
-    """Trace this process as ``mode`` (a detail level, or ``untraced``); returns what undoes it (nothing now)."""
+    """Trace this process as ``mode`` (a detail level, ``untraced``, or ``seed``); returns what undoes it."""
     import otel_verl
     from otel_verl.config import OtelVerlConfig
     from otel_verl.export import provider
 
+    global _seed_log
     level = mode
     provider.reset_for_tests()
     if otel_verl.VerlInstrumentor().is_instrumented_by_opentelemetry:
         otel_verl.uninstrument()  # each mode wraps the seams of its own detail level
+    if level == SEED:
+        from benchmarks import _seed_mode
+
+        _seed_log, undo = _seed_mode.install(spool_root / "seed")
+
+        def restore_seed() -> None:
+            global _seed_log
+            undo()
+            _seed_log = None
+
+        return restore_seed
     if level != "untraced":
         # engine_link off: the simulated engine runs in this process here, but its spans are the engine's
         # own (SGLang/vLLM, in another process), not our instrumentation
@@ -93,6 +109,8 @@ def _configure(mode: str, spool_root: Path) -> Callable[[], None]:
 def _spans_ended() -> int:
     from otel_verl.export import tracing
 
+    if _seed_log is not None:
+        return _seed_log.events
     state = tracing.get_state()
     return state.ended.count if state is not None and state.ended is not None else 0
 
@@ -153,6 +171,8 @@ def _side(index: int, barrier: Any, connection: Any, workload: Workload, warm_mo
                 connection.send(("walls", _request_walls(worker, opts, step, spool)))
                 continue
             restore = _configure(mode, spool)
+            if _seed_log is not None:
+                _seed_log.step = step
             gc.collect()
             barrier.wait(BARRIER_TIMEOUT_S)
             c0, l0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
