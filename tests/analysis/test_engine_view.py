@@ -11,6 +11,7 @@ import json
 import pytest
 
 from otel_verl import semconv as sc
+from otel_verl.analysis.findings.causes import flatten
 
 pytestmark = pytest.mark.ray
 
@@ -83,7 +84,7 @@ def test_engine_spans_are_vllm_shaped_and_nested(engine_run):
 
 
 def _phase_findings(analysis, phase: str) -> list:
-    return [f for f in analysis.findings if f.kind == "engine_phase" and f.event == phase and f.step == 2]
+    return [f for f in flatten(analysis.findings) if f.kind == "engine_phase" and f.event == phase and f.step == 2]
 
 
 def test_slow_turns_named_by_engine_phase(engine_run):
@@ -103,13 +104,13 @@ def test_slow_turns_named_by_engine_phase(engine_run):
     assert "decod" in decode.message and decode.value >= 7.5
     assert len(decode.evidence) == 2  # our call and the engine's span
     # nothing planted outside step 2 is blamed on an engine phase
-    assert not [f for f in analysis.findings if f.kind == "engine_phase" and f.step != 2 and f.impact_s >= 5]
+    assert not [f for f in flatten(analysis.findings) if f.kind == "engine_phase" and f.step != 2 and f.impact_s >= 5]
 
 
 def test_replica_imbalance(engine_run):
     _, _, _, analysis, _ = engine_run
-    found = [f for f in analysis.findings if f.kind == "replica_imbalance"]
-    assert {1, 3} <= {f.step for f in found}, [f.message for f in analysis.findings]
+    found = [f for f in flatten(analysis.findings) if f.kind == "replica_imbalance"]
+    assert {1, 3} <= {f.step for f in found}, [f.message for f in flatten(analysis.findings)]
     for f in found:
         assert f.details["replica"] == "sim-1" and f.details["idle_replica"] == "sim-0"
         assert "sticky sessions" in f.message and "sat idle" in f.message
@@ -128,6 +129,6 @@ def test_engine_figure_and_per_turn_columns(engine_run):
 
 def test_aborted_waste_counts_engine_time(engine_run):
     _, _, _, analysis, _ = engine_run
-    waste = [f for f in analysis.findings if f.kind == "aborted_waste"]
+    waste = [f for f in flatten(analysis.findings) if f.kind == "aborted_waste"]
     assert waste and all(f.details["engine_seconds_wasted"] > 0 for f in waste)
     assert all("in engine calls" in f.message for f in waste)
