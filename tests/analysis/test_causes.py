@@ -79,22 +79,32 @@ def test_demo_top_findings_are_the_planted_causes(demo_faults) -> None:
     _, _, result, _ = demo_faults
     top = result.findings[:4]
     print("\n".join(f"{f.severity} {f.kind} {f.seconds:.1f} s: {f.message}" for f in result.findings[:6]))
-    got = {(f.step, f.worker, f.kind): f for f in top}
-    assert set(got) == {(2, 0, "idle_gap"), (4, 1, "slow_event"), (6, 1, "idle_gap"), (8, 1, "slow_event")}
-    assert got[(4, 1, "slow_event")].event == "reward"
-    # six requests' turn-1 engine calls slow at once: nothing moved on worker 1 for 10 s (an idle gap), and
-    # every request in flight was in the engine call of turn index 1, which the cause and headline name
-    turn = got[(6, 1, "idle_gap")]
-    assert "the engine call of turn index 1" in turn.message
-    assert {s["kind"] for s in turn.details["stretched"]} == {"turn_anomaly"}
-    assert got[(8, 1, "slow_event")].event == "tool calculator"
+    # six requests' turn-1 engine calls slow at once: usually nothing moved on worker 1 for 10 s (an idle
+    # gap whose requests in flight were all in the engine call of turn index 1); when one unaffected request
+    # finished inside the window there is no gap, and the slow turns are the cause themselves
+    kinds = {(f.step, f.worker): f.kind for f in top}
+    assert kinds in (
+        {(2, 0): "idle_gap", (4, 1): "slow_event", (6, 1): "idle_gap", (8, 1): "slow_event"},
+        {(2, 0): "idle_gap", (4, 1): "slow_event", (6, 1): "turn_anomaly", (8, 1): "slow_event"},
+    ), kinds
+    got = {(f.step, f.worker): f for f in top}
+    assert got[(4, 1)].event == "reward"
+    turn = got[(6, 1)]
+    if turn.kind == "idle_gap":
+        assert "the engine call of turn index 1" in turn.message
+        assert {s["kind"] for s in turn.details["stretched"]} == {"turn_anomaly"}
+    else:
+        assert turn.details.get("turn_index") == 1 or "turn index 1" in turn.message, turn.message
+    # the engine's own account (decode took the planted seconds) refines that cause instead of standing apart
+    assert "by the engine's own account" in turn.message, turn.message
+    assert got[(8, 1)].event == "tool calculator"
     for f in top:
         assert f.severity in SERIOUS and f.seconds >= 5, f.message
         assert f"cost step {f.step}" in f.message
     assert not [f for f in result.findings[4:] if f.severity in SERIOUS]
     heads = result.summary["headlines"]
     assert len(heads) == 4 and all(" took " in h and "because worker" in h for h in heads)
-    assert any(h.startswith("step 6 took") and "engine calls of turn index 1" in h for h in heads)
+    assert any(h.startswith("step 6 took") and "turn index 1" in h for h in heads), heads
 
 
 @pytest.mark.ray

@@ -128,7 +128,14 @@ def _same_engine_call(cause: Finding, account: Finding) -> bool:
     """``account`` (engine_phase) splits the slow engine call that ``cause`` names: same step and worker, a
     shared request, and the cause is about that call (a slow turn, a gap spent in engine calls, a slow
     engine event)."""
-    if (cause.step, cause.worker) != (account.step, account.worker) or not (_requests(cause) & _requests(account)):
+    if (cause.step, cause.worker) != (account.step, account.worker):
+        return False
+    stretched = {x.get("request_id") for x in cause.details.get("stretched", [])}
+    if cause.kind == "idle_gap" and (
+        _requests(account) & stretched or str(account.details.get("turn_index")) in stretched_turns(cause).split(", ")
+    ):
+        return True  # a gap spent in slow engine calls of that turn index
+    if not (_requests(cause) & _requests(account)):
         return False
     return cause.kind in ("turn_anomaly", "idle_gap") or (cause.kind == "slow_event" and cause.event == "engine")
 
