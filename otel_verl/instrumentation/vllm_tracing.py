@@ -144,9 +144,32 @@ def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) 
     return args[index] if len(args) > index else kwargs.get(name, default)
 
 
+_INIT_TRACER_PARAMS = ("instrumenting_module_name", "otlp_traces_endpoint", "extra_attributes")
+_INSTRUMENT_MANUAL_PARAMS = ("span_name", "start_time", "end_time", "attributes", "context", "kind")
+
+
+def _as_known(args: tuple, kwargs: dict, params: tuple[str, ...]) -> dict[str, Any] | None:
+    """The call's arguments by name when they are exactly vLLM 0.24's parameters, else None.
+
+    These two seams *replace* vLLM's function (its own provider, exporter and global tracer are what the
+    fix keeps out), so unlike every other seam they do not call it; a call they cannot read as today's
+    signature goes to vLLM's own function unchanged."""
+    if len(args) > len(params) or not set(kwargs) <= set(params[len(args) :]):
+        return None
+    return {**dict(zip(params, args, strict=False)), **kwargs}
+
+
 def init_tracer_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """vLLM's tracing switch, with otel_verl's engine provider in place of vLLM's own provider."""
     if not enabled():
+        return wrapped(*args, **kwargs)
+    known = _as_known(args, kwargs, _INIT_TRACER_PARAMS)
+    if (
+        known is None
+        or not isinstance(known.get("instrumenting_module_name"), str)
+        or not isinstance(known.get("otlp_traces_endpoint"), str)
+        or not isinstance(known.get("extra_attributes") or {}, Mapping)
+    ):
         return wrapped(*args, **kwargs)
     try:
         name = _arg(args, kwargs, 0, "instrumenting_module_name")
@@ -184,6 +207,15 @@ def _restore_aborted_parent(attributes: Any, context: Any) -> tuple[Any, Any]:
 def instrument_manual_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """``llm_request`` made as vLLM makes it, with the engine tracer instead of the global one."""
     if not enabled():
+        return wrapped(*args, **kwargs)
+    known = _as_known(args, kwargs, _INSTRUMENT_MANUAL_PARAMS)
+    if (
+        known is None
+        or not isinstance(known.get("span_name"), str)
+        or not isinstance(known.get("start_time"), int)
+        or not isinstance(known.get("end_time"), (int, type(None)))
+        or not isinstance(known.get("attributes") or {}, Mapping)
+    ):
         return wrapped(*args, **kwargs)
     try:
         name = _arg(args, kwargs, 0, "span_name")

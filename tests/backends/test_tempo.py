@@ -54,7 +54,7 @@ def spool_spans(demo_spool: Path) -> pd.DataFrame:
     from otel_verl.analysis.read import load_spans
 
     spans = load_spans(demo_spool)
-    assert set(spans["service"]) == {"verl"} and spans["trace_id"].nunique() >= 2
+    assert set(spans["service"]) == {"verl", "verl.vllm"} and spans["trace_id"].nunique() >= 2  # ours + the engine's
     return spans
 
 

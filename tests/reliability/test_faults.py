@@ -537,6 +537,16 @@ _KEYS = st.sampled_from(
 
 
 _TIMER_SEAM = next(seam for seam in ALL_SEAMS if seam[1] == "_timer")
+REPLACING_SEAMS = {
+    ("vllm.v1.engine.async_llm", "init_tracer"),
+    ("vllm.v1.engine.llm_engine", "init_tracer"),
+    ("vllm.tracing.otel", "init_otel_tracer"),
+    ("vllm.v1.engine.output_processor", "instrument_manual"),
+}
+"""Seams that replace vLLM's own telemetry set-up on purpose (its global provider and exporter are what the
+engine-span fix keeps out, docs/engines.md): they call vLLM's function only for a call they cannot read as
+today's signature, which ``test_replacing_seams_pass_unreadable_calls_through`` checks."""
+PASS_THROUGH_SEAMS = [seam for seam in ALL_SEAMS if tuple(seam[:2]) not in REPLACING_SEAMS]
 
 
 def _run_generator(generator: Any) -> Any:
@@ -556,7 +566,7 @@ def tracing_state():
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    seam=st.sampled_from(ALL_SEAMS),
+    seam=st.sampled_from(PASS_THROUGH_SEAMS),
     instance=_JUNK,
     args=st.lists(_JUNK, max_size=4).map(tuple),
     kwargs=st.dictionaries(_KEYS, _JUNK, max_size=4),
@@ -611,3 +621,18 @@ def test_every_wrapper_passes_unexpected_arguments_through(
             current_request.reset(token)
     assert len(calls) == 1, f"{module}.{path} called verl {len(calls)} times"
     assert calls[0] == (args, kwargs), f"{module}.{path} changed verl's arguments"
+
+
+@pytest.mark.parametrize("seam", [s for s in ALL_SEAMS if tuple(s[:2]) in REPLACING_SEAMS], ids=lambda s: s[1])
+@pytest.mark.parametrize("args, kwargs", [((1, 2, 3, 4), {}), (("m",), {"new_param": 1}), ((None, None), {})])
+def test_replacing_seams_pass_unreadable_calls_through(tracing_state, seam, args, kwargs) -> None:
+    """A vLLM telemetry call that is not today's signature reaches vLLM's own function unchanged."""
+    calls: list[tuple[tuple, dict]] = []
+    sentinel = object()
+
+    def original(*a: Any, **k: Any) -> Any:
+        calls.append((a, k))
+        return sentinel
+
+    assert seam[2]()(original, None, args, dict(kwargs)) is sentinel
+    assert calls == [(args, kwargs)]
