@@ -127,18 +127,9 @@ def _append(handles: dict[Path, Any], path: Path, line: bytes) -> None:
 
 
 def _chunks(files: list[Path], jobs: int) -> list[list[Path]]:
-    """About 4 chunks per job of similar byte size, in file order (results keep that order)."""
-    sizes = [f.stat().st_size for f in files]
-    target = max(1, sum(sizes) // (jobs * 4))
-    chunks: list[list[Path]] = [[]]
-    acc = 0
-    for f, size in zip(files, sizes, strict=True):
-        if acc >= target and chunks[-1]:
-            chunks.append([])
-            acc = 0
-        chunks[-1].append(f)
-        acc += size
-    return chunks
+    from otel_verl.analysis.read.files import byte_chunks  # the span loader's split, one place
+
+    return byte_chunks(files, jobs)
 
 
 def convert_dir(
