@@ -18,7 +18,6 @@ pytestmark = pytest.mark.ray
 @pytest.fixture(scope="module", params=["legacy", "v1"])
 def validated_run(request, tmp_path_factory):
     from otel_verl.analysis.read import load_spans
-
     from otel_verl.demo.runner import DemoOptions, run_demo
     from otel_verl.export import provider
 
