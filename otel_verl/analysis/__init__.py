@@ -79,6 +79,7 @@ def load(
     progress: bool = False,
     stats: LoadStats | None = None,
     max_traces: int = 10000,
+    seed_lines: bool = False,
 ) -> Tables:
     """Read SOURCE and build its derived tables.
 
@@ -86,7 +87,9 @@ def load(
     (``source_type="auto"`` asks a URL which API it serves). ``since_ns``/``until_ns`` keep whole traces and
     steps overlapping the window; ``service`` keeps one ``service.name``; ``max_traces`` caps a Jaeger/Tempo
     query (reaching it is a warning in ``stats``). Raises :class:`AnalysisInputError` on unusable input
-    (``file:line: why``), unless ``skip_bad_lines`` counts bad lines in ``stats`` instead.
+    (``file:line: why``), unless ``skip_bad_lines`` counts bad lines in ``stats`` instead. A seed log
+    directory's original lines stay off its spans unless ``seed_lines`` (no table reads them; ``export-legacy``
+    of ``load_spans`` does).
     """
     from otel_verl.analysis.read import load_spans
     from otel_verl.analysis.tables import Tables
@@ -101,6 +104,7 @@ def load(
         progress=progress,
         stats=stats,
         max_traces=max_traces,
+        seed_lines=seed_lines,
     )
     return Tables.build(spans)
 

@@ -16,9 +16,12 @@ The source options every reading command shares are declared once, in :mod:`.com
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
-from otel_verl.cli import analyze, demo, formats, replay
+from otel_verl.cli import analyze, common, demo, formats, replay
 
 app = typer.Typer(
     name="otel-verl",
@@ -41,5 +44,14 @@ app.command("export-legacy", help=formats.EXPORT_LEGACY_HELP)(formats.export_leg
 app.command("export-perfetto", help=formats.EXPORT_PERFETTO_HELP)(formats.export_perfetto)
 
 
-def main() -> None:  # pragma: no cover - console entry
-    app()
+def main() -> None:
+    """The ``otel-verl`` console script: the app, then a fast exit after a command that asked for one
+    (:func:`otel_verl.cli.common.exit_fast_after`)."""
+    try:
+        app()
+    except SystemExit as exc:
+        if exc.code in (0, None) and common.fast_exit_requested():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        raise

@@ -9,7 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from otel_verl.analysis.findings.thresholds import Thresholds
-from otel_verl.cli.common import EXIT_CODES, SourceOptions, load_source, one_line_errors, source_options
+from otel_verl.cli.common import (
+    EXIT_CODES,
+    SourceOptions,
+    exit_fast_after,
+    load_source,
+    one_line_errors,
+    source_options,
+)
 
 
 def _threshold_list() -> str:
@@ -70,7 +77,7 @@ def analyze(
     th = Thresholds().with_overrides(set_ or [], thresholds_file)
     prepare_dir(out)  # before a load that may take minutes
     stats = LoadStats()
-    spans = load_source(src, stats)
+    spans = load_source(src, stats, seed_lines=False)  # only export-legacy reads them
     result = analysis.analyze(
         spans,
         out,
@@ -82,6 +89,7 @@ def analyze(
         timeline_steps=tuple(timeline_step or ()),
     )
     print_summary(result, stats, out)
+    exit_fast_after()
 
 
 def print_summary(result: Any, stats: Any, out: Path) -> None:
@@ -122,6 +130,6 @@ def run_analysis(source: str, out: Path) -> None:
     from otel_verl.analysis.read import LoadStats
 
     stats = LoadStats()
-    spans = load_source(SourceOptions(str(source)), stats)
+    spans = load_source(SourceOptions(str(source)), stats, seed_lines=False)
     result = analysis.analyze(spans, out, thresholds=Thresholds(), stats=stats, html_report=True)
     print_summary(result, stats, out)

@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from otel_verl.cli.common import EXIT_CODES, SkipBadLines, SourceOptions, load_source, one_line_errors, source_options
+from otel_verl.cli.common import (
+    EXIT_CODES,
+    SkipBadLines,
+    SourceOptions,
+    exit_fast_after,
+    load_source,
+    one_line_errors,
+    source_options,
+)
 
 IMPORT_LEGACY_HELP = (
     "Convert the seed's SGLangLogManager logs (seeds 000/001/002, `step_<n>/worker_<rank>.jsonl`) "
@@ -55,6 +63,8 @@ def import_legacy(
     if stats.bad_lines:
         done.append(f"{stats.bad_lines} bad lines skipped (first: {stats.first_bad[0]})")
     print("; ".join(done))
+    if endpoint is None:  # an OTLP sender's channel closes in its own exit handler
+        exit_fast_after()
 
 
 @source_options
@@ -69,6 +79,7 @@ def export_legacy(
     prepare_dir(out)
     n = write(load_source(src), out)
     print(f"wrote {n} log lines to {out}")
+    exit_fast_after()
 
 
 @source_options
@@ -83,3 +94,4 @@ def export_perfetto(
     prepare_file(out)
     n = write_perfetto(load_source(src), out)
     print(f"wrote {n} trace events to {out}")
+    exit_fast_after()

@@ -10,9 +10,11 @@ the summary fields; per turn ``turn_end``.
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from benchmarks.gen_seed_logs import write_seed_logs
@@ -146,3 +148,50 @@ def test_export_of_instrumented_spans_follows_the_contract(planted_spans, tmp_pa
         w = workers[(workers["step"] == step) & (workers["worker"] == worker)].iloc[0]
         total = next(e["duration_sec"] for e in entries if e["event"] == le.TOTAL_STEP)
         assert total >= w["duration"] - 1e-6
+
+
+def stats_lines(root: Path) -> int:
+    return sum(len(v) for v in _lines(root).values())
+
+
+def _by_span(df):
+    return df.sort_values("span_id").reset_index(drop=True)
+
+
+def test_loading_without_the_seed_lines_changes_only_the_kept_lines(seed_logs: Path, monkeypatch) -> None:
+    """``analyze`` leaves each span's original line out (``seed_lines=False``): every other column is the same,
+    row for row, loaded in one process or by forked workers (their parts come back in file order)."""
+    monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", "1")
+    with_lines = load_spans(seed_logs)
+    assert with_lines["extra"].str.contains("verl.legacy.line", regex=False).sum() == stats_lines(seed_logs)
+    for jobs in ("1", "2"):
+        monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", jobs)
+        without = load_spans(seed_logs, seed_lines=False)
+        assert (without["extra"] == "").all()
+        pd.testing.assert_frame_equal(with_lines.drop(columns="extra"), without.drop(columns="extra"))
+
+
+def test_parallel_import_writes_the_spool_a_single_process_writes(seed_logs: Path, tmp_path: Path, monkeypatch) -> None:
+    """With forked workers each appends its own spool files: the same spans, and export-legacy still gives
+    back every line. A validation log and a second log of one worker-step (files that name the same
+    worker-step) get spool files of their own."""
+    logs = tmp_path / "logs"
+    shutil.copytree(seed_logs, logs)
+    (logs / "val_step_1").mkdir()
+    shutil.copy(logs / "step_1" / "worker_0.jsonl", logs / "val_step_1" / "worker_0.jsonl")
+    shutil.copy(logs / "step_2" / "worker_1.jsonl", logs / "step_2" / "worker_1_retry.jsonl")
+    monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", "1")
+    n1 = import_legacy(logs, tmp_path / "one")
+    monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", "3")
+    n2 = import_legacy(logs, tmp_path / "two")
+    assert n1 == n2
+    files = lambda root: sorted(p.relative_to(root).as_posix() for p in root.rglob("*.jsonl"))  # noqa: E731
+    assert files(tmp_path / "one") == files(tmp_path / "two")
+    a, b = _by_span(load_spans(tmp_path / "one")), _by_span(load_spans(tmp_path / "two"))
+    cols = [c for c in a.columns if not c.endswith("_span")]
+    assert len(a) == len(b) and a[cols].equals(b[cols])  # (the retry log's worker span is the original's)
+    assert "legacy/step_1/worker_0.validate.jsonl" in files(tmp_path / "two")
+    assert "legacy/step_2/worker_1.from.step_2.worker_1_retry.jsonl" in files(tmp_path / "two")
+    assert (a["validate"] == True).sum() == (b["validate"] == True).sum() > 0  # noqa: E712
+    export_legacy(b, tmp_path / "back")
+    assert sorted(_lines(tmp_path / "back")) == sorted(k for k in _lines(logs) if "retry" not in k)

@@ -87,3 +87,48 @@ def test_report_downsamples_the_cdf_but_not_the_figure_data(planted_spans: pd.Da
     assert small["t_rel_s"].iloc[-1] == step["t_rel_s"].max()  # the slowest request is always kept
     assert small["frac"].is_monotonic_increasing
     assert len(df) == (planted_spans["kind"] == "request").sum()  # the figure frame itself is complete
+
+
+def test_nearest_ancestor_by_pointer_doubling_is_the_walk_up_the_tree() -> None:
+    """Random forest, a 100-deep chain and a parent cycle: the doubling rounds find what walking up finds."""
+    import numpy as np
+
+    from otel_verl.analysis.read.hierarchy import _ancestor
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    parent = np.array([-1 if i == 0 or rng.random() < 0.02 else int(rng.integers(0, i)) for i in range(n)])
+    parent[2000:2100] = np.arange(1999, 2099)  # a chain 100 deep
+    parent[10], parent[11] = 11, 10  # corrupt ids: a cycle
+    target = rng.random(n) < 0.03
+    target[2000:2100] = False
+    target[1999] = True
+
+    def walk(i: int) -> int:
+        for _ in range(128):
+            if i < 0 or target[i]:
+                return i
+            i = parent[i]
+        return -1
+
+    assert list(_ancestor(parent, target)) == [walk(i) for i in range(n)]
+    assert _ancestor(parent, target)[2099] == 1999
+
+
+def test_id_check_on_arrow_buffers_answers_as_the_arrow_kernels() -> None:
+    """Lower-case hex of the right length (or empty) needs no normalizing; the buffer scan agrees with Arrow's
+    string kernels on sliced arrays, both offset widths, nulls and non-ASCII ids."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def kernels(arr: pa.Array) -> bool:
+        lengths = pc.utf8_length(arr)
+        odd = pc.and_(pc.not_equal(lengths, 16), pc.not_equal(lengths, 0))
+        return not (pc.any(odd).as_py() or pc.any(pc.match_substring_regex(arr, "[A-F]")).as_py())
+
+    cases = [["ab" * 8, "", "cd" * 8], ["AB" * 8, "ab" * 8], ["ab" * 7], ["é" * 16], ["ab" * 8, None], [], ["", ""]]
+    for values in cases:
+        for typ in (pa.string(), pa.large_string()):
+            arr = pa.array(values, type=typ)
+            for view in (arr, arr.slice(1)):
+                assert otlp._ids_clean(view, 8) == kernels(view), (values, typ, len(view))

@@ -50,9 +50,8 @@ class SeedSpanColumns(SpanColumns):
         """... and their rows since the last flush."""
         self._only_lines = True
         """No span since the last flush had other extra attributes."""
-        self._constants = tuple(
-            (b[c].append, v) for c, v in (("status", 0), ("status_message", ""), ("service", service), ("links", ""))
-        )
+        self._constants = {"status": 0, "status_message": "", "service": service, "links": ""}
+        """Columns every seed span has the same value in: filled once per part by :meth:`flush`."""
 
     def add_span(
         self, trace: str, sid: str, parent: str, name: str, start: int, end: int, attrs: dict[str, Any]
@@ -66,8 +65,6 @@ class SeedSpanColumns(SpanColumns):
         a_name(name)
         a_start(start)
         a_end(end)
-        for append, value in self._constants:
-            append(value)
         n = self.n
         targets = self._targets
         extra = None
@@ -104,6 +101,8 @@ class SeedSpanColumns(SpanColumns):
         rows, lines = self._line_rows, self._lines
         self._line_rows, self._lines = [], []
         n = self.n - self._flushed
+        for col, value in self._constants.items():
+            self.base[col].extend([value] * n)
         encoded = encode_lines(lines, rows, n) if lines and self._only_lines else None
         if lines and encoded is None:  # other extra attributes too, or an ambiguous split: one line at a time
             extra = self.base["extra"]

@@ -58,7 +58,13 @@ def _document(spans: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _convert(
-    files: list[Path], root: Path, run: str, skip_bad_lines: bool, to_table: bool, spool: Path | None = None
+    files: list[Path],
+    root: Path,
+    run: str,
+    skip_bad_lines: bool,
+    to_table: bool,
+    spool: Path | None = None,
+    keep_lines: bool = True,
 ) -> FileResult:
     """Worker body: read ``files`` and turn each worker-step into spans: table parts, spool lines appended
     under ``spool`` by the worker itself (nothing large crosses the process boundary), or lines returned."""
@@ -70,7 +76,7 @@ def _convert(
     try:
         for path in files:
             try:
-                got = seed_read.read_file(path, skip_bad_lines)
+                got = seed_read.read_file(path, skip_bad_lines, keep_text=keep_lines or cols is None)
             except ValueError as exc:
                 res.error = str(exc)
                 return res
@@ -95,11 +101,7 @@ def _convert(
                     continue
                 spans = seed_spans.WorkerStep(run, step, worker, val, rel, parent).spans(lines)
                 res.spans += len(spans)
-                sub = f"step_{step}" if step is not None else "no_step"
-                fname = f"worker_{worker}.jsonl" if worker is not None else "worker.jsonl"
-                own = (seed_read.number_in(path.parent.name), seed_read.number_in(path.stem))
-                if (step, worker) != own:  # not this file's worker-step: never share a spool file across workers
-                    fname = f"worker_{worker}.from.{rel.replace('/', '.')}"
+                sub, fname = spool_file(rel, val, step, worker)
                 for i in range(0, len(spans), SPANS_PER_DOCUMENT):
                     doc = _document(spans[i : i + SPANS_PER_DOCUMENT])
                     if spool is not None:
@@ -116,6 +118,20 @@ def _convert(
     if cols is not None:
         res.parts = cols.take_parts()
     return res
+
+
+def spool_file(rel: str, val: bool, step: int | None, worker: int | None) -> tuple[str, str]:
+    """(step dir, file name) in the spool for the (validation?, step, worker) group of seed file ``rel``.
+
+    Forked workers append to these files side by side, so no two source files may share one: the group's
+    own file (``step_3/worker_1.jsonl`` → ``step_3/worker_1.jsonl``, ``val_step_3/worker_1.jsonl`` →
+    ``step_3/worker_1.validate.jsonl``) keeps the plain name, any other (a validation line in a training
+    file, a second log of the same worker, a stray file name) is named after its source file too."""
+    sub = f"step_{step}" if step is not None else "no_step"
+    base = f"worker_{worker}" if worker is not None else "worker"
+    if rel != f"{seed_read.VALIDATION_PREFIX if val else ''}{sub}/{base}.jsonl":
+        return sub, f"{base}.from.{rel.replace('/', '.')}"
+    return sub, f"{base}.validate.jsonl" if val else f"{base}.jsonl"
 
 
 def _append(handles: dict[Path, Any], path: Path, line: bytes) -> None:
@@ -140,16 +156,18 @@ def convert_dir(
     to_table: bool = False,
     advance: Callable[[int], None] | None = None,
     spool: Path | None = None,
+    keep_lines: bool = True,
 ) -> tuple[list[FileResult], list[dict[str, Any]]]:
     """Convert every file of LOGDIR; returns the per-chunk results and the step spans.
 
     With ``spool``, workers append their lines under ``<spool>/<run>/`` themselves (see :func:`write_spool`
     for the rest); a worker-step whose lines are spread over files of two chunks would share a spool file,
-    so a file's (step, worker) groups other than its directory's go to a file named after the source too.
+    so every spool file has one source file (:func:`spool_file`).
 
     A bad line is an :class:`AnalysisInputError` naming file:line, or with ``skip_bad_lines`` counted in
     ``stats`` (a :class:`~otel_verl.analysis.read.stats.LoadStats`). Files are spread over
     ``OTEL_VERL_LOAD_JOBS`` or one forked process per CPU (at most 4) from 64 MiB up, as ``load_spans``.
+    ``keep_lines=False`` (table parts only) leaves each span's original line out (see ``load_spans``).
     """
     from otel_verl.analysis.read.files import parallelism as _parallelism
 
@@ -162,14 +180,15 @@ def convert_dir(
     jobs = _parallelism(sum(f.stat().st_size for f in files), len(files))
     chunks = _chunks(files, jobs) if jobs > 1 and hasattr(os, "fork") else [files]
     if len(chunks) == 1:
-        results = [_convert(files, root, run, skip_bad_lines, to_table, spool)]
+        results = [_convert(files, root, run, skip_bad_lines, to_table, spool, keep_lines)]
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
         n = len(chunks)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
-            results = list(pool.map(_convert, chunks, [root] * n, [run] * n, [skip_bad_lines] * n, [to_table] * n))
+            args = ([root] * n, [run] * n, [skip_bad_lines] * n, [to_table] * n, [spool] * n, [keep_lines] * n)
+            results = list(pool.map(_convert, chunks, *args))
     for chunk, res in zip(chunks, results, strict=True):
         if res.error is not None:
             raise AnalysisInputError(res.error)

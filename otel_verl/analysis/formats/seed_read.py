@@ -33,10 +33,10 @@ _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 @dataclass(slots=True)
 class Line:
-    """One usable seed line: its JSON object, raw text (kept whole on the span), times in ns."""
+    """One usable seed line: its JSON object, raw text (kept whole on the span; None when not kept), times in ns."""
 
     d: dict[str, Any]
-    raw: str
+    raw: str | None
     start: int
     end: int
     lineno: int
@@ -113,8 +113,8 @@ def _check(raw: bytes, dir_step: int | None, file_worker: int | None) -> tuple[d
 
 
 def _fast(
-    raw: bytes, dir_step: int | None, file_worker: int | None
-) -> tuple[dict[str, Any], str, int, int, Any, Any] | None:
+    raw: bytes, dir_step: int | None, file_worker: int | None, keep_text: bool = True
+) -> tuple[dict[str, Any], str | None, int, int, Any, Any] | None:
     """:func:`_check` for the line the seed logger writes (UTF-8, naive ISO timestamp, float or no duration, int
     step and workid), inline; None for anything else, which :func:`_check` then reads or rejects by name.
 
@@ -147,7 +147,7 @@ def _fast(
             return None
         if worker is not None and not -INT64_LIMIT <= worker < INT64_LIMIT:
             return None
-        text = raw.decode()
+        text = raw.decode() if keep_text else None  # orjson checked the UTF-8 already
     except (ValueError, TypeError, OverflowError):  # orjson's JSONDecodeError and UnicodeDecodeError included
         return None
     return d, text, start, end, step, worker
@@ -157,8 +157,9 @@ _orjson_loads = orjson.loads
 _fromisoformat = datetime.fromisoformat
 
 
-def read_file(path: Path, skip_bad_lines: bool) -> FileLines:
-    """Every usable line of ``path``; a bad one raises ``ValueError("file:line: why")`` unless skipped."""
+def read_file(path: Path, skip_bad_lines: bool, keep_text: bool = True) -> FileLines:
+    """Every usable line of ``path``; a bad one raises ``ValueError("file:line: why")`` unless skipped.
+    ``keep_text=False``: ``Line.raw`` is None (the span table of ``analyze`` leaves the lines out)."""
     out = FileLines(path)
     dir_step = number_in(path.parent.name)
     file_worker = number_in(path.stem)
@@ -170,14 +171,14 @@ def read_file(path: Path, skip_bad_lines: bool) -> FileLines:
     for i, raw in enumerate(lines):
         if not raw.strip():
             continue
-        got = _fast(raw, dir_step, file_worker)
+        got = _fast(raw, dir_step, file_worker, keep_text)
         if got is not None:
             d, text, start, end, step, worker = got
             append(Line(d, text, start, end, i + 1, step, worker, in_val_dir or d.get("validate") is True))
             continue
         try:
             d, start, end, step, worker = _check(raw, dir_step, file_worker)
-            text = raw.decode()  # json also reads UTF-16/32 bytes; the kept line must be UTF-8 text
+            text = raw.decode() if keep_text else None  # json also reads UTF-16/32; a kept line must be UTF-8
         except (ValueError, TypeError, OverflowError) as exc:
             why = "truncated last line; was the writer killed?" if i == last and data[-1:] != b"\n" else str(exc)
             msg = f"{path}:{i + 1}: {why}"

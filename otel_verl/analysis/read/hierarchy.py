@@ -43,18 +43,22 @@ def classify(names: pd.Series) -> np.ndarray:
 
 
 def _ancestor(parent_idx: np.ndarray, is_target: np.ndarray) -> np.ndarray:
-    """Row index of each span's nearest ancestor-or-self with ``is_target`` (-1 if none), by pointer jumping."""
+    """Row index of each span's nearest ancestor-or-self with ``is_target`` (-1 if none within 127 levels).
+
+    Pointer doubling: after round k, ``found`` covers each row and its first 2^k - 1 ancestors and ``jump`` is
+    its 2^k-th ancestor, so a tree of depth d takes log2(d) rounds instead of d (0.29 → 0.12 s for the four
+    targets at 0.9M spans); a parent cycle (corrupt ids) ends with the rounds."""
     n = len(parent_idx)
     found = np.where(is_target, np.arange(n), -1)
-    cur = parent_idx.copy()
-    for _ in range(64):
-        todo = (found < 0) & (cur >= 0)
+    jump = parent_idx.copy()
+    for _ in range(7):
+        has = jump >= 0
+        todo = (found < 0) & has
         if not todo.any():
             break
-        hit = todo & is_target[np.where(cur >= 0, cur, 0)]
-        found[hit] = cur[hit]
-        nxt = np.where(cur >= 0, parent_idx[np.where(cur >= 0, cur, 0)], -1)
-        cur = np.where(todo & ~hit, nxt, -1)
+        safe = np.where(has, jump, 0)
+        found = np.where(todo, found[safe], found)
+        jump = np.where(has, jump[safe], -1)
     return found
 
 
@@ -86,8 +90,9 @@ def adopt_linked_requests(
     return out
 
 
-def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
+def resolve_hierarchy(spans: pd.DataFrame, unique_span_ids: bool | None = None) -> pd.DataFrame:
     """Add ``kind``, ``request_span``, ``worker_span``, ``turn_span`` and inherit step/worker/request ids.
+    ``unique_span_ids``: whether every span id is distinct, when the caller knows (else checked here).
 
     Why: instrumentation only promises ids on the request/worker spans; events below them are
     attributed through the parent chain. Missing parents (sampled spans) simply stay unresolved.
@@ -99,7 +104,9 @@ def resolve_hierarchy(spans: pd.DataFrame) -> pd.DataFrame:
     # span ids are unique across traces in practice; (span, trace) keys only when they are not. Both the
     # check and the lookups hash Arrow strings: a pandas Index of 2M ids cost seconds to build.
     keys = spans["span_id"]
-    composite = len(pc.unique(arrow_strings(keys))) != len(keys)  # count_distinct is 3x slower
+    if unique_span_ids is None:
+        unique_span_ids = len(pc.unique(arrow_strings(keys))) == len(keys)  # count_distinct is 3x slower
+    composite = not unique_span_ids
     if composite:
         keys = keys.astype(str) + spans["trace_id"].astype(str)
         parent_key = spans["parent_id"].astype(str) + spans["trace_id"].astype(str)

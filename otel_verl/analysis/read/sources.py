@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
+import pyarrow.compute as pc
 
 from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.files import parallelism, read_files, read_parallel, trace_files
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
+from otel_verl.analysis.read.id_lookup import arrow_strings
 from otel_verl.analysis.read.otlp_json import SpanColumns, frame_from_parts
 from otel_verl.analysis.read.progress import Bar
 from otel_verl.analysis.read.stats import LoadStats
@@ -58,11 +60,14 @@ def load_spans(
     progress: bool = False,
     stats: LoadStats | None = None,
     max_traces: int = 10000,
+    seed_lines: bool = True,
 ) -> pd.DataFrame:
     """Load SOURCE into the span table; raise :class:`AnalysisInputError` on anything unusable.
 
     ``since_ns``/``until_ns`` keep whole traces and steps that overlap the window (:func:`in_window`);
     ``max_traces`` caps what a Jaeger/Tempo query returns (reaching it is a warning in ``stats``).
+    ``seed_lines=False`` leaves a seed log's original lines off its spans (``verl.legacy.line``, which only
+    ``export-legacy`` reads): ``analyze LOGDIR`` then moves a table of its spans, not of its text too.
     """
     t0 = time.perf_counter()
     stats = stats if stats is not None else LoadStats()
@@ -82,7 +87,9 @@ def load_spans(
             if path.is_dir() and _is_seed_log_dir(path):  # the seed's own logs, read as import-legacy does
                 from otel_verl.analysis.formats import seed_fast
 
-                results, steps = seed_fast.convert_dir(path, "legacy", skip_bad_lines, stats, True, bar.advance)
+                results, steps = seed_fast.convert_dir(
+                    path, "legacy", skip_bad_lines, stats, True, bar.advance, keep_lines=seed_lines
+                )
                 frame = frame_from_parts(seed_fast.table_parts(results, steps))
             elif jobs > 1 and hasattr(os, "fork"):
                 frame = frame_from_parts(read_parallel(files, stats, skip_bad_lines, bar.advance, jobs))
@@ -111,31 +118,23 @@ def load_spans(
         frame = frame[frame["service"] == service]
     if since_ns is not None or until_ns is not None:
         frame = in_window(frame, since_ns, until_ns)
-    dup = frame.duplicated(subset=["trace_id", "span_id"], keep="first").to_numpy()
-    stats.duplicates = int(dup.sum())
-    if stats.duplicates:  # a filter copies the whole table: only when there is something to drop
-        frame = frame[~dup]
+    # distinct span ids (the rule) mean no duplicate (trace, span) pair: one Arrow hash of one column instead
+    # of pandas hashing two (0.14 s instead of 0.41 s on 0.9M spans), told to the tree resolution too
+    unique_ids = len(pc.unique(arrow_strings(frame["span_id"]))) == len(frame)
+    if not unique_ids:
+        dup = frame.duplicated(subset=["trace_id", "span_id"], keep="first").to_numpy()
+        stats.duplicates = int(dup.sum())
+        if stats.duplicates:  # a filter copies the whole table: only when there is something to drop
+            frame = frame[~dup]
     if frame.empty:
         where = f" for service {service!r}" if service else ""
         skipped = f" ({stats.bad_lines} bad lines skipped; first: {stats.first_bad[0]})" if stats.first_bad else ""
         raise AnalysisInputError(f"{source}: no spans found{where} in the selected time window{skipped}")
-    frame = resolve_hierarchy(frame.reset_index(drop=True))
-    _release_memory()
+    frame = resolve_hierarchy(frame.reset_index(drop=True), unique_span_ids=unique_ids or None)
+    release_memory()
     stats.spans = len(frame)
     stats.seconds = time.perf_counter() - t0
     return frame
-
-
-def _release_memory() -> None:
-    """Hand the load's freed temporaries back to the OS (Arrow's pool and glibc keep them for reuse otherwise),
-    so the analysis that follows starts from the table's real size."""
-    pa.default_memory_pool().release_unused()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
 
 
 def load_many(sources: Iterable[str], **kwargs: Any) -> pd.DataFrame:

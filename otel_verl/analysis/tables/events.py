@@ -3,6 +3,7 @@ the request, turn and worker each event belongs to and a readable label."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.read.span_columns import whole_numbers
@@ -13,19 +14,26 @@ EVENT_KINDS = ("engine", "tool", "tool_parse", "preprocess", "reward", "other")
 
 
 def event_label(ev: pd.DataFrame) -> pd.Series:
-    """Human name of an event: ``engine``, ``tool calc``, ``reward``, ``preprocess initial_prompt``..."""
-    label = ev["kind"].astype(object).copy()
-    tool = ev["kind"] == "tool"
+    """Human name of an event: ``engine``, ``tool calc``, ``reward``, ``preprocess initial_prompt``...
+
+    Names become labels once per distinct name (a run has a few dozen), then spread by code: the string
+    work per row (Python objects for 0.6M names) was 0.25 s of each call at 0.9M spans."""
+    kind = ev["kind"].to_numpy(dtype=object)
+    label = kind.copy()
+    tool = kind == "tool"
     if "tool_name" in ev and tool.any():
         tl = ev.loc[tool]  # only tool rows: string work on 2M event names would dominate the analysis
         names = (
             tl["tool_name"].astype(object).where(tl["tool_name"].notna(), tl["name"].str.replace("execute_tool ", ""))
         )
-        label[tool] = "tool " + names.astype(str)
-    other = ev["kind"] == "other"
-    # a span without a name stays a label; a name that is not a string (a corrupt line) becomes one
-    label[other] = ev.loc[other, "name"].astype(object).fillna("other").astype(str)
-    return label
+        label[tool] = ("tool " + names.astype(str)).to_numpy(dtype=object)
+    other = kind == "other"
+    if other.any():
+        # a span without a name stays a label; a name that is not a string (a corrupt line) becomes one
+        codes, uniques = pd.factorize(ev["name"][other], use_na_sentinel=True)
+        labels = np.array([*(str(u) for u in uniques), "other"], dtype=object)
+        label[other] = labels[codes]  # code -1 (no name) -> "other"
+    return pd.Series(label, index=ev.index, dtype=object)
 
 
 EVENT_COLUMNS = (
