@@ -112,10 +112,10 @@ def _depths(sub: pd.DataFrame) -> np.ndarray:
 
 
 def _colors(labels: Iterable[str]) -> dict[str, Any]:
-    cmap = _style.plt.get_cmap("tab10")
     fixed = {"request": "#dddddd", "turn": "#c9d6ea"}
     rest = [x for x in sorted(set(labels), key=str) if x not in fixed]  # str key: a corrupt label stays sortable
-    return {**fixed, **{x: cmap(i % 10) for i, x in enumerate(rest)}}
+    cmap = _style.plt.get_cmap("tab10" if len(rest) <= 10 else "tab20")  # seed logs have ~17 kinds: no repeats
+    return {**fixed, **{x: cmap(i % cmap.N) for i, x in enumerate(rest)}}
 
 
 def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:

@@ -137,7 +137,10 @@ def read_parallel(
     return parts
 
 
-SEED_HINT = "convert such logs first: otel-verl import-legacy LOGDIR --spool DIR, then analyze DIR"
+SEED_HINT = (
+    "analyze reads seed logs from the directory that holds their step_<n>/ directories (and nothing else); "
+    "or convert them: otel-verl import-legacy LOGDIR --spool DIR"
+)
 
 
 def _why(raw: bytes, exc: Exception) -> str:
