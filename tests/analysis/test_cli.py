@@ -210,3 +210,23 @@ def test_exports_take_a_window(planted_spool: Path, planted_spans, tmp_path: Pat
     assert steps == set(range(3, 9))
     kept = planted_spans[planted_spans["step"] >= 3]
     assert sum(e["ph"] == "X" for e in events) == int(kept["worker"].notna().sum())
+
+
+def test_console_script_exits_fast_with_every_output_written(planted_spool: Path, tmp_path: Path) -> None:
+    """The real ``otel-verl`` script (``cli:main``) leaves ``analyze`` with ``os._exit``: exit code 0, the summary
+    on a piped stdout, every file complete; a failure still exits 2 with its one line."""
+    import subprocess
+
+    exe = Path(sys.executable).with_name("otel-verl")
+    assert exe.exists(), "the console script is installed with the project"
+    done = subprocess.run(
+        [str(exe), "analyze", str(planted_spool), "--out", str(tmp_path / "out")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "causes:" in done.stdout and "findings.json" in done.stdout  # the last line printed came through
+    json.loads((tmp_path / "out" / "findings.json").read_text())
+    assert (tmp_path / "out" / "report.html").read_text().rstrip().endswith("</html>")
+    failed = subprocess.run(
+        [str(exe), "analyze", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o2")], capture_output=True, text=True
+    )
+    assert failed.returncode == 2 and "no such file or directory" in failed.stdout + failed.stderr
