@@ -55,6 +55,10 @@ TURN_TIMING = (
 )
 
 
+def _line_count(root: Path) -> int:
+    return sum(len(v) for v in _lines(root).values())
+
+
 def _lines(root: Path) -> dict[str, list[dict]]:
     return {
         p.relative_to(root).as_posix(): [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
@@ -123,7 +127,7 @@ def test_analyze_reads_the_seed_dir_as_import_does(seed_logs: Path, tmp_path: Pa
     a = direct[cols].sort_values("span_id").reset_index(drop=True)
     b = via_spool[cols].sort_values("span_id").reset_index(drop=True)
     assert a.equals(b)
-    assert stats.lines == sum(len(v) for v in _lines(seed_logs).values())
+    assert stats.lines == _line_count(seed_logs)
     # turns are the seed's turn_end windows; the engine call of each turn hangs off its turn
     eng = direct[direct["kind"] == "engine"]
     assert len(eng) == sum(
@@ -150,10 +154,6 @@ def test_export_of_instrumented_spans_follows_the_contract(planted_spans, tmp_pa
         assert total >= w["duration"] - 1e-6
 
 
-def stats_lines(root: Path) -> int:
-    return sum(len(v) for v in _lines(root).values())
-
-
 def _by_span(df):
     return df.sort_values("span_id").reset_index(drop=True)
 
@@ -163,7 +163,7 @@ def test_loading_without_the_seed_lines_changes_only_the_kept_lines(seed_logs: P
     row for row, loaded in one process or by forked workers (their parts come back in file order)."""
     monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", "1")
     with_lines = load_spans(seed_logs)
-    assert with_lines["extra"].str.contains("verl.legacy.line", regex=False).sum() == stats_lines(seed_logs)
+    assert with_lines["extra"].str.contains("verl.legacy.line", regex=False).sum() == _line_count(seed_logs)
     for jobs in ("1", "2"):
         monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", jobs)
         without = load_spans(seed_logs, seed_lines=False)
