@@ -15,6 +15,7 @@ from otel_verl.cli.common import (
     exit_fast_after,
     load_source,
     one_line_errors,
+    parse_step_range,
     source_options,
 )
 
@@ -69,15 +70,24 @@ def analyze(
         list[int] | None,
         typer.Option("--timeline-step", help="also draw this step's timeline in report.html (repeatable)"),
     ] = None,
+    steps: Annotated[
+        str | None,
+        typer.Option(
+            "--steps",
+            help="analyse only these steps, read a step at a time: `A:B` (both included), `A:`, `:B` or `N`; "
+            "Jaeger/Tempo are asked for each step by its `verl.step` attribute",
+        ),
+    ] = None,
 ) -> None:
     from otel_verl import analysis
     from otel_verl.analysis.output_paths import prepare_dir
     from otel_verl.analysis.read import LoadStats
 
     th = Thresholds().with_overrides(set_ or [], thresholds_file)
+    step_range = parse_step_range(steps) if steps is not None else None
     prepare_dir(out)  # before a load that may take minutes
     stats = LoadStats()
-    spans = load_source(src, stats, seed_lines=False)  # only export-legacy reads them
+    spans = load_source(src, stats, seed_lines=False, steps=step_range)  # only export-legacy reads the lines
     result = analysis.analyze(
         spans,
         out,

@@ -7,7 +7,7 @@ step (the smallest step among the trace's spans) is s. Spans of traces without a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -51,3 +51,18 @@ def split_by_step(frame: pd.DataFrame, window: int = 1) -> Iterator[StepSpans]:
     rest = np.flatnonzero(np.isnan(owner))
     if len(rest):
         yield StepSpans((), take_rows(frame, rest))
+
+
+def concat_steps(parts: Iterable[StepSpans]) -> pd.DataFrame:
+    """One table of several step tables (``analyze --steps A:B`` until the analysis itself goes step by step):
+    positions moved by each table's offset."""
+    frames, offset = [], 0
+    for part in parts:
+        frame = part.spans.copy(deep=False)
+        for col in POSITION_COLUMNS:
+            if col in frame:
+                pos = frame[col].to_numpy(dtype=np.int64)
+                frame[col] = np.where(pos >= 0, pos + offset, -1)
+        frames.append(frame)
+        offset += len(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -146,10 +146,14 @@ class _Assembler:
         return self.table(mine)
 
     def leftovers(self) -> pd.DataFrame | None:
+        """Spans of no step, and late ones: with a step of their own, or with none in a trace a step claimed."""
         late = self.late + self.spill.pop_all_steps()
-        self.stats.late_spans += sum(p["n"] for p in late)
         rest = self.spill.untaken()
-        self.stats.no_step_spans += sum(p["n"] for p in rest)
+        for part in rest:
+            claimed = pc.is_in(trace_ids(part), value_set=self.claimed).to_numpy(zero_copy_only=False)
+            self.stats.late_spans += int(claimed.sum())
+            self.stats.no_step_spans += int((~claimed).sum())
+        self.stats.late_spans += sum(p["n"] for p in late)
         return self.table(late + rest) if late or rest else None
 
 
@@ -229,7 +233,7 @@ def iter_steps(
                 if stats.late_spans:
                     stats.warnings.append(
                         f"{stats.late_spans} spans were read after their step had been analysed (a file outside "
-                        "the spool's step_<n>/ layout?); they are counted with the spans of no step"
+                        "the spool's step_<n>/ layout?); they come with the spans of no step"
                     )
                 yield StepSpans((), frame)
     finally:
@@ -241,16 +245,3 @@ def iter_steps(
         skipped = f" ({stats.bad_lines} bad lines skipped; first: {stats.first_bad[0]})" if stats.first_bad else ""
         within = f" in steps {steps.start}..{steps.stop - 1}" if steps is not None else ""
         raise AnalysisInputError(f"{source}: no spans found{where}{within} in the selected time window{skipped}")
-
-
-def parse_steps(text: str) -> range:
-    """``--steps``: ``A:B`` (steps A to B, both included), ``A:`` (A onwards), ``:B`` (up to B) or ``N``."""
-    lo_text, sep, hi_text = text.partition(":")
-    try:
-        lo = int(lo_text) if lo_text.strip() else -(2**63)
-        hi = (int(hi_text) if hi_text.strip() else 2**63 - 1) if sep else lo
-    except ValueError:
-        raise AnalysisInputError(f"--steps {text!r}: use A:B (both included), A:, :B or N") from None
-    if hi < lo:
-        raise AnalysisInputError(f"--steps {text!r}: the last step is before the first")
-    return range(lo, hi + 1)
