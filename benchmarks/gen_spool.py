@@ -171,6 +171,7 @@ def _worker(
     ids: _Ids,
     plant: Planted,
     aborting: bool,
+    turns: int | None = None,
 ) -> tuple[list[dict[str, Any]], str, int]:
     """One AgentLoopWorker chunk: worker span + every trajectory below it. Returns spans, worker span id, end."""
     spans: list[dict[str, Any]] = []
@@ -205,7 +206,7 @@ def _worker(
             )
         )
         t += pre
-        n_turns = _turns(rng)
+        n_turns = turns or _turns(rng)
         slow_turn = plant.slow_turn[:3] == (step, w, r)
         if slow_turn:
             n_turns = max(n_turns, 2)
@@ -382,8 +383,10 @@ def generate(
     run: str = "bench",
     planted: Planted | None = None,
     progress: bool = False,
+    turns: int | None = None,
 ) -> GenStats:
-    """Write ``<out>/<run>/step_<n>/{worker_<rank>,trainer}.jsonl``; returns counts (≈ 11.2 spans per request)."""
+    """Write ``<out>/<run>/step_<n>/{worker_<rank>,trainer}.jsonl``; returns counts (≈ 11.2 spans per request;
+    ``turns``: every request has that many turns instead of the mix, 5·turns + 1 spans each)."""
     t_start = time.perf_counter()
     plant = (planted or Planted()).fit(steps, workers, requests)
     rng = random.Random(seed)
@@ -417,6 +420,7 @@ def generate(
                 ids,
                 plant,
                 step % plant.abort_every == 0,
+                turns,
             )
             _write(run_dir / f"step_{step}" / f"worker_{w}.jsonl", res_workers[w], spans, rng, st)
         last = max(ends.values())
@@ -508,9 +512,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=224, help="trajectories per worker per step (default 224)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--run", default="bench", help="run directory name (default bench)")
+    p.add_argument("--turns", type=int, default=None, help="turns of every request (default: a mix, mean 2.05)")
     a = p.parse_args(argv)
     steps = a.steps or shape_for(a.spans or 2_000_000, a.workers, a.requests)[0]
-    st = generate(a.out, steps=steps, workers=a.workers, requests=a.requests, seed=a.seed, run=a.run, progress=True)
+    st = generate(
+        a.out, steps=steps, workers=a.workers, requests=a.requests, seed=a.seed, run=a.run, progress=True, turns=a.turns
+    )
     print(
         f"wrote {st.spans} spans ({st.requests} requests, {steps} steps × {a.workers} workers × {a.requests}) "
         f"in {st.files} files, {st.lines} lines, {st.bytes / 1e6:.0f} MB to {Path(a.out) / a.run} "
