@@ -120,14 +120,17 @@ def _base(kind: str) -> Path:
 
 
 def _run(kind: str, steps: int, max_steps: int) -> Path:
+    """The first ``steps`` of the ``max_steps`` run (written as far as needed, resumable), as their own directory."""
     base = _base(kind)
     base_steps = sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: int(p.name[5:]))[:BASE_STEPS]
     full = CACHE / f"stream-{kind}-{base.parent.name if kind == 'spool' else base.name}-{max_steps}steps-v{VERSION}"
     inner = "bench/" if kind == "spool" else ""
+    rewrite = _rewrite_spool if kind == "spool" else _rewrite_seed
     if not (full / ".complete").exists():
-        print(f"writing {full} ({max_steps} steps)", file=sys.stderr)
-        _replicate(base_steps, full / inner, max_steps, _rewrite_spool if kind == "spool" else _rewrite_seed)
-        (full / ".complete").write_text("ok")
+        print(f"writing {full} (steps 1-{steps} of {max_steps})", file=sys.stderr)
+        _replicate(base_steps, full / inner, steps, rewrite)
+        if steps == max_steps:
+            (full / ".complete").write_text("ok")
     if steps == max_steps:
         return full
     return _link_subset(full, full.with_name(f"{full.name}-first{steps}"), steps, inner + "step_{step}/*.jsonl")
@@ -194,10 +197,16 @@ class Run:
     largest: int
     wall_s: float
     peak_gib: float
+    cpu_s: float
+    """User + system CPU of the child and its forked readers (``wait4``): what load on the machine barely moves."""
 
     @property
     def us_per_span(self) -> float:
         return self.wall_s / self.spans * 1e6
+
+    @property
+    def cpu_us_per_span(self) -> float:
+        return self.cpu_s / self.spans * 1e6
 
 
 def measure(source: str, path: Path) -> Run:
@@ -217,7 +226,8 @@ def measure(source: str, path: Path) -> Run:
         out.seek(0)
         got = json.loads(out.read().decode().strip().splitlines()[-1])
     peak_gib = max(peak[0], usage.ru_maxrss * 1024) / 2**30
-    return Run(source, got["spans"], got["steps"], got["largest"], wall, peak_gib)
+    cpu = usage.ru_utime + usage.ru_stime
+    return Run(source, got["spans"], got["steps"], got["largest"], wall, peak_gib, cpu)
 
 
 def rows(runs: list[Run], label: str, per_step: str) -> list[Result]:
@@ -239,8 +249,9 @@ def rows(runs: list[Run], label: str, per_step: str) -> list[Result]:
             f"≤ {TARGET_US:.0f} µs/span (whole analysis), growth ≤ {LINEAR_SLACK}×",
             f"{big.us_per_span:.1f} µs/span",
             big.us_per_span <= TARGET_US and growth <= LINEAR_SLACK,
-            f"read + Tables.build per step, {big.steps} steps in {big.wall_s:.0f} s; µs/span growth "
-            f"{growth:.2f}× (the per-step analysis is not there yet: the lead's per-step summaries add to this)",
+            f"read + Tables.build per step, {big.steps} steps in {big.wall_s:.0f} s, "
+            f"CPU {big.cpu_us_per_span:.1f} µs/span (both cores); µs/span growth {growth:.2f}× "
+            "(the per-step analysis is not there yet: its per-step summaries add to this)",
         ),
     ]
 
@@ -248,25 +259,27 @@ def rows(runs: list[Run], label: str, per_step: str) -> list[Result]:
 def run(quick: bool) -> list[Result]:
     sizes = QUICK_SIZES if quick else SIZES
     step_counts = [_steps(s) for s in sizes]
+    longest = _steps(SIZES[-1])  # quick runs are the first steps of the same long run
     spool, seed, archive = [], [], []
     for steps in step_counts:
-        spool.append(measure("spool", spool_run(steps, step_counts[-1])))
-        seed.append(measure("seed", seed_run(steps, step_counts[-1])))
+        spool.append(measure("spool", spool_run(steps, longest)))
+        seed.append(measure("seed", seed_run(steps, longest)))
     for steps in step_counts[:2]:  # the archive doubles the disk: its two smaller sizes
-        archive.append(measure("archive", archive_run(spool_run(steps, step_counts[-1]))))
+        archive.append(measure("archive", archive_run(spool_run(steps, longest))))
     for r in spool + seed + archive:
-        print(r, f"{r.us_per_span:.2f} µs/span", file=sys.stderr)
+        print(r, f"{r.us_per_span:.2f} µs/span, {r.cpu_us_per_span:.2f} µs CPU/span", file=sys.stderr)
     shape = "8 workers × 512 requests × 8 turns"
+    load = f"load average {os.getloadavg()[0]:.1f} at the end"
     return [
-        *rows(spool, "spool", f"{shape}, {spool[-1].largest} spans/step"),
-        *rows(seed, "seed logs", f"8 workers × 768 requests, {seed[-1].largest} spans/step"),
+        *rows(spool, "spool", f"{shape}, {spool[-1].largest} spans/step; {load}"),
+        *rows(seed, "seed logs", f"8 workers × 768 requests, {seed[-1].largest} spans/step; {load}"),
         *rows(archive, "collector archive", f"the spool's lines in 256 MB files, {archive[-1].largest} spans/step"),
     ]
 
 
 if __name__ == "__main__":  # python -m benchmarks.bench_stream [--quick] [--generate]
     if "--generate" in sys.argv:
-        n = _steps((QUICK_SIZES if "--quick" in sys.argv else SIZES)[-1])
+        n = _steps(SIZES[-1])
         spool_run(n, n)
         seed_run(n, n)
     else:

@@ -32,6 +32,16 @@ def test_spool_step_by_step_equals_whole_run(planted_spool: Path, planted_spans)
     assert stats.no_step_spans == stats.late_spans == 0
 
 
+def test_demo_run_step_by_step(demo_planted) -> None:
+    """The CPU demo: validation before training (step 0), the engine's spans from its own process in no_step/."""
+    opts, spans, _analysis, _out = demo_planted
+    streamed = list(iter_steps(opts.spool))
+    assert [s.steps for s in streamed] == [(s,) for s in range(opts.steps + 1)]
+    assert_same_steps(streamed, spans)
+    engine = spans[spans["service"].str.contains("vllm", na=False)]
+    assert len(engine) and engine["step"].notna().all()  # from no_step/, each joined its step
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_collector_archive_mixing_steps(planted_spool: Path, planted_spans, tmp_path: Path, monkeypatch, jobs) -> None:
     """One OTLP/JSON request a line, lines of all steps shuffled over rotated files: the first pass splits them."""
