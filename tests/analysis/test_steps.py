@@ -173,3 +173,18 @@ def _spans_of(path: Path) -> list[list]:
         for rs in json.loads(line)["resourceSpans"]
         for ss in rs["scopeSpans"]
     ]
+
+
+def test_analyze_steps_option(planted_spool: Path, tmp_path: Path) -> None:
+    """``analyze --steps 2:3`` analyses those steps only (read a step at a time); a bad range is one line, exit 2."""
+    from typer.testing import CliRunner
+
+    from otel_verl.cli import app
+
+    out = tmp_path / "report"
+    result = CliRunner().invoke(app, ["analyze", str(planted_spool), "--out", str(out), "--steps", "2:3", "--no-html"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "findings.json").read_text())["summary"]
+    assert summary["steps"] == [2, 3]
+    bad = CliRunner().invoke(app, ["analyze", str(planted_spool), "--out", str(out), "--steps", "3:2"])
+    assert bad.exit_code == 2 and "--steps '3:2'" in bad.output
