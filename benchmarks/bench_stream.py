@@ -123,7 +123,8 @@ def _run(kind: str, steps: int, max_steps: int) -> Path:
     """The first ``steps`` of the ``max_steps`` run (written as far as needed, resumable), as their own directory."""
     base = _base(kind)
     base_steps = sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: int(p.name[5:]))[:BASE_STEPS]
-    full = CACHE / f"stream-{kind}-{base.parent.name if kind == 'spool' else base.name}-{max_steps}steps-v{VERSION}"
+    shape = SPOOL_SHAPE if kind == "spool" else SEED_SHAPE
+    full = CACHE / f"stream-{kind}-{'x'.join(str(v) for v in shape.values())}-{max_steps}steps-v{VERSION}"
     inner = "bench/" if kind == "spool" else ""
     rewrite = _rewrite_spool if kind == "spool" else _rewrite_seed
     if not (full / ".complete").exists():
@@ -277,11 +278,28 @@ def run(quick: bool) -> list[Result]:
     ]
 
 
-if __name__ == "__main__":  # python -m benchmarks.bench_stream [--quick] [--generate]
+def measure_named(what: str, steps: int) -> Run:
+    longest = _steps(SIZES[-1])
+    if what == "archive":
+        return measure(what, archive_run(spool_run(steps, longest)))
+    return measure(what, (spool_run if what == "spool" else seed_run)(steps, longest))
+
+
+if __name__ == "__main__":
+    # python -m benchmarks.bench_stream [--quick]: every row (benchmarks/run.py runs it this way too);
+    # --generate: only write the cached runs; --measure spool:6,24,96 seed:6 archive:6: single runs by step
+    # count, one JSON line each as it finishes (for a busy machine, where the whole suite takes hours)
     if "--generate" in sys.argv:
         n = _steps(SIZES[-1])
         spool_run(n, n)
         seed_run(n, n)
+    elif "--measure" in sys.argv:
+        for spec in sys.argv[sys.argv.index("--measure") + 1 :]:
+            what, counts = spec.split(":")
+            for steps in counts.split(","):
+                r = measure_named(what, int(steps))
+                print(json.dumps({**r.__dict__, "us_per_span": r.us_per_span, "cpu_us_per_span": r.cpu_us_per_span,
+                                  "load": os.getloadavg()[0]}), flush=True)  # fmt: skip
     else:
         for row in run("--quick" in sys.argv):
             print(row)

@@ -115,6 +115,16 @@ def test_steps_range_and_window(planted_spool: Path, planted_spans) -> None:
         assert sorted(s.spans["span_id"]) == sorted(full[s.steps]["span_id"])
 
 
+def test_steps_range_of_a_collector_archive(planted_spool: Path, tmp_path: Path) -> None:
+    """The first pass reads every line; spans of steps outside the range are counted and not kept."""
+    archive = tmp_path / "traces.jsonl"
+    archive.write_bytes(b"\n".join(_lines(planted_spool)) + b"\n")
+    stats = LoadStats()
+    streamed = list(iter_steps(archive, steps=range(7, 9), stats=stats))
+    assert [s.steps for s in streamed] == [(7,), (8,)]
+    assert stats.outside_steps > 0 and stats.spans + stats.outside_steps <= len(load_spans(archive))
+
+
 def test_window_of_steps_equals_whole_run(planted_spool: Path, planted_spans) -> None:
     assert_same_steps(list(iter_steps(planted_spool, window=3)), planted_spans, window=3)
 

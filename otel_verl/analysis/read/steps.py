@@ -31,12 +31,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
 from otel_verl.analysis.read.otlp_json import frame_from_parts
 from otel_verl.analysis.read.parts import Part, trace_ids
 from otel_verl.analysis.read.progress import Bar
 from otel_verl.analysis.read.sources import SOURCE_TYPES, detect_source_type, filter_and_dedupe
-from otel_verl.analysis.read.spill import Spill, partition
+from otel_verl.analysis.read.spill import Spill, SpillEntry, partition
 from otel_verl.analysis.read.stats import LoadStats
 
 
@@ -95,6 +96,14 @@ class _Assembler:
         self.claimed = pa.array([], type=pa.string())
         self.late: list[Part] = []
         self.last: int | None = None
+
+    def register(self, entry: SpillEntry) -> None:
+        """A part a first pass spilled: kept, unless its step is outside ``steps`` (counted, removed)."""
+        if entry.step is not None and self.steps is not None and entry.step not in self.steps:
+            self.stats.outside_steps += entry.n
+            entry.path.unlink(missing_ok=True)
+            return
+        self.spill.register(entry)
 
     def route(self, parts: list[Part], group: tuple[int, ...]) -> list[Part]:
         """The rows of ``group``; rows of no step and of later steps go to the spill, earlier ones are late."""
@@ -213,7 +222,7 @@ def iter_steps(
         show = progress and (not files or src.total_bytes > 20_000_000)
         unit = "bytes" if files else "steps"
         with Bar(show, "reading steps", src.total_bytes if files else None, unit) as bar:
-            src.start(spill.dir, spill.register, bar.advance)
+            src.start(spill.dir, asm.register, bar.advance)
             for group in asm.groups(window):
                 frame = asm.step_table(group, src.read(group, bar.advance))
                 if frame is None:
@@ -223,6 +232,8 @@ def iter_steps(
                 yielded = True
                 stats.seconds = time.perf_counter() - t0
                 yield StepSpans(tuple(sorted(int(s) for s in present)) or group, frame)
+                del frame
+                release_memory()  # the step's temporaries back to the OS: the next step starts from the same size
         finish = getattr(src, "finish", None)  # parts a source can only make at the end (seed step spans)
         if finish is not None:
             asm.route(finish(), ())
