@@ -138,6 +138,16 @@ def test_seed_logs_step_by_step(tmp_path: Path, monkeypatch) -> None:
     assert_same_steps(streamed, whole)
 
 
+def test_seed_lines_outside_step_directories(tmp_path: Path) -> None:
+    """A seed file whose directory carries no step number is read first; its lines go to the step they carry."""
+    logs = write_seed_logs(tmp_path / "logs", steps=3, workers=2, requests=4, seed=2)
+    (logs / "step_2" / "worker_1.jsonl").rename(logs / "worker_1.jsonl")  # its lines say "step": 2
+    whole = load_spans(logs, seed_lines=False)
+    streamed = list(iter_steps(logs))
+    assert [s.steps for s in streamed] == [(1,), (2,), (3,)]
+    assert_same_steps(streamed, whole)
+
+
 def test_window_and_time_filters_as_load_spans(planted_spool: Path, planted_spans) -> None:
     mid = int(planted_spans["start_ns"].median())
     whole = load_spans(planted_spool, since_ns=mid, service="verl-worker")
