@@ -34,7 +34,7 @@ from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
 from otel_verl.analysis.read.otlp_json import frame_from_parts
-from otel_verl.analysis.read.parts import Part, trace_ids
+from otel_verl.analysis.read.parts import Part, split_rows, trace_ids
 from otel_verl.analysis.read.progress import Bar
 from otel_verl.analysis.read.sources import SOURCE_TYPES, detect_source_type, filter_and_dedupe
 from otel_verl.analysis.read.spill import Spill, SpillEntry, partition
@@ -105,22 +105,28 @@ class _Assembler:
             return
         self.spill.register(entry)
 
-    def route(self, parts: list[Part], group: tuple[int, ...]) -> list[Part]:
-        """The rows of ``group``; rows of no step and of later steps go to the spill, earlier ones are late."""
+    def route(self, parts: list[Part], group: tuple[int, ...]) -> tuple[list[Part], list[Part]]:
+        """(rows of ``group``, rows of no step read with them); rows of later steps go to the spill, rows of
+        earlier ones are late."""
         mine: list[Part] = []
+        loose: list[Part] = []
         for part in parts:
             for step, sub in partition(part):
                 if step is not None and step in group:
                     mine.append(sub)
                 elif step is None:
-                    self.spill.add(None, sub)
+                    loose.append(sub)
                 elif self.steps is not None and step not in self.steps:
                     self.stats.outside_steps += sub["n"]
                 elif self.last is None or step > self.last:
                     self.spill.add(step, sub)
                 else:
                     self.late.append(sub)
-        return mine
+        return mine, loose
+
+    def spill_loose(self, parts: list[Part]) -> None:
+        for part in parts:
+            self.spill.add(None, part)
 
     def groups(self, window: int) -> Iterator[tuple[int, ...]]:
         """Windows of the next steps: the source's (ascending) merged with steps only the spill knows."""
@@ -142,14 +148,22 @@ class _Assembler:
             yield tuple(group)
 
     def step_table(self, group: tuple[int, ...], read: list[Part]) -> pd.DataFrame | None:
-        mine = self.route(read, group)
+        mine, loose = self.route(read, group)
         for step in group:
             mine.extend(self.spill.pop_step(step))
         if not mine:
+            self.spill_loose(loose)
             return None
         traces = pc.unique(pa.concat_arrays([pc.unique(trace_ids(p)) for p in mine]))
         if len(self.claimed):
             traces = traces.filter(pc.invert(pc.is_in(traces, value_set=self.claimed)))
+        for part in loose:  # rows of no step read with the step (seed events, spans without an own step)
+            hit = pc.is_in(trace_ids(part), value_set=traces).to_numpy(zero_copy_only=False)
+            ours, rest = split_rows(part, hit)
+            if ours is not None:
+                mine.append(ours)
+            if rest is not None:
+                self.spill.add(None, rest)
         mine.extend(self.spill.take_traces(traces))
         self.claimed = pa.concat_arrays([self.claimed, traces])
         return self.table(mine)
@@ -236,7 +250,7 @@ def iter_steps(
                 release_memory()  # the step's temporaries back to the OS: the next step starts from the same size
         finish = getattr(src, "finish", None)  # parts a source can only make at the end (seed step spans)
         if finish is not None:
-            asm.route(finish(), ())
+            asm.spill_loose(asm.route(finish(), ())[1])
         if steps is None:
             frame = asm.leftovers()
             if frame is not None:
