@@ -6,14 +6,14 @@ Three calls, in the spirit of HolisticTraceAnalysis's ``TraceAnalysis``::
 
     tables = analysis.load("./otel-verl-spool")          # any source: spool, collector file, Jaeger, Tempo
     for cause in analysis.diagnose(tables):              # one per cause, ranked by step seconds lost
-        print(cause.severity, cause.seconds, cause.message)  # cause.symptoms: what else it explains
+        print(cause.severity, cause.seconds, cause.message)  # cause.steps, cause.details['scope']
     result = analysis.analyze(tables, "report")          # findings.json, report.html, one PNG per figure
 
 The stages, one folder each (read → tables → findings → figures → report):
 
 * :mod:`.read` — any trace source → the span table (one row per span, tree resolved)
 * :mod:`.tables` — the span table → steps, workers, requests, events (:class:`Tables`)
-* :mod:`.findings` — one detector per module, ranked by :func:`diagnose`
+* :mod:`.findings` — the step's account and the causes it names (:func:`diagnose`)
 * :mod:`.figures` — one figure per module (reads tables, never findings)
 * :mod:`.report` and :mod:`.pipeline` — report.html; the run of all of them
 * :mod:`.formats` — other formats in and out: the seed's logs, Perfetto, spool writing
@@ -110,8 +110,8 @@ def load(
 
 
 def diagnose(tables: Tables | pd.DataFrame, thresholds: Thresholds | None = None) -> list[Finding]:
-    """Every detector on one run, grouped into one finding per cause (its ``symptoms`` are the findings it
-    explains), warnings first, ranked by the seconds of step rollout time each lost (``Finding.seconds``).
+    """The run's findings: every step's account (:mod:`.findings.account`) told as causes, one per cause (a cause
+    that recurs lists its ``steps``), by severity then the most seconds one step lost; information after.
 
     ``tables``: from :func:`load`, or a span table (``otel_verl.analysis.read.load_spans``), built here.
     ``thresholds``: defaults, or :meth:`Thresholds.with_overrides` of ``--set``/``--thresholds``.

@@ -14,7 +14,8 @@ import pandas as pd
 from otel_verl.analysis.figures import outliers
 from otel_verl.analysis.figures.catalog import FIGURES
 from otel_verl.analysis.figures.rendering import BackgroundFigures, render
-from otel_verl.analysis.findings.diagnose import diagnose
+from otel_verl.analysis.findings.account_json import accounts_json
+from otel_verl.analysis.findings.diagnose import Diagnosis, diagnose_run
 from otel_verl.analysis.findings.record import Finding
 from otel_verl.analysis.findings.thresholds import Thresholds
 from otel_verl.analysis.findings.verdict import headlines, verdict
@@ -33,22 +34,25 @@ class Analysis:
     summary: dict[str, Any]
     frames: dict[str, pd.DataFrame]
     files: list[Path]
+    steps: list[dict[str, Any]]
+    """findings.json's ``steps``: every step's account."""
 
 
-def summarize(
-    spans: pd.DataFrame, t: Tables, findings: list[Finding], th: Thresholds, stats: LoadStats | None
-) -> dict[str, Any]:
+def summarize(spans: pd.DataFrame, t: Tables, d: Diagnosis, th: Thresholds, stats: LoadStats | None) -> dict[str, Any]:
     """Counts and headline numbers for findings.json's ``summary``."""
     r = t.requests
+    findings = d.findings
+    workers = sorted({int(w) for w in t.workers["worker"]})
     summary: dict[str, Any] = {
-        "verdict": verdict(t, findings),
-        "headlines": headlines(t, findings),
+        "verdict": verdict(d, len(workers), len(r)),
+        "headlines": headlines(d),
         "spans": len(spans),
         "steps": sorted(int(s) for s in t.steps["step"]),
-        "workers": sorted({int(w) for w in t.workers["worker"]}),
+        "workers": workers,
         "requests": len(r),
         "requests_by_status": {str(k): int(v) for k, v in r["request_status"].value_counts().items()},
         "median_rollout_s": round(t.median_rollout_s, 3) if len(t.steps) else None,
+        "spread_s": round(d.spread, 3) if d.spread == d.spread else None,
         "turn_spans": int((spans["kind"] == "turn").sum()) if len(spans) else 0,
         "findings_by_severity": dict(Counter(f.severity for f in findings)),
         "findings_by_kind": dict(Counter(f.kind for f in findings)),
@@ -68,18 +72,22 @@ def summarize(
     return summary
 
 
-def write_findings(path: Path, findings: list[Finding], summary: dict[str, Any]) -> Path:
+def write_findings(path: Path, findings: list[Finding], summary: dict[str, Any], steps: list[dict[str, Any]]) -> Path:
     with writing(path):
         path.write_text(
-            json.dumps({"findings": [f.to_json() for f in findings], "summary": summary}, indent=2, default=str)
+            json.dumps(
+                {"findings": [f.to_json() for f in findings], "steps": steps, "summary": summary},
+                indent=2,
+                default=str,
+            )
         )
     return path
 
 
 def named_requests(findings: list[Finding]) -> list[str]:
     """Request ids the findings point at, most severe first (the outlier figure shows each)."""
-    ids = [f.request_id for c in findings for f in c.with_symptoms() if f.request_id]
-    ids += [r for c in findings for f in c.with_symptoms() for r in f.details.get("request_ids", [])[:3]]
+    ids = [f.request_id for f in findings if f.request_id]
+    ids += [r for f in findings for r in f.details.get("request_ids", [])[:3]]
     return list(dict.fromkeys(ids))
 
 
@@ -105,9 +113,11 @@ def write_analysis(
     # every figure but the outliers (it shows the requests the findings name) renders beside the detectors
     independent = [spec for spec in FIGURES if spec[0] != "outliers"]
     with BackgroundFigures(independent, spans, t, out, html_report) as background:
-        findings = diagnose(t, th)
-        summary = summarize(spans, t, findings, th, stats)
-        files = [write_findings(out / "findings.json", findings, summary)]
+        diagnosis = diagnose_run(t, th, stats)
+        findings = diagnosis.findings
+        summary = summarize(spans, t, diagnosis, th, stats)
+        steps = accounts_json(diagnosis.accounts)
+        files = [write_findings(out / "findings.json", findings, summary, steps)]
         (outliers_spec,) = [spec for spec in FIGURES if spec[0] == "outliers"]
         rendered = {
             "outliers": render(
@@ -136,4 +146,4 @@ def write_analysis(
                 timeline_steps=timeline_steps,
             )
         )
-    return Analysis(findings, summary, frames, files)
+    return Analysis(findings, summary, frames, files, steps)

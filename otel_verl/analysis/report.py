@@ -81,15 +81,10 @@ def _causes_table(findings: list[Finding], trace_url: str | None) -> str:
         "<th>worker</th><th>step time lost</th><th>what happened</th><th>traces</th></tr>"
     ]
     for i, f in enumerate(findings, 1):
-        symptoms = "".join(
-            f"<li>{html.escape(s.kind.replace('_', ' '))}: {html.escape(s.message)}</li>" for s in f.symptoms
-        )
-        more = (
-            f"<details><summary>{len(f.symptoms)} symptoms</summary><ul>{symptoms}</ul></details>" if symptoms else ""
-        )
+        steps = ", ".join(map(str, f.steps)) or _s(f.step)
         rows.append(
-            f"<tr class='{f.severity}'><td>{i}</td><td>{f.severity}</td><td>{_s(f.step)}</td><td>{_s(f.worker)}</td>"
-            f"<td>{fmt_s(f.seconds) if f.seconds else ''}</td><td>{html.escape(f.message)}{more}</td>"
+            f"<tr class='{f.severity}'><td>{i}</td><td>{f.severity}</td><td>{steps}</td><td>{_s(f.worker)}</td>"
+            f"<td>{fmt_s(f.seconds) if f.seconds else ''}</td><td>{html.escape(f.message)}</td>"
             f"<td>{_trace_links(f, trace_url)}</td></tr>"
         )
     rows.append("</table>")
@@ -97,7 +92,7 @@ def _causes_table(findings: list[Finding], trace_url: str | None) -> str:
 
 
 def _trace_links(f: Finding, trace_url: str | None) -> str:
-    ids = list(dict.fromkeys(e["trace_id"] for e in f.all_evidence()))[:5]
+    ids = list(dict.fromkeys(e["trace_id"] for e in f.evidence))[:5]
     if not trace_url:
         return "<br>".join(f"<code>{html.escape(i[:16])}</code>" for i in ids)
     return "<br>".join(
