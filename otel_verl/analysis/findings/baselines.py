@@ -101,29 +101,24 @@ def group_log_ratios(groups: pd.DataFrame, b: Baselines) -> pd.DataFrame:
     median), and the group's count. Groups of a part whose run median is 0 are left out."""
     if groups.empty:
         return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count"])
-    med = np.array(
-        [
-            (n.median if (n := b.norm(p, key, m)) is not None else np.nan)
-            for p, key, m in zip(groups["part"], groups["key"], groups["metric"], strict=True)
-        ],
-        dtype=float,
-    )
-    g = groups.assign(base=med)
+    codes, uniques = pd.MultiIndex.from_arrays([groups["part"], groups["key"], groups["metric"]]).factorize()
+    med = np.array([(n.median if (n := b.norm(*u)) is not None else np.nan) for u in uniques], dtype=float)
+    g = groups.assign(base=med[codes])
     g = g[(g["base"] > 0).to_numpy() & (g["median"] > 0).to_numpy()]
     if g.empty:
         return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count"])
     g = g.assign(w=np.log(g["median"] / g["base"]) * g["count"])
-    agg = g.groupby(["group_type", "group", "part", "metric"], sort=False)[["w", "count"]].sum().reset_index()
+    by = [c for c in ("summary", "group_type", "group", "part", "metric") if c in g]
+    agg = g.groupby(by, sort=False)[["w", "count"]].sum().reset_index()
     agg["log_ratio"] = agg["w"] / agg["count"]
     return agg.drop(columns="w")
 
 
 def _spreads(summaries: list[StepSummary], b: Baselines) -> dict[tuple[str, str, str], Spread]:
-    frames = [group_log_ratios(s.groups, b) for s in summaries]
-    frames = [f for f in frames if len(f)]
+    frames = [s.groups for s in summaries if len(s.groups)]
     if not frames:
         return {}
-    allg = pd.concat(frames, ignore_index=True)
+    allg = group_log_ratios(pd.concat(frames, keys=range(len(frames)), names=["summary"]).reset_index(level=0), b)
     out = {}
     for (gt, part, metric), g in allg.groupby(["group_type", "part", "metric"], sort=False):
         x = g["log_ratio"].to_numpy(dtype=float)

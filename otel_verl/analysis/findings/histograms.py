@@ -33,14 +33,34 @@ class LogHistogram:
         h.add(values)
         return h
 
-    def add(self, values: np.ndarray) -> None:
+    @staticmethod
+    def bins(values: np.ndarray) -> np.ndarray:
+        """Each value's bin: -1 for zero or negative, -2 for NaN/inf (not counted)."""
         v = np.asarray(values, dtype=float)
-        v = v[np.isfinite(v)]
-        positive = v[v > 0]
-        self.zeros += int(len(v) - len(positive))
-        if len(positive):
-            idx = np.floor((np.log10(positive) - _LOG_LOW) * BINS_PER_DECADE).astype(np.int64)
-            self.counts += np.bincount(np.clip(idx, 0, N_BINS - 1), minlength=N_BINS)
+        out = np.full(len(v), -2, dtype=np.int64)
+        finite = np.isfinite(v)
+        out[finite & (v <= 0)] = -1
+        pos = finite & (v > 0)
+        out[pos] = np.clip(np.floor((np.log10(v[pos]) - _LOG_LOW) * BINS_PER_DECADE), 0, N_BINS - 1)
+        return out
+
+    @classmethod
+    def from_counts(cls, bins: np.ndarray, counts: np.ndarray) -> LogHistogram:
+        """A histogram from (bin, count) pairs as :meth:`bins` numbers them."""
+        h = cls()
+        bins = np.asarray(bins, dtype=np.int64)
+        counts = np.asarray(counts, dtype=np.int64)
+        ok = bins >= 0
+        np.add.at(h.counts, bins[ok], counts[ok])
+        h.zeros = int(counts[bins == -1].sum())
+        return h
+
+    def add(self, values: np.ndarray) -> None:
+        b = self.bins(values)
+        self.zeros += int((b == -1).sum())
+        ok = b >= 0
+        if ok.any():
+            self.counts += np.bincount(b[ok], minlength=N_BINS)
 
     def merge(self, other: LogHistogram) -> None:
         self.counts += other.counts

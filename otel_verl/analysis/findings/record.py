@@ -34,13 +34,17 @@ class Finding:
     evidence: list[dict[str, str]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not self.steps and self.step is not None:
+            self.steps = [self.step]
+        if not self.workers and self.worker is not None:
+            self.workers = [self.worker]
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         for key, v in list(d.items()):
             if isinstance(v, float):
                 d[key] = None if math.isnan(v) else round(v, 6)
-        d["steps"] = self.steps or ([self.step] if self.step is not None else [])
-        d["workers"] = self.workers or ([self.worker] if self.worker is not None else [])
         d["trace_ids"] = list(dict.fromkeys(e["trace_id"] for e in self.evidence))
         return d
 
