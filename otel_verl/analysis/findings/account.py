@@ -8,13 +8,14 @@ validation pass is judged against the validation passes); the step's baseline is
 baselines, so its excess splits exactly into the parts' excesses. The excess of the parts no span accounts for
 (a request's time between its spans, the step's time outside any phase) is the *unexplained* rest.
 
-The run's *spread* is the robust spread of the steps' excesses (1.4826 × their median absolute deviation): what
-"within the run's normal variation" means when a cause is judged (:mod:`.causes`).
+The run's *spread* is the robust spread of the steps' excesses, and how far the largest of them naturally strays
+(:class:`StepSpread`): what "within the run's normal variation" means when a cause is judged (:mod:`.causes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -83,20 +84,41 @@ class StepAccount:
         return next((p for p in self.parts if p.kind == kind and p.phase == phase), None)
 
 
-def step_accounts(summaries: list[StepSummary], b: Baselines, th: Thresholds) -> tuple[list[StepAccount], float]:
-    """Every step's account and the run's step-to-step spread (NaN with fewer than ``th.min_steps`` steps)."""
+GUMBEL_SCALE_PER_SPREAD = 1 / 1.1372
+"""A Gumbel's scale per 1.4826 × its median absolute deviation."""
+GUMBEL_MEDIAN = 0.3665
+"""The standard Gumbel's median (−ln ln 2)."""
+
+
+@dataclass(frozen=True)
+class StepSpread:
+    """How the run's steps stray from their baselines: ``spread`` (1.4826 × the median absolute deviation of their
+    excesses, what findings.json reports) and ``warn_s``, the excess beyond which a step is not the run's own
+    variation (:meth:`of`)."""
+
+    spread: float
+    warn_s: float
+
+    @classmethod
+    def of(cls, accounts: list[StepAccount], th: Thresholds) -> StepSpread:
+        """A rollout waits for its slowest request, so a step's excess has the right tail of a maximum: a Gumbel's,
+        whose scale the median absolute deviation gives (robust to the slow steps themselves, up to half of them).
+        The largest of ``n`` clean steps passes ``median + scale × (ln n + m)`` with probability about e^−m:
+        ``th.warning_margin`` is m, so a longer run does not raise more false alarms."""
+        excess = np.array([a.excess_s for a in accounts], dtype=float)
+        excess = excess[np.isfinite(excess)]
+        if len(excess) < th.min_steps:
+            return cls(float("nan"), 0.0)
+        spread = float(np.median(np.abs(excess - np.median(excess)))) * 1.4826
+        scale = spread * GUMBEL_SCALE_PER_SPREAD
+        return cls(spread, scale * (GUMBEL_MEDIAN + np.log(len(excess)) + th.warning_margin))
+
+
+def step_accounts(summaries: list[StepSummary], b: Baselines, th: Thresholds) -> tuple[list[StepAccount], StepSpread]:
+    """Every step's account and how the run's steps stray (no baseline with fewer than ``th.min_steps`` steps)."""
     accounts = [_account(s, b, th) for s in summaries]
     _judge(accounts, th)
-    spread = run_spread(accounts, th)
-    return accounts, spread
-
-
-def run_spread(accounts: list[StepAccount], th: Thresholds) -> float:
-    excess = np.array([a.excess_s for a in accounts], dtype=float)
-    excess = excess[np.isfinite(excess)]
-    if len(excess) < th.min_steps:
-        return float("nan")
-    return float(np.median(np.abs(excess - np.median(excess)))) * 1.4826
+    return accounts, StepSpread.of(accounts, th)
 
 
 def _account(s: StepSummary, b: Baselines, th: Thresholds) -> StepAccount:

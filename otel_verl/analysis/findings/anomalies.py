@@ -94,19 +94,13 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds) -> pd.DataFrame:
     plain = ~dec & (v > fence) & (v - med >= th.occurrence_min_s)
     if plain.any():
         i = np.flatnonzero(plain)
-        out.append(
-            _rows(
-                i,
-                [k.CAUSE_OF_PART[p] for p in part[i]],
-                part[i],
-                v[i] - med[i],
-                k.SCOPE_REQUEST,
-                "",
-                METRIC_SECONDS,
-                v[i],
-                med[i],
-            )
-        )
+        # a worker's own part (its start, its finish) is the worker's; the rest belong to a request
+        own = occ["request_span"].to_numpy()[i] < 0
+        worker = occ["worker"].to_numpy(dtype=float)[i]
+        scope = np.where(own, k.SCOPE_WORKER, k.SCOPE_REQUEST)
+        group = np.array([str(int(w)) if o and np.isfinite(w) else "" for o, w in zip(own, worker, strict=True)])
+        causes = [k.CAUSE_OF_PART[p] for p in part[i]]
+        out.append(_rows(i, causes, part[i], v[i] - med[i], scope, group, METRIC_SECONDS, v[i], med[i]))
     if dec.any():
         n0, n_fence = _norms(occ, b, METRIC_TOKENS)
         r0, r_fence = _norms(occ, b, METRIC_RATE)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.findings import kinds as k
-from otel_verl.analysis.findings.account import StepAccount
+from otel_verl.analysis.findings.account import Part, StepAccount, StepSpread
 from otel_verl.analysis.findings.baselines import Baselines
 from otel_verl.analysis.findings.messages import describe
 from otel_verl.analysis.findings.record import Finding, evidence, sort_findings
@@ -52,7 +52,7 @@ class Cause:
     evidence: list[dict[str, str]] = field(default_factory=list)
 
 
-def name_causes(accounts: list[StepAccount], spread: float, b: Baselines, th: Thresholds) -> list[Finding]:
+def name_causes(accounts: list[StepAccount], spread: StepSpread, b: Baselines, th: Thresholds) -> list[Finding]:
     """Every cause of every step, recurring ones merged, ranked (:func:`.record.sort_findings`)."""
     causes: list[Cause] = []
     for a in accounts:
@@ -63,15 +63,13 @@ def name_causes(accounts: list[StepAccount], spread: float, b: Baselines, th: Th
     return sort_findings(_merge(kept, accounts, spread, th))
 
 
-def severity(seconds: float, usual_step_s: float, spread: float, th: Thresholds) -> str:
-    """``critical`` / ``warning`` / ``info`` from the seconds a cause lost one step, against the run's spread and a
-    usual step (a run of near-identical steps has a tiny spread: the step's own size is the floor)."""
-    sp = spread if np.isfinite(spread) else 0.0
-    if seconds >= max(th.critical_spread * sp, th.critical_fraction * usual_step_s, th.warning_min_s):
-        return "critical"
-    if seconds >= max(th.warning_spread * sp, th.warning_fraction * usual_step_s, th.warning_min_s):
-        return "warning"
-    return "info"
+def severity(seconds: float, usual_step_s: float, spread: StepSpread, th: Thresholds) -> str:
+    """``critical`` / ``warning`` / ``info`` from the seconds a cause lost one step: a warning beyond how far the run's
+    steps naturally stray (:class:`.account.StepSpread`) and a share of a usual step; critical from half a step."""
+    warn = max(spread.warn_s, th.warning_fraction * usual_step_s, th.warning_min_s)
+    if seconds < warn:
+        return "info"
+    return "critical" if seconds >= th.critical_fraction * usual_step_s else "warning"
 
 
 def _step_causes(a: StepAccount, b: Baselines) -> list[Cause]:
@@ -94,7 +92,7 @@ def _step_causes(a: StepAccount, b: Baselines) -> list[Cause]:
             out.append(cause)
         rest = p.seconds - min(total, p.seconds)
         if rest > 0 and a.path is not None:
-            out.append(_tail_cause(a, p.kind, min(rest, limit), b))
+            out.append(_tail_cause(a, p, min(rest, limit), b))
     out.extend(_degraded(a))
     return out
 
@@ -107,13 +105,17 @@ def _requests_of(a: StepAccount, occ_rows: np.ndarray) -> pd.DataFrame:
 
 
 def _anomaly_causes(a: StepAccount, rows: pd.DataFrame, share: float) -> list[Cause]:
-    """The part's anomalies that cost the step, one cause per (kind, scope, group); request-scope ones of one
-    cause are one cause (a prompt's rollouts together are a sample group)."""
+    """The part's anomalies that cost the step, one cause per (kind, place): a group's own place (the step, a
+    replica, a worker, a sample group), else for single requests their prompt when they are most of its rollouts,
+    else their worker (two workers' outliers are two causes, not one)."""
     out = []
     if rows.empty:
         return out
     occ = a.summary.occurrences
-    for (cause, scope, group), g in rows.groupby(["cause", "scope", "group"], sort=False):
+    place = _places(a, rows)
+    for (cause, scope, where), g in rows.assign(_scope=place[0], _where=place[1]).groupby(
+        ["cause", "_scope", "_where"], sort=False
+    ):
         occ_rows = g["occ"].to_numpy(dtype=np.int64)
         reqs = _requests_of(a, occ_rows)
         workers = sorted({int(w) for w in occ["worker"].to_numpy(dtype=float)[occ_rows] if np.isfinite(w)})
@@ -126,7 +128,6 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame, share: float) -> list[Ca
             "occurrences": len(g),
             "key": str(occ["key"].iat[int(top["occ"])]),
         }
-        scope, where = _scope(a, scope, str(group), reqs, workers)
         turn = occ["turn_index"].to_numpy(dtype=float)[occ_rows]
         turns = sorted({int(x) for x in turn if np.isfinite(x)})
         if turns:
@@ -136,21 +137,37 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame, share: float) -> list[Ca
             details["stalled_s"] = still
         order = occ_rows[np.argsort(-g["cost"].to_numpy())][:5]
         ev = [e for i in order for e in evidence(occ["trace_id"].iat[i], occ["span_id"].iat[i])]
-        out.append(
-            Cause(
-                cause,
-                scope,
-                where,
-                a.step,
-                float(g["cost"].sum()) * share,
-                str(top["part"]),
-                workers,
-                reqs,
-                details,
-                ev,
-            )
-        )
+        seconds = float(g["cost"].sum()) * share
+        out.append(Cause(cause, scope, where, a.step, seconds, str(top["part"]), workers, reqs, details, ev))
     return out
+
+
+def _places(a: StepAccount, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(scope, where) of each anomaly row: its group's, or for a request's own anomaly its prompt (when the rows of
+    that cause hold at least half of the prompt's rollouts in the step) or its worker."""
+    occ = a.summary.occurrences
+    scope = rows["scope"].to_numpy(dtype=object).copy()
+    where = rows["group"].astype(str).to_numpy(dtype=object).copy()
+    where[scope == k.SCOPE_STEP] = ""
+    single = scope == k.SCOPE_REQUEST
+    if not single.any():
+        return scope, where
+    idx = rows["occ"].to_numpy(dtype=np.int64)
+    sample = occ["sample_index"].to_numpy(dtype=float)[idx]
+    worker = occ["worker"].to_numpy(dtype=float)[idx]
+    spans = occ["request_span"].to_numpy()[idx]
+    rollouts = pd.Series(a.summary.requests["sample_index"].to_numpy(dtype=float)).value_counts()
+    causes = rows["cause"].to_numpy(dtype=object)
+    for cause in set(causes[single]):
+        mine = single & (causes == cause)
+        for smp in {x for x in sample[mine] if np.isfinite(x)}:
+            group = mine & (sample == smp)
+            hit = len(set(spans[group]))
+            if hit > 1 and hit * 2 >= rollouts.get(smp, 0):
+                scope[group], where[group] = k.SCOPE_SAMPLE, str(int(smp))
+    rest = single & (scope == k.SCOPE_REQUEST)
+    where[rest] = [str(int(w)) if np.isfinite(w) else "" for w in worker[rest]]
+    return scope, where
 
 
 def _stood_still(a: StepAccount, occ_rows: np.ndarray, x: float) -> float:
@@ -173,24 +190,7 @@ def _stood_still(a: StepAccount, occ_rows: np.ndarray, x: float) -> float:
     return best
 
 
-def _scope(a: StepAccount, scope: str, group: str, reqs: pd.DataFrame, workers: list[int]) -> tuple[str, str]:
-    """The place a cause is told at: a group's own, or for single requests, their prompt when they are most of its
-    rollouts."""
-    if scope == k.SCOPE_STEP:
-        return scope, ""
-    if scope in (k.SCOPE_WORKER, k.SCOPE_REPLICA, k.SCOPE_SAMPLE):
-        return scope, group
-    samples = reqs["sample_index"].to_numpy(dtype=float) if len(reqs) else np.zeros(0)
-    if len(reqs) > 1 and np.isfinite(samples).all() and len(set(samples)) == 1:
-        all_of_it = (a.summary.requests["sample_index"].to_numpy(dtype=float) == samples[0]).sum()
-        if len(reqs) * 2 >= all_of_it:
-            return k.SCOPE_SAMPLE, str(int(samples[0]))
-    if len(workers) == 1 and len(reqs) > 1:
-        return k.SCOPE_REQUEST, str(workers[0])
-    return k.SCOPE_REQUEST, ""
-
-
-def _phase_cause(a: StepAccount, p, seconds: float) -> Cause:
+def _phase_cause(a: StepAccount, p: Part, seconds: float) -> Cause:
     ph = a.summary.phases
     row = ph[(ph["name"] == p.phase).to_numpy() & ~ph["rollout"].to_numpy(dtype=bool)]
     ev = evidence(row["trace_id"].iat[0], row["span_id"].iat[0]) if len(row) else []
@@ -199,24 +199,16 @@ def _phase_cause(a: StepAccount, p, seconds: float) -> Cause:
     return Cause(k.SLOW_PHASE, k.SCOPE_PHASE, str(p.phase), a.step, seconds, p.kind, details=details, evidence=ev)
 
 
-def _tail_cause(a: StepAccount, part: str, seconds: float, b: Baselines) -> Cause:
-    """The usual critical path ran long in this part: told on the request that ended the rollout."""
+def _tail_cause(a: StepAccount, p: Part, seconds: float, b: Baselines) -> Cause:
+    """The usual critical path ran long in this part: told on the request (or worker) that ended the rollout."""
     path = a.path
     occ = a.summary.occurrences
     rs = path.usual_request if path.usual_request is not None else -1
-    mine = occ[(occ["request_span"].to_numpy() == rs)]
-    kind = k.CAUSE_OF_PART.get(part, k.SLOW_ENGINE)
-    details: dict[str, Any] = {"tail": True}
-    if part == k.PART_DECODE:
-        kind, details = _decode_tail(mine, b, details)
-    elif part in (k.PART_START, k.PART_FINISH):
-        mine = occ[(occ["request_span"].to_numpy() < 0) & (occ["worker"].to_numpy(dtype=float) == path.usual_worker)]
-    part_rows = mine[mine["part"] == part] if "part" in mine else mine
-    if len(part_rows):
-        details |= {
-            "metric": details.get("metric", "s"),
-            "value": details.get("value", float(part_rows["value_s"].sum())),
-        }
+    kind = k.CAUSE_OF_PART.get(p.kind, k.SLOW_ENGINE)
+    details: dict[str, Any] = {"tail": True, "metric": "s", "value": p.value_s, "usual": p.baseline_s}
+    details["ratio"] = p.value_s / p.baseline_s if p.baseline_s > 0 else float("inf")
+    if p.kind == k.PART_DECODE:
+        kind, details = _decode_tail(occ[occ["request_span"].to_numpy() == rs], b, details)
     reqs = a.summary.requests[a.summary.requests["request_span"] == rs]
     workers = [path.usual_worker] if path.usual_worker is not None else []
     ev = []
@@ -225,8 +217,9 @@ def _tail_cause(a: StepAccount, part: str, seconds: float, b: Baselines) -> Caus
         turns = reqs["num_turns"].to_numpy(dtype=float)
         if np.isfinite(turns).all():
             details["turns"] = int(turns[0])
-    scope, where = (k.SCOPE_REQUEST, "") if rs >= 0 else (k.SCOPE_WORKER, str(path.usual_worker))
-    return Cause(kind, scope, where, a.step, seconds, part, workers, reqs, details, ev)
+    if p.kind in (k.PART_START, k.PART_FINISH) or rs < 0:
+        return Cause(kind, k.SCOPE_WORKER, str(path.usual_worker), a.step, seconds, p.kind, workers, reqs, details, ev)
+    return Cause(kind, k.SCOPE_REQUEST, "", a.step, seconds, p.kind, workers, reqs, details, ev)
 
 
 def _decode_tail(mine: pd.DataFrame, b: Baselines, details: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -266,15 +259,15 @@ def _degraded(a: StepAccount) -> list[Cause]:
     return out
 
 
-def _reported(c: Cause, accounts: list[StepAccount], spread: float, th: Thresholds) -> bool:
+def _reported(c: Cause, accounts: list[StepAccount], spread: StepSpread, th: Thresholds) -> bool:
     a = next(x for x in accounts if x.step == c.step)
     if c.details.get("degraded"):
         return c.details.get("ratio", 0.0) >= th.degraded_ratio
-    sp = spread if np.isfinite(spread) else 0.0
+    sp = spread.spread if np.isfinite(spread.spread) else 0.0
     return c.seconds >= max(th.info_spread * sp, th.info_fraction * a.baseline_s, 1e-3)
 
 
-def _merge(causes: list[Cause], accounts: list[StepAccount], spread: float, th: Thresholds) -> list[Finding]:
+def _merge(causes: list[Cause], accounts: list[StepAccount], spread: StepSpread, th: Thresholds) -> list[Finding]:
     groups: dict[tuple, list[Cause]] = {}
     for c in causes:
         key = (c.kind, c.scope, c.where) if c.scope in MERGED_SCOPES else (c.kind, c.scope, c.where, c.step, id(c))

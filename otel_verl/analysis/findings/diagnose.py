@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from otel_verl.analysis.findings.aborted_waste import find_aborted_waste
-from otel_verl.analysis.findings.account import StepAccount, step_accounts
+from otel_verl.analysis.findings.account import StepAccount, StepSpread, step_accounts
 from otel_verl.analysis.findings.baselines import Baselines, run_baselines
 from otel_verl.analysis.findings.causes import name_causes
 from otel_verl.analysis.findings.engine_orphans import find_engine_orphans
@@ -40,8 +40,8 @@ class Diagnosis:
 
     findings: list[Finding]
     accounts: list[StepAccount]
-    spread: float
-    """The run's step-to-step spread (seconds): what a step's excess is judged against."""
+    spread: StepSpread
+    """How the run's steps stray from their baselines: what a step's excess is judged against."""
     baselines: Baselines = field(repr=False, default_factory=Baselines)
 
 
@@ -66,7 +66,7 @@ def diagnose_summaries(summaries: list[StepSummary], th: Thresholds) -> Diagnosi
     b = run_baselines(summaries, th)
     accounts, spread = step_accounts(summaries, b, th)
     findings = name_causes(accounts, spread, b, th)
-    tail = long_tail(accounts, spread)
+    tail = long_tail(accounts, spread.spread)
     return Diagnosis(findings + ([tail] if tail is not None else []), accounts, spread, b)
 
 

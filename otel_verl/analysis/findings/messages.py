@@ -40,7 +40,8 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     turn = d.get("turn_index")
     of_turn = f" in the engine call of turn index {turn}" if isinstance(turn, int) else ""
     still = f"; the worker stalled: nothing else moved on it for {fmt_s(d['stalled_s'])}" if d.get("stalled_s") else ""
-    their = "their" if d.get("scope") in (k.SCOPE_STEP, k.SCOPE_SAMPLE) or len(reqs) > 1 else "its"
+    plural = d.get("scope") in (k.SCOPE_STEP, k.SCOPE_SAMPLE) or (d.get("scope") == k.SCOPE_REQUEST and len(reqs) > 1)
+    their = "their" if plural else "its"
     if f.kind == k.SLOW_PHASE:
         return f"{d.get('phase')} took {fmt_s(value)} (usually {fmt_s(usual)}) {when}{cost}"
     if f.kind == k.STALL:

@@ -61,10 +61,12 @@ def evidence(trace_id: Any, span_id: Any) -> list[dict[str, str]]:
 
 
 def sort_findings(items: list[Finding]) -> list[Finding]:
-    """Severity (critical → info), then causes before information, then the most one step lost, largest first."""
+    """Severity (critical → info), then causes before information, causes an anomaly backs before the usual tail
+    running long (``details.tail``), then the most one step lost, largest first."""
 
     def key(f: Finding) -> tuple:
-        return (SEVERITIES.index(f.severity), f.kind in kinds.INFORMATION, -(f.peak_s or f.seconds or 0.0), f.kind)
+        tail = bool(f.details.get("tail"))
+        return (SEVERITIES.index(f.severity), f.kind in kinds.INFORMATION, tail, -(f.peak_s or f.seconds or 0.0))
 
     return sorted(items, key=key)
 
@@ -75,7 +77,9 @@ def fmt_range(lo: float, hi: float) -> str:
 
 
 def fmt_s(seconds: float) -> str:
-    """Seconds in plain words: 0.25 s, 12.3 s, 140 s."""
+    """Seconds in plain words: 0.25 s, 12.3 s, 140 s (``?`` when unknown)."""
+    if seconds is None or seconds != seconds:
+        return "? s"
     if seconds >= 100:
         return f"{seconds:.0f} s"
     if seconds >= 1:

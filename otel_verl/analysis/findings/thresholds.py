@@ -46,16 +46,16 @@ class Thresholds:
     step-to-step spread..."""
     info_fraction: float = 0.02
     """...and this fraction of a usual step; smaller moves are the run's noise and stay in the account only."""
-    warning_spread: float = 3.0
-    """A cause is a warning when it cost its steps at least this many times the run's step-to-step spread..."""
+    warning_margin: float = 3.5
+    """A cause is a warning when it cost its step more than the run's steps naturally stray: beyond where the
+    largest of the run's clean steps would fall only with probability e^−margin (3 %; :class:`.account.StepSpread`),
+    so a longer run does not raise more false alarms..."""
     warning_fraction: float = 0.05
     """...and at least this fraction of a usual step (a run of near-identical steps has a tiny spread)..."""
     warning_min_s: float = 0.5
     """...and at least this many seconds."""
-    critical_spread: float = 10.0
-    """Critical: at least this many spreads..."""
     critical_fraction: float = 0.5
-    """...and half a usual step."""
+    """A warning that cost at least this fraction of a usual step is critical."""
     aborted_warn_fraction: float = 0.5
     """Aborted (over-sampled) requests are a warning when they used this fraction of the step's request time."""
     min_steps: int = 3

@@ -42,7 +42,7 @@ def verdict(d: Diagnosis, workers: int, requests: int) -> str:
     if missing:
         what = "; ".join(f.message for f in missing[:2])
         return f"No cause found in what was read, but the data is incomplete: {what}."
-    spread = f" (steps vary by ±{fmt_s(d.spread)})" if np.isfinite(d.spread) else ""
+    spread = f" (steps vary by ±{fmt_s(d.spread.spread)})" if np.isfinite(d.spread.spread) else ""
     return (
         f"No problems found: {steps} steps, {workers} workers and {requests} requests ran within the run's normal "
         f"variation{spread}; the long tail is described below."
