@@ -15,7 +15,6 @@ The run's *spread* is the robust spread of the steps' excesses, and how far the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 import numpy as np
 import pandas as pd

@@ -17,6 +17,8 @@ Decode is split by what moved (``V − V0 = (N − N0)·r0 + N·(r − r0)``): m
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -31,12 +33,29 @@ from otel_verl.analysis.findings.step_summary import (
     METRIC_SECONDS,
     METRIC_TOKENS,
     StepSummary,
+    group_key,
 )
 from otel_verl.analysis.findings.thresholds import Thresholds
 
-ANOMALY_COLUMNS = ("occ", "cause", "part", "x", "scope", "group", "metric", "value", "usual", "ratio")
+ANOMALY_COLUMNS = (
+    "occ",
+    "cause",
+    "part",
+    "x",
+    "scope",
+    "group",
+    "metric",
+    "value",
+    "usual",
+    "ratio",
+    "via",
+    "beyond",
+    "move",
+)
 """``occ``: row of the step's occurrences; ``x``: seconds beyond the usual; ``value``/``usual``/``ratio``: the
-metric that moved (seconds, tokens or seconds per token), its usual value and their ratio."""
+metric that moved (seconds, tokens or seconds per token), its usual value and their ratio; ``via``: ``outlier``
+(the occurrence alone) or ``shift`` (its group moved); ``beyond``: an outlier's value over its fence; ``move``: the
+seconds a shifted group's median moved."""
 
 GROUP_ORDER = (GROUP_STEP, GROUP_REPLICA, GROUP_WORKER, GROUP_SAMPLE)
 """When several groups of one occurrence moved, the broadest tells the story."""
@@ -61,8 +80,17 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
     if found is None:
         found = pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     else:
-        # one row per (occurrence, cause): the broadest scope, then the most seconds
+        # one row per (occurrence, cause): the broadest scope, then the most seconds; but an occurrence far beyond
+        # even its moved group's fence (an 8 s queue in a step whose queues all grew to 0.2 s) is its own cause
         rank = found["scope"].map({SCOPE_OF_GROUP[g]: i for i, g in enumerate(GROUP_ORDER)}).fillna(len(GROUP_ORDER))
+        shift = found["via"] == "shift"
+        by = [found["occ"], found["cause"]]
+        ratio = found["ratio"].where(shift).groupby(by).transform("max").fillna(np.inf)
+        move = found["move"].where(shift).groupby(by).transform("max")
+        seconds = found["metric"] == METRIC_SECONDS
+        alone = ~shift & (found["beyond"] >= ratio)
+        alone |= ~shift & seconds & move.notna() & (found["value"] - move >= found["value"] / found["beyond"])
+        rank = rank.where(~alone, -1)
         found = (
             found.assign(_rank=rank.to_numpy())
             .sort_values(["occ", "cause", "_rank", "x"], ascending=[True, True, True, False], kind="stable")
@@ -100,7 +128,9 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds) -> pd.DataFrame:
         scope = np.where(own, k.SCOPE_WORKER, k.SCOPE_REQUEST)
         group = np.array([str(int(w)) if o and np.isfinite(w) else "" for o, w in zip(own, worker, strict=True)])
         causes = [k.CAUSE_OF_PART[p] for p in part[i]]
-        out.append(_rows(i, causes, part[i], v[i] - med[i], scope, group, METRIC_SECONDS, v[i], med[i]))
+        out.append(
+            _rows(i, causes, part[i], v[i] - med[i], scope, group, METRIC_SECONDS, v[i], med[i], v[i] / fence[i])
+        )
     if dec.any():
         n0, n_fence = _norms(occ, b, METRIC_TOKENS)
         r0, r_fence = _norms(occ, b, METRIC_RATE)
@@ -112,12 +142,29 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds) -> pd.DataFrame:
         if long.any():
             i = np.flatnonzero(long)
             x = np.minimum((tokens[i] - n0[i]) * r0[i], v[i])
-            out.append(_rows(i, k.LONG_RESPONSE, part[i], x, k.SCOPE_REQUEST, "", METRIC_TOKENS, tokens[i], n0[i]))
+            out.append(
+                _rows(
+                    i,
+                    k.LONG_RESPONSE,
+                    part[i],
+                    x,
+                    k.SCOPE_REQUEST,
+                    "",
+                    METRIC_TOKENS,
+                    tokens[i],
+                    n0[i],
+                    tokens[i] / n_fence[i],
+                )
+            )
         slow = dec & (rate > r_fence) & (tokens * (rate - r0) >= th.occurrence_min_s)
         if slow.any():
             i = np.flatnonzero(slow)
             x = np.minimum(tokens[i] * (rate[i] - r0[i]), v[i])
-            out.append(_rows(i, k.SLOW_DECODE, part[i], x, k.SCOPE_REQUEST, "", METRIC_RATE, rate[i], r0[i]))
+            out.append(
+                _rows(
+                    i, k.SLOW_DECODE, part[i], x, k.SCOPE_REQUEST, "", METRIC_RATE, rate[i], r0[i], rate[i] / r_fence[i]
+                )
+            )
         # a call far outside its seconds with neither its tokens nor its rate alone beyond theirs (both a little,
         # or engines whose time does not follow the tokens): told by whichever moved more
         both = dec & ~long & ~slow & (v > fence) & (v - med >= th.occurrence_min_s)
@@ -128,7 +175,9 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds) -> pd.DataFrame:
             metric = np.where(by_rate, METRIC_RATE, METRIC_TOKENS)
             value = np.where(by_rate, rate[i], tokens[i])
             usual = np.where(by_rate, r0[i], n0[i])
-            out.append(_rows(i, cause, part[i], v[i] - med[i], k.SCOPE_REQUEST, "", metric, value, usual))
+            out.append(
+                _rows(i, cause, part[i], v[i] - med[i], k.SCOPE_REQUEST, "", metric, value, usual, v[i] / fence[i])
+            )
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=list(ANOMALY_COLUMNS))
 
 
@@ -142,6 +191,8 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
     for row in lr.itertuples(index=False):
         if row.count < th.shift_min_count or row.log_ratio < np.log(th.shift_min_ratio):
             continue
+        if row.metric == METRIC_SECONDS and not _moved(row.median, row.usual, th):
+            continue
         spread = b.spreads.get((row.group_type, row.part, row.metric))
         if spread is None or spread.groups < 3:
             continue
@@ -151,7 +202,7 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
         mine = occ["part"].to_numpy() == row.part
         if row.group_type != GROUP_STEP:
             col = occ[GROUP_COLUMN[row.group_type]]
-            mine &= (col.astype(str) == row.group).to_numpy() & col.notna().to_numpy()
+            mine &= (group_key(col) == row.group).to_numpy() & col.notna().to_numpy()
         i = np.flatnonzero(mine)
         if not len(i):
             continue
@@ -162,7 +213,18 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
         if row.metric == METRIC_SECONDS and row.part != k.PART_DECODE:
             cause = k.CAUSE_OF_PART[row.part]
             out.append(
-                _rows(i, cause, row.part, v * keep, SCOPE_OF_GROUP[row.group_type], row.group, row.metric, v, v / ratio)
+                _rows(
+                    i,
+                    cause,
+                    row.part,
+                    v * keep,
+                    SCOPE_OF_GROUP[row.group_type],
+                    row.group,
+                    row.metric,
+                    v,
+                    v / ratio,
+                    move=float(row.median - row.usual),
+                )
             )
         elif row.metric == METRIC_TOKENS:
             ok = np.isfinite(tokens) & (tokens > 0)
@@ -198,6 +260,13 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=list(ANOMALY_COLUMNS))
 
 
+def _moved(value: float, usual: float, th: Thresholds) -> bool:
+    """A move worth seconds: ``occurrence_min_s`` above usual, three times that for a part that usually takes
+    nothing (a queue that went from 0.1 ms to 30 ms did not move; the log ratio alone says 300×)."""
+    floor = th.occurrence_min_s * (th.fence_min_ratio if usual < th.occurrence_min_s else 1.0)
+    return value - usual >= floor
+
+
 def _with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFrame) -> pd.DataFrame:
     """Stretches of nothing moving beyond the run's fence, with requests of two or more prompts in flight: the
     parts they stretched give that time to a ``stall`` (a stretch within one prompt's rollouts stays theirs)."""
@@ -214,6 +283,8 @@ def _with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFra
     for w in q.itertuples(index=False):
         prompts = {x for x in samples.reindex(list(w.requests)).to_numpy(dtype=float) if np.isfinite(x)}
         if len(prompts) == 1 and len(w.requests) > 1:
+            continue
+        if _engine_accounts_for(occ, w):
             continue
         for req in w.requests:
             mine = occ["request_span"].to_numpy() == req
@@ -247,7 +318,18 @@ def _with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFra
     return pd.concat([found, *extra], ignore_index=True) if extra else found
 
 
-def _rows(idx, cause, part, x, scope, group, metric, value, usual) -> pd.DataFrame:
+def _engine_accounts_for(occ: pd.DataFrame, w: Any) -> bool:
+    """Whether the engine's own account says where most of the stretch went (queued, prefill, decoding, on the
+    way to it): then each request is told by its own part; a paused worker shows in the parts the engine does
+    not see (the answer's way back, a tool, a reward, time between spans)."""
+    held = occ["request_span"].isin(list(w.requests)).to_numpy() & (occ["start_ns"].to_numpy() <= w.start_ns)
+    held = held & (occ["end_ns"].to_numpy() >= w.end_ns)
+    if not held.any():
+        return False
+    return bool(occ["by_engine"].to_numpy(dtype=bool)[held].mean() > 0.5)
+
+
+def _rows(idx, cause, part, x, scope, group, metric, value, usual, beyond=None, move=None) -> pd.DataFrame:
     value = np.asarray(value, dtype=float)
     usual = np.asarray(usual, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -264,5 +346,8 @@ def _rows(idx, cause, part, x, scope, group, metric, value, usual) -> pd.DataFra
             "value": value,
             "usual": usual,
             "ratio": ratio,
+            "via": "shift" if beyond is None else "outlier",
+            "beyond": np.nan if beyond is None else np.asarray(beyond, dtype=float),
+            "move": np.nan if move is None else move,
         }
     )

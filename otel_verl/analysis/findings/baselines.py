@@ -69,11 +69,18 @@ def fence(h: LogHistogram, th: Thresholds) -> Norm:
 
     The tail's width is read in log space between the median and ``fence_quantile`` (robust to a few per cent
     of the values being the anomalies themselves); the fence lies where the largest of ``n`` such values would
-    fall (``z`` of 1 − 1/n) plus ``fence_margin`` widths, and at least ``fence_min_ratio`` × the median."""
+    fall (``z`` of 1 − 1/n) plus ``fence_margin`` widths, and at least ``fence_min_ratio`` × the median.
+
+    A part that usually takes nothing (its median below ``occurrence_min_s``: the engine's queue, the way to the
+    engine) has no width in log space: its fence is ``q + fence_additive × (q − median)`` instead (a replica that
+    sometimes queues must not hide a 8 s wait on one that never does)."""
     med, q = h.median(), h.quantile(th.fence_quantile)
     n = h.n
-    if not np.isfinite(med) or med <= 0:
-        return Norm(med, float("inf") if not np.isfinite(q) or q <= 0 else q * th.fence_min_ratio, n)
+    if not np.isfinite(med):
+        return Norm(med, float("inf"), n)
+    if med < th.occurrence_min_s:
+        floor = med + th.occurrence_min_s * th.fence_min_ratio
+        return Norm(med, max(q + th.fence_additive * (q - med), floor), n)
     width = max(np.log(q / med), 0.0) / NormalDist().inv_cdf(th.fence_quantile)
     z_max = NormalDist().inv_cdf(1.0 - 1.0 / max(n, 2))
     return Norm(med, max(med * np.exp(width * (z_max + th.fence_margin)), med * th.fence_min_ratio), n)
@@ -98,20 +105,24 @@ def run_baselines(summaries: list[StepSummary], th: Thresholds) -> Baselines:
 
 def group_log_ratios(groups: pd.DataFrame, b: Baselines) -> pd.DataFrame:
     """Per (group type, group, part, metric): the count-weighted mean over keys of log(group median / run
-    median), and the group's count. Groups of a part whose run median is 0 are left out."""
+    median), the group's count, and the count-weighted means of its medians and of the run's (what a move is worth
+    in seconds). Groups of a part whose run median is 0 are left out."""
     if groups.empty:
-        return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count"])
+        return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count", "median", "usual"])
     codes, uniques = pd.MultiIndex.from_arrays([groups["part"], groups["key"], groups["metric"]]).factorize()
     med = np.array([(n.median if (n := b.norm(*u)) is not None else np.nan) for u in uniques], dtype=float)
     g = groups.assign(base=med[codes])
     g = g[(g["base"] > 0).to_numpy() & (g["median"] > 0).to_numpy()]
     if g.empty:
-        return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count"])
+        return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count", "median", "usual"])
     g = g.assign(w=np.log(g["median"] / g["base"]) * g["count"])
     by = [c for c in ("summary", "group_type", "group", "part", "metric") if c in g]
-    agg = g.groupby(by, sort=False)[["w", "count"]].sum().reset_index()
+    g = g.assign(wm=g["median"] * g["count"], wb=g["base"] * g["count"])
+    agg = g.groupby(by, sort=False)[["w", "wm", "wb", "count"]].sum().reset_index()
     agg["log_ratio"] = agg["w"] / agg["count"]
-    return agg.drop(columns="w")
+    agg["median"] = agg["wm"] / agg["count"]
+    agg["usual"] = agg["wb"] / agg["count"]
+    return agg.drop(columns=["w", "wm", "wb"])
 
 
 def _spreads(summaries: list[StepSummary], b: Baselines) -> dict[tuple[str, str, str], Spread]:

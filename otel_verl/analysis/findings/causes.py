@@ -58,7 +58,7 @@ def name_causes(accounts: list[StepAccount], spread: StepSpread, b: Baselines, t
     for a in accounts:
         if not np.isfinite(a.baseline_s):
             continue
-        causes.extend(_step_causes(a, b))
+        causes.extend(_step_causes(a, b, th))
     kept = [c for c in causes if _reported(c, accounts, spread, th)]
     return sort_findings(_merge(kept, accounts, spread, th))
 
@@ -72,7 +72,7 @@ def severity(seconds: float, usual_step_s: float, spread: StepSpread, th: Thresh
     return "critical" if seconds >= th.critical_fraction * usual_step_s else "warning"
 
 
-def _step_causes(a: StepAccount, b: Baselines) -> list[Cause]:
+def _step_causes(a: StepAccount, b: Baselines, th: Thresholds) -> list[Cause]:
     out: list[Cause] = []
     limit = max(a.excess_s, 0.0)
     an = a.anomalies
@@ -93,7 +93,7 @@ def _step_causes(a: StepAccount, b: Baselines) -> list[Cause]:
         rest = p.seconds - min(total, p.seconds)
         if rest > 0 and a.path is not None:
             out.append(_tail_cause(a, p, min(rest, limit), b))
-    out.extend(_degraded(a))
+    out.extend(_degraded(a, th))
     return out
 
 
@@ -120,15 +120,17 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame, share: float) -> list[Ca
         reqs = _requests_of(a, occ_rows)
         workers = sorted({int(w) for w in occ["worker"].to_numpy(dtype=float)[occ_rows] if np.isfinite(w)})
         top = g.loc[g["cost"].idxmax()]
+        # what it did is told by the occurrences that cost the step (a sample group's other turns moved less)
+        told = g[g["cost"].to_numpy() >= 0.5 * float(top["cost"])] if float(top["cost"]) > 0 else g
         details = {
             "metric": str(top["metric"]),
-            "value": float(np.median(g["value"])),
-            "usual": float(np.median(g["usual"])),
-            "ratio": float(np.median(g["ratio"])),
-            "occurrences": len(g),
+            "value": float(np.median(told["value"])),
+            "usual": float(np.median(told["usual"])),
+            "ratio": float(np.median(told["ratio"])),
+            "occurrences": int(told["occ"].nunique()),
             "key": str(occ["key"].iat[int(top["occ"])]),
         }
-        turn = occ["turn_index"].to_numpy(dtype=float)[occ_rows]
+        turn = occ["turn_index"].to_numpy(dtype=float)[told["occ"].to_numpy(dtype=np.int64)]
         turns = sorted({int(x) for x in turn if np.isfinite(x)})
         if turns:
             details["turn_index"] = turns[0] if len(turns) == 1 else turns
@@ -237,7 +239,7 @@ def _decode_tail(mine: pd.DataFrame, b: Baselines, details: dict[str, Any]) -> t
     return k.SLOW_DECODE, details | {"metric": METRIC_RATE, "value": rate, "usual": float(r0), "ratio": rate / r0}
 
 
-def _degraded(a: StepAccount) -> list[Cause]:
+def _degraded(a: StepAccount, th: Thresholds) -> list[Cause]:
     """Parts far outside their norm on every worker that cost the step little: still a cause, at no seconds."""
     an = a.anomalies
     if an.empty:
@@ -247,6 +249,8 @@ def _degraded(a: StepAccount) -> list[Cause]:
     for (cause, part), g in step_wide.groupby(["cause", "part"], sort=False):
         occ_rows = g["occ"].to_numpy(dtype=np.int64)
         ratio = float(np.median(g["ratio"]))
+        if float(np.median(g["x"])) < 3 * th.occurrence_min_s:
+            continue  # far outside its norm in ratio, but a few milliseconds a request
         details = {
             "metric": str(g["metric"].iat[0]),
             "value": float(np.median(g["value"])),

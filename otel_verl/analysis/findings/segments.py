@@ -41,9 +41,11 @@ SEGMENT_COLUMNS = (
     "turn_index",
     "trace_id",
     "span_id",
+    "by_engine",
 )
 """``key``: what the part's baseline is kept per (turn index of engine parts, tool name, preprocess kind, else
-``""``); ``tokens``: decoded tokens of a ``decode`` part; ``start_ns``/``end_ns``: the time the part alone held."""
+``""``); ``tokens``: decoded tokens of a ``decode`` part; ``start_ns``/``end_ns``: the time the part alone held;
+``by_engine``: the part's seconds come from the engine's own account."""
 
 _PART_OF_KIND = {"tool": k.PART_TOOL, "tool_parse": k.PART_TOOL_PARSE, "preprocess": k.PART_PREPROCESS}
 _PART_OF_KIND["reward"] = k.PART_REWARD
@@ -109,6 +111,7 @@ def request_segments(t: Tables) -> pd.DataFrame:
             "turn_index": np.nan,
             "trace_id": req["trace_id"].to_numpy(dtype=object),
             "span_id": req["span_id"].to_numpy(dtype=object),
+            "by_engine": False,
         }
     )
     parts.append(gaps)
@@ -132,7 +135,7 @@ def _other_parts(ev: pd.DataFrame) -> pd.DataFrame:
     pre = kind == "preprocess"
     if ev["preprocess_kind"] is not None and pre.any():
         key[pre] = pd.Series(ev["preprocess_kind"].to_numpy(dtype=object)[pre]).fillna("").astype(str).to_numpy()
-    return ev.assign(part=[_PART_OF_KIND[x] for x in kind], key=key, tokens=np.nan)
+    return ev.assign(part=[_PART_OF_KIND[x] for x in kind], key=key, tokens=np.nan, by_engine=False)
 
 
 def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
@@ -148,7 +151,7 @@ def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
     if len(plain):
         tokens = plain["tokens"].to_numpy(dtype=float)
         part = np.where(np.isfinite(tokens) & (tokens > 0), k.PART_DECODE, k.PART_ENGINE)
-        out.append(plain.assign(part=part))
+        out.append(plain.assign(part=part, by_engine=False))
     split = ev[has]
     if len(split):
         acc = account.reindex(split["span_id"].to_numpy())
@@ -163,12 +166,13 @@ def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
                     part=part,
                     value_s=seconds * scale,
                     tokens=tokens if part == k.PART_DECODE else np.nan,
+                    by_engine=part != k.PART_ENGINE_AFTER,
                 )
             )
         # a call the engine answered without any account (all zeros) keeps its time as one engine part
         empty = total <= 0
         if empty.any():
-            out.append(split[empty].assign(part=k.PART_ENGINE))
+            out.append(split[empty].assign(part=k.PART_ENGINE, by_engine=False))
     return out
 
 

@@ -243,6 +243,7 @@ def _worker_occurrences(wk: pd.DataFrame, rollout: tuple[int, int] | None) -> pd
     end = np.maximum(w["end_ns"].to_numpy(dtype=np.int64), last)
     common = {
         "request_span": -1,
+        "by_engine": False,
         "key": "",
         "tokens": np.nan,
         "turn_index": np.nan,
@@ -260,6 +261,15 @@ def _worker_occurrences(wk: pd.DataFrame, rollout: tuple[int, int] | None) -> pd
         {**common, "part": k.PART_FINISH, "value_s": (end - last) / 1e9} | {"start_ns": last, "end_ns": end}
     )
     return pd.concat([start, finish], ignore_index=True)
+
+
+def group_key(values: pd.Series) -> pd.Series:
+    """A group's name as text: a worker rank or sample index as a whole number (``3``, not ``3.0``)."""
+    if values.dtype.kind in "fi":
+        return pd.Series(
+            np.where(values.notna(), values.fillna(-1).astype(np.int64).astype(str), ""), index=values.index
+        )
+    return values.astype(str)
 
 
 def _empty_groups() -> pd.DataFrame:
@@ -291,7 +301,7 @@ def _statistics(
             sub = long[long[col].notna().to_numpy()]
             if sub.empty:
                 continue
-            g = sub.groupby([sub["step"], sub[col].astype(str), "part", "key", "metric"], sort=False)["v"]
+            g = sub.groupby([sub["step"], group_key(sub[col]).rename(col), "part", "key", "metric"], sort=False)["v"]
             m = g.agg(["median", "size"]).reset_index().rename(columns={col: "group"})
         frames.append(m.assign(group_type=group_type).rename(columns={"size": "count"}))
     allg = pd.concat(frames, ignore_index=True)

@@ -26,6 +26,8 @@ class Thresholds:
     """...and the fence lies this many widths beyond where the largest of the run's values would fall..."""
     fence_min_ratio: float = 3.0
     """...and never below this multiple of the median (near-constant parts)."""
+    fence_additive: float = 3.0
+    """...for a part that usually takes nothing, the fence is its quantile plus this many (quantile − median)..."""
     occurrence_min_s: float = 0.02
     """...and at least this many seconds above the median (micro-second parts never matter)."""
     shift_z: float = 4.0
