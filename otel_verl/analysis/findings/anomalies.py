@@ -187,23 +187,13 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
     if lr.empty:
         return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     occ = s.occurrences
+    lr = lr[_shifted(lr, b, th)]
+    if lr.empty:
+        return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
+    index = _GroupIndex(occ)
     out = []
     for row in lr.itertuples(index=False):
-        if row.count < th.shift_min_count or row.log_ratio < np.log(th.shift_min_ratio):
-            continue
-        if row.metric == METRIC_SECONDS and not _moved(row.median, row.usual, th):
-            continue
-        spread = b.spreads.get((row.group_type, row.part, row.metric))
-        if spread is None or spread.groups < 3:
-            continue
-        z = (row.log_ratio - spread.center) / max(spread.scale, SCALE_FLOOR)
-        if z < th.shift_z:
-            continue
-        mine = occ["part"].to_numpy() == row.part
-        if row.group_type != GROUP_STEP:
-            col = occ[GROUP_COLUMN[row.group_type]]
-            mine &= (group_key(col) == row.group).to_numpy() & col.notna().to_numpy()
-        i = np.flatnonzero(mine)
+        i = index.rows(row.group_type, row.group, row.part)
         if not len(i):
             continue
         keep = 1.0 - float(np.exp(-row.log_ratio))  # the share of each occurrence the move added
@@ -258,6 +248,46 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
                 )
             )
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=list(ANOMALY_COLUMNS))
+
+
+def _shifted(lr: pd.DataFrame, b: Baselines, th: Thresholds) -> np.ndarray:
+    """Which groups moved: enough occurrences, ``shift_min_ratio`` above the run, seconds worth it, and ``shift_z``
+    robust deviations beyond how far such groups stray in the run."""
+    keys = list(zip(lr["group_type"], lr["part"], lr["metric"], strict=True))
+    spreads = [b.spreads.get(key) for key in keys]
+    center = np.array([sp.center if sp is not None and sp.groups >= 3 else np.nan for sp in spreads])
+    scale = np.array([max(sp.scale, SCALE_FLOOR) if sp is not None else np.nan for sp in spreads])
+    log_ratio = lr["log_ratio"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        ok = (lr["count"].to_numpy() >= th.shift_min_count) & (log_ratio >= np.log(th.shift_min_ratio))
+        ok &= (log_ratio - center) / scale >= th.shift_z
+    seconds = lr["metric"].to_numpy() == METRIC_SECONDS
+    for i in np.flatnonzero(ok & seconds):
+        ok[i] = _moved(float(lr["median"].iat[i]), float(lr["usual"].iat[i]), th)
+    return ok
+
+
+class _GroupIndex:
+    """Occurrence rows per (group type, group, part), grouped once per step (a step-wide move makes every worker's
+    and sample group's median move too: hundreds of groups)."""
+
+    def __init__(self, occ: pd.DataFrame) -> None:
+        self._occ = occ
+        self._by: dict[str, dict] = {}
+
+    def rows(self, group_type: str, group: str, part: str) -> np.ndarray:
+        if group_type not in self._by:
+            occ = self._occ
+            if group_type == GROUP_STEP:
+                self._by[group_type] = occ.groupby(occ["part"].to_numpy(), sort=False).indices
+            else:
+                col = occ[GROUP_COLUMN[group_type]]
+                keys = [group_key(col).to_numpy(), occ["part"].to_numpy()]
+                ok = col.notna().to_numpy()
+                by = pd.Series(np.arange(len(occ)))[ok].groupby([k_[ok] for k_ in keys], sort=False).indices
+                self._by[group_type] = {key: np.flatnonzero(ok)[rows] for key, rows in by.items()}
+        by = self._by[group_type]
+        return by.get(part if group_type == GROUP_STEP else (group, part), np.zeros(0, dtype=np.int64))
 
 
 def _moved(value: float, usual: float, th: Thresholds) -> bool:

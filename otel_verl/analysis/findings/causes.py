@@ -127,7 +127,7 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame, share: float) -> list[Ca
             "value": float(np.median(told["value"])),
             "usual": float(np.median(told["usual"])),
             "ratio": float(np.median(told["ratio"])),
-            "occurrences": int(told["occ"].nunique()),
+            "occurrences": int(g["occ"].nunique()),
             "key": str(occ["key"].iat[int(top["occ"])]),
         }
         turn = occ["turn_index"].to_numpy(dtype=float)[told["occ"].to_numpy(dtype=np.int64)]

@@ -115,8 +115,18 @@ def request_segments(t: Tables) -> pd.DataFrame:
         }
     )
     parts.append(gaps)
-    out = pd.concat([p for p in parts if len(p)], ignore_index=True)
-    return out[list(SEGMENT_COLUMNS)]
+    out = pd.concat([p for p in parts if len(p)], ignore_index=True)[list(SEGMENT_COLUMNS)]
+    return as_objects(out, TEXT_COLUMNS)
+
+
+TEXT_COLUMNS = ("part", "key", "trace_id", "span_id")
+
+
+def as_objects(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``columns`` as plain object arrays. pandas 3 stores text as Arrow strings; every ``to_numpy``, comparison
+    and row take of them then builds Python strings anew, which cost more than the account's arithmetic (the
+    account reads these columns per step, again and again)."""
+    return df.astype({c: object for c in columns if c in df})
 
 
 def turn_key(turn: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ import pandas as pd
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.histograms import LogHistogram
 from otel_verl.analysis.findings.quiet import quiet_windows
-from otel_verl.analysis.findings.segments import request_segments
+from otel_verl.analysis.findings.segments import TEXT_COLUMNS, as_objects, request_segments
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -111,7 +111,7 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
         wk = _workers(w, r)
         worker_occ.append(_worker_occurrences(wk, rollout).assign(step=float(step)))
         steps.append((row, step, rollout, ph, wk, r))
-    occ = pd.concat([x for x in worker_occ if len(x)], ignore_index=True)
+    occ = as_objects(pd.concat([x for x in worker_occ if len(x)], ignore_index=True), TEXT_COLUMNS)
     occ_by_step = occ.groupby("step", sort=False).indices
     hist, groups = _statistics(occ)
     out = []
@@ -167,7 +167,7 @@ def _requests(t: Tables) -> pd.DataFrame:
         j = calls[calls["joined"].to_numpy(dtype=bool)].sort_values("start_ns")
         replica = j.groupby("request_span")["replica"].first()
     out["replica"] = out["request_span"].map(replica).astype(object)
-    return out[out["step"].notna()]
+    return as_objects(out[out["step"].notna()], ("request_id", "status", "trace_id", "span_id", "replica"))
 
 
 def _empty_phases() -> pd.DataFrame:
