@@ -50,7 +50,7 @@ def test_aborted_waste_per_step(demo_planted):
 
 
 def test_every_step_adds_up(demo_planted):
-    _, _, analysis, out = demo_planted
+    _, _, _, out = demo_planted
     data = json.loads((out / "findings.json").read_text())
     assert [s["step"] for s in data["steps"]] == [1, 2, 3, 4]
     for s in data["steps"]:
