@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from otel_verl import semconv as sc
 from otel_verl.analysis.figures import _style
-from otel_verl.analysis.labels import readable
+from otel_verl.analysis.labels import color, readable
 from otel_verl.analysis.tables.events import event_label
 from otel_verl.analysis.tables.requests import requests_table
 
@@ -66,7 +67,7 @@ def compute_outliers(
     info = chosen.set_index("request_row")
     req_start = sub["request_span"].map(info["start_ns"])
     turn = pd.to_numeric(sub["turn_index"], errors="coerce")
-    label = sub["label"].where(sub["kind"] != "turn", "turn")
+    label = sub["label"].where(sub["kind"] != "turn", "turn").where(sub["kind"] != "request", sc.SPAN_REQUEST)
     out = pd.DataFrame(
         {
             "request_id": sub["request_span"].map(info["request_id"]),
@@ -112,10 +113,8 @@ def _depths(sub: pd.DataFrame) -> np.ndarray:
 
 
 def _colors(labels: Iterable[str]) -> dict[str, Any]:
-    fixed = {"request": "#dddddd", "turn": "#c9d6ea"}
-    rest = [x for x in sorted(set(labels), key=str) if x not in fixed]  # str key: a corrupt label stays sortable
-    cmap = _style.plt.get_cmap("tab10" if len(rest) <= 10 else "tab20")  # seed logs have ~17 kinds: no repeats
-    return {**fixed, **{x: cmap(i % cmap.N) for i, x in enumerate(rest)}}
+    """Each label's colour from the one mapping (seed logs' ~17 event names get theirs by name)."""
+    return {x: color(x) for x in sorted(set(labels), key=str)}  # str key: a corrupt label stays sortable
 
 
 def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
@@ -158,6 +157,7 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
         ax, [_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], [readable(x) for x in shown]
     )
     ax.set_xlabel("seconds since request start")
+    _style.seconds_from_zero(ax, "x")
     ax.set_title("Slowest requests and requests named by findings, broken into turns and events")
     return _style.save(fig, path)
 
@@ -183,6 +183,7 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
                 base=g["start_rel_s"],
                 orientation="h",
                 name=readable(label),
+                marker_color=color(label),
                 text=text[g.index],
                 textposition="inside",
                 insidetextanchor="start",
@@ -194,6 +195,7 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
         barmode="overlay",
         title="Slowest requests and requests named by findings, broken into turns and events",
         xaxis_title="seconds since request start",
+        xaxis={"rangemode": "nonnegative"},
         yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": list(dict.fromkeys(ycat))},
         height=max(400, 22 * ycat.nunique()),
     )

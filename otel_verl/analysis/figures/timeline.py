@@ -1,5 +1,7 @@
 """Timeline of one step (the report's waterfall): one lane per worker, its requests as bars coloured by the
 event each was in, and the barrier wait after the worker's rollout. Inline SVG: no script, no network.
+Colours and labels are the one mapping's (:mod:`otel_verl.analysis.labels`); the engine's own span
+(``llm_request``) is left out: it lies inside our engine call and would only hide it.
 
 ``compute_timeline(t, step)`` → DataFrame of bars; ``timeline_svg(df, title)`` → an ``<svg>`` string;
 ``slowest_step(t)`` picks the default step.
@@ -12,19 +14,11 @@ import html
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis.labels import readable
+from otel_verl.analysis.labels import ENGINE_SERVER_LABEL, color, readable
 from otel_verl.analysis.tables import Tables
 
-COLORS = {
-    "request": "#d9d9d9",
-    "engine": "#4c78a8",
-    "tool": "#f58518",
-    "reward": "#54a24b",
-    "preprocess": "#b279a2",
-    "tool_parse": "#eeca3b",
-    "other": "#9d755d",
-    "barrier": "#e45756",
-}
+LAYERS = ("request", "other", "preprocess", "tool_parse", "reward", "tool", "engine")
+"""Drawing order, bottom first: a request's background, then its events (the engine call on top)."""
 MAX_ROWS_PER_WORKER = 64
 """Requests of one worker are packed greedily into rows (never two overlapping on one row); beyond this many
 rows the later ones share the last (a 2M-span step stays a readable picture)."""
@@ -41,7 +35,8 @@ def slowest_step(t: Tables) -> int | None:
 
 
 def compute_timeline(t: Tables, step: int) -> pd.DataFrame:
-    """Bars (worker, row, kind, start_s, end_s) since the step's first worker start."""
+    """Bars (worker, row, kind, start_s, end_s) since the step's first worker start; ``kind`` is a key of the
+    label mapping (``engine``, ``tool calculator``, ``barrier``, an unknown span's name)."""
     cols = ["worker", "row", "kind", "start_s", "end_s"]
     w = t.workers[t.workers["step"] == step]
     req = t.requests[(t.requests["step"] == step).fillna(False).to_numpy(dtype=bool)]
@@ -64,8 +59,9 @@ def compute_timeline(t: Tables, step: int) -> pd.DataFrame:
     ev = t.events
     if len(ev) and rows:
         mine = ev[ev["request_span"].isin(list(rows)).to_numpy()]
+        mine = mine[(mine["event"].map(readable) != ENGINE_SERVER_LABEL).to_numpy()]
         for rs, kind, a, b, worker in zip(
-            mine["request_span"], mine["kind"], mine["start_ns"], mine["end_ns"], mine["worker"], strict=True
+            mine["request_span"], mine["event"], mine["start_ns"], mine["end_ns"], mine["worker"], strict=True
         ):
             if worker == worker:
                 bars.append((int(worker), rows[int(rs)], str(kind), (a - t0) / 1e9, (b - t0) / 1e9))
@@ -90,7 +86,9 @@ def timeline_svg(df: pd.DataFrame, title: str) -> str:
     for w in lanes:
         y0[w] = top
         top += heights[w] + GAP
-    height = top + 40
+    kinds = sorted({readable(k): k for k in df["kind"]}.values(), key=_layer)
+    legend = _legend(kinds, top + 18)
+    height = top + 40 + _legend_height(kinds)
     out = [
         f"<svg xmlns='http://www.w3.org/2000/svg' class='timeline' width='{WIDTH}' height='{height}' "
         f"viewBox='0 0 {WIDTH} {height}' role='img' aria-label='{html.escape(title)}'>",
@@ -99,26 +97,69 @@ def timeline_svg(df: pd.DataFrame, title: str) -> str:
     for w in lanes:
         out.append(f"<text x='4' y='{y0[w] + heights[w] / 2 + 4}' font-size='12'>worker {w}</text>")
         out.append(f"<line x1='{LEFT}' x2='{WIDTH - 10}' y1='{y0[w] - GAP / 2}' y2='{y0[w] - GAP / 2}' stroke='#eee'/>")
-    order = {k: i for i, k in enumerate(["request", "other", "preprocess", "tool_parse", "reward", "tool", "engine"])}
-    df = df.assign(z=df["kind"].map(order).fillna(len(order))).sort_values("z", kind="stable")
+    df = df.assign(z=df["kind"].map(_layer)).sort_values("z", kind="stable")
     for w, row, kind, a, b in zip(df["worker"], df["row"], df["kind"], df["start_s"], df["end_s"], strict=True):
         y = y0[w] + (row + 1) * ROW_H if row >= 0 else y0[w]
         h = ROW_H - 1 if row >= 0 else heights[w] - 1
-        color = COLORS.get(kind, COLORS["other"])
         x, width = LEFT + a * scale, max(0.5, (b - a) * scale)
-        tip = f"{readable(kind)}: {b - a:.3g} s (worker {w}, {a:.3g}-{b:.3g} s)"
+        tip = f"{readable(kind)}: {b - a:.3g} s (worker {w}, {a:.3g}-{b:.3g} s after the step's first worker started)"
         out.append(
-            f"<rect x='{x:.1f}' y='{y}' width='{width:.1f}' height='{h}' fill='{color}'"
+            f"<rect x='{x:.1f}' y='{y}' width='{width:.1f}' height='{h}' fill='{color(kind)}'"
             + (" fill-opacity='0.35'" if kind == "barrier" else "")
             + f"><title>{html.escape(tip)}</title></rect>"
         )
-    for tick in np.linspace(0, end, 6):
+    for tick in nice_ticks(end):
         x = LEFT + tick * scale
-        out.append(f"<text x='{x:.1f}' y='{top + 8}' font-size='11' text-anchor='middle'>{tick:.3g} s</text>")
-    kinds = [k for k in COLORS if k in set(df["kind"])]
-    for i, k in enumerate(kinds):
-        x = LEFT + i * 150
-        out.append(f"<rect x='{x}' y='{top + 18}' width='12' height='10' fill='{COLORS[k]}'/>")
-        out.append(f"<text x='{x + 16}' y='{top + 27}' font-size='11'>{html.escape(readable(k))}</text>")
+        out.append(f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{top - GAP}' y2='{top - 4}' stroke='#999'/>")
+        out.append(f"<text x='{x:.1f}' y='{top + 8}' font-size='11' text-anchor='middle'>{tick:g} s</text>")
+    out += legend
     out.append("</svg>")
     return "".join(out)
+
+
+def _layer(kind: str) -> int:
+    if kind == "barrier":
+        return -1
+    key = "tool" if readable(kind).startswith("tool:") else kind
+    return LAYERS.index(key) if key in LAYERS else 1  # unknown spans: with ``other``
+
+
+def nice_ticks(end: float, n: int = 6) -> list[float]:
+    """Round tick values from 0 to ``end`` (0, 5, 10, 15, 20 s: not 4.14, 8.29 s)."""
+    if end <= 0:
+        return [0.0]
+    raw = end / max(1, n - 1)
+    mag = 10 ** np.floor(np.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    return [round(float(v), 10) for v in np.arange(0, end + step * 1e-9, step)]
+
+
+LEGEND_ITEM_H = 16
+
+
+def _legend_items(kinds: list[str]) -> list[tuple[int, int, str]]:
+    """(x, row, kind) of each legend entry, wrapped to the figure's width."""
+    items, x, row = [], LEFT, 0
+    for k in kinds:
+        width = 22 + 6.5 * len(readable(k))
+        if x + width > WIDTH - 10 and x > LEFT:
+            x, row = LEFT, row + 1
+        items.append((int(x), row, k))
+        x += width + 14
+    return items
+
+
+def _legend_height(kinds: list[str]) -> int:
+    rows = max((r for _, r, _ in _legend_items(kinds)), default=0) + 1
+    return (rows - 1) * LEGEND_ITEM_H
+
+
+def _legend(kinds: list[str], y: int) -> list[str]:
+    """Every kind drawn, its colour and label (the barrier wait included when a worker waited)."""
+    out = []
+    for x, row, k in _legend_items(kinds):
+        yy = y + row * LEGEND_ITEM_H
+        opacity = " fill-opacity='0.35'" if k == "barrier" else ""
+        out.append(f"<rect x='{x}' y='{yy}' width='12' height='10' fill='{color(k)}'{opacity}/>")
+        out.append(f"<text x='{x + 16}' y='{yy + 9}' font-size='11'>{html.escape(readable(k))}</text>")
+    return out

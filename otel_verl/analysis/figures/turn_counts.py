@@ -51,6 +51,7 @@ def plot_turn_counts(df: pd.DataFrame, path: str | Path) -> Path:
         ax.grid(alpha=0.3)
         _style.legend(ax)
     ax1.set_ylabel("requests")
+    _style.seconds_from_zero(ax2)
     ax1.set_title("Requests by number of turns")
     ax2.set_ylabel("seconds")
     ax2.set_title("Mean request duration by number of turns")
@@ -77,7 +78,15 @@ def plotly_turn_counts(df: pd.DataFrame) -> Any:
         barmode="stack",
         title="Requests (bars) and mean duration (lines) by number of turns",
         xaxis_title="step",
-        yaxis={"title": "requests"},
-        yaxis2={"title": "mean seconds", "overlaying": "y", "side": "right"},
+        yaxis={"title": "requests", "rangemode": "nonnegative"},
+        yaxis2={
+            "title": "mean seconds",
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "nonnegative",
+            "showgrid": False,
+            "tickformat": ".1f",
+        },
+        legend={"x": 1.08},
     )
     return _style.plotly_integer_steps(fig, df["step"])
