@@ -146,7 +146,7 @@ def _account(accounts: Sequence[Mapping[str, Any]]) -> list[str]:
     if df.empty:
         return []
     title, caption = TITLES["step_account"]
-    fig = step_account.plotly_step_account(df).update_layout(template="plotly_white", height=420)
+    fig = step_account.plotly_step_account(df).update_layout(template="plotly_white")
     return [
         f"<section id='account'><h2>{html.escape(title)}</h2><p class='caption'>{html.escape(caption)}</p>",
         fig.to_html(full_html=False, include_plotlyjs=False, div_id="account-figure"),

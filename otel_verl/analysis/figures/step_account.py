@@ -149,7 +149,8 @@ def plot_step_account(df: pd.DataFrame, path: str | Path) -> Path:
     ax.set_ylabel("seconds")
     _style.seconds_from_zero(ax)
     ax.set_title("Where each step's time went (dashed: the step's usual duration)")
-    _style.legend(ax)
+    handles, labels = ax.get_legend_handles_labels()
+    _style.legend(ax, handles[::-1], labels[::-1])  # top to bottom, as the bars stack
     return _style.save(fig, path)
 
 
@@ -184,7 +185,7 @@ def plotly_step_account(df: pd.DataFrame) -> Any:
             y=totals["step_baseline_s"],
             mode="markers",
             name="usual step (baseline)",
-            marker={"symbol": "line-ew-open", "size": 28, "line": {"width": 3, "color": "black"}},
+            marker={"symbol": "line-ew-open", "size": 28, "color": "black", "line": {"width": 3, "color": "black"}},
             customdata=np.c_[totals["duration_s"], totals["excess_s"]],
             hovertemplate="step %{x} took %{customdata[0]:.2f} s, usually %{y:.2f} s "
             "(%{customdata[1]:+.2f} s)<extra></extra>",
@@ -196,6 +197,7 @@ def plotly_step_account(df: pd.DataFrame) -> Any:
         xaxis_title="step",
         yaxis_title="seconds",
         hovermode="closest",
+        height=max(450, 200 + 22 * len(_keys(df))),  # the legend lists every part without a scroll bar
     )
     _style.plotly_seconds(fig, "yaxis")
     return _style.plotly_integer_steps(fig, df["step"])
