@@ -125,12 +125,13 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
     blocks = [(rid, int(df.loc[df["request_id"] == rid, "depth"].max()) + 1) for rid in reqs]
     n_rows = sum(d for _, d in blocks) + len(blocks)
     fig, ax = _style.new((11, min(40, 1 + 0.28 * n_rows)))
+    longest = float(df["request_duration_s"].max())
     y, ticks, names = 0, [], []
     for rid, n_depth in blocks:
         g = df[df["request_id"] == rid]
         for d in range(n_depth):
             row = g[g["depth"] == d]
-            wide = row["duration_s"] >= 0.08 * row["request_duration_s"]  # room for a label
+            wide = row["duration_s"] >= 0.08 * longest  # room for a label at the figure's scale
             # one collection per row: a Rectangle patch per span made this figure the slowest of the report
             ax.broken_barh(
                 list(zip(row["start_rel_s"], row["duration_s"], strict=True)),
@@ -152,7 +153,7 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
         y += 1
     ax.set_yticks(ticks, names, fontsize=7)
     ax.invert_yaxis()
-    shown = [x for x in colors if x in set(df["label"])]
+    shown = list({readable(x): x for x in colors if x in set(df["label"])}.values())  # one entry per label
     _style.legend(
         ax, [_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], [readable(x) for x in shown]
     )
@@ -175,20 +176,20 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
     # drew "turn index 0" over itself ("turn indexx 00")
     turn_no = df["turn_index"].map(lambda t: "" if pd.isna(t) else f"turn index {int(t)}")
     text = turn_no.where(df["label"] == "turn", "")
-    for label, g in df.groupby("label", sort=False):
+    for label, g in df.groupby(df["label"].map(readable), sort=False):  # kinds that read alike share a trace
         fig.add_trace(
             go.Bar(
                 y=ycat[g.index],
                 x=g["duration_s"],
                 base=g["start_rel_s"],
                 orientation="h",
-                name=readable(label),
-                marker_color=color(label),
+                name=label,
+                marker_color=color(g["label"].iloc[0]),
                 text=text[g.index],
                 textposition="inside",
                 insidetextanchor="start",
                 customdata=g[["request_id", "why"]].to_numpy(),
-                hovertemplate="%{customdata[0]} (%{customdata[1]})<br>" + readable(label) + "<br>%{x:.2f} s",
+                hovertemplate="%{customdata[0]} (%{customdata[1]})<br>" + label + "<br>%{x:.2f} s",
             )
         )
     fig.update_layout(
