@@ -21,7 +21,7 @@ import pandas as pd
 from otel_verl.analysis import presenting
 from otel_verl.analysis.figures import event_share, step_account, timeline
 from otel_verl.analysis.figures.catalog import TITLES
-from otel_verl.analysis.labels import color, readable
+from otel_verl.analysis.labels import color, hatch, readable
 from otel_verl.analysis.output_paths import writing
 from otel_verl.analysis.tables import Tables
 
@@ -229,13 +229,13 @@ def _timelines(t: Tables, extra: tuple[int, ...], trace_url: str | None, source:
         )
         out.append(f"<h2 id='timeline-{step}'>Timeline of {what} ({step})</h2>")
         trace_id = trace_of.get(step)
-        opener = (f"its trace: {_trace_id(trace_id, trace_url)}" if isinstance(trace_id, str) and trace_id else "") + (
+        opener = (f"Its trace: {_trace_id(trace_id, trace_url)}" if isinstance(trace_id, str) and trace_id else "") + (
             f"; open it elsewhere: <code>{html.escape(presenting.open_step_command(source, [step]))}</code>"
             if not trace_url
             else ""
         )
         out.append(
-            "<p class='caption'>One lane per worker, its requests packed into rows; the barrier wait (red, pale) "
+            "<p class='caption'>One lane per worker, its requests packed into rows; the barrier wait (hatched red) "
             f"follows the worker's last request. Hover a bar for its seconds. {opener}</p>"
         )
         out.append(timeline.timeline_svg(timeline.compute_timeline(t, step), title))
@@ -245,7 +245,7 @@ def _timelines(t: Tables, extra: tuple[int, ...], trace_url: str | None, source:
 def _event_share_table(share: pd.DataFrame) -> str:
     tab = event_share.event_share_table(share)
     rows = "".join(
-        f"<tr><td><span class='swatch' style='background:{color(e)}'></span>{html.escape(readable(e))}</td>"
+        f"<tr><td><span class='swatch' style='background:{_swatch(e)}'></span>{html.escape(readable(e))}</td>"
         f"<td style='text-align:right'>{p:.1f} %</td></tr>"
         for e, p in zip(tab["event"], tab["avg_percent"], strict=True)
     )
@@ -255,3 +255,9 @@ def _event_share_table(share: pd.DataFrame) -> str:
         f"<p class='caption'>{html.escape(caption)}</p>"
         f"<table id='event-share'><tr><th>what the workers did</th><th>average % of step time</th></tr>{rows}</table>"
     )
+
+
+def _swatch(kind: str) -> str:
+    """A kind's colour as CSS; hatched kinds (the barrier wait) striped, as in the figures."""
+    c = color(kind)
+    return f"repeating-linear-gradient(45deg,{c} 0 3px,#fff 3px 5px)" if hatch(kind) else c

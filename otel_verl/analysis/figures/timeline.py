@@ -10,6 +10,7 @@ Colours and labels are the one mapping's (:mod:`otel_verl.analysis.labels`); the
 from __future__ import annotations
 
 import html
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -87,12 +88,14 @@ def timeline_svg(df: pd.DataFrame, title: str) -> str:
         y0[w] = top
         top += heights[w] + GAP
     kinds = sorted({readable(k): k for k in df["kind"]}.values(), key=_layer)
-    legend = _legend(kinds, top + 18)
+    hatch_id = f"barrier-{zlib.crc32(title.encode()):08x}"  # unique per timeline on one page
+    legend = _legend(kinds, top + 18, hatch_id)
     height = top + 40 + _legend_height(kinds)
     out = [
         f"<svg xmlns='http://www.w3.org/2000/svg' class='timeline' width='{WIDTH}' height='{height}' "
         f"viewBox='0 0 {WIDTH} {height}' role='img' aria-label='{html.escape(title)}'>",
         f"<text x='{LEFT}' y='16' font-size='13'>{html.escape(title)}</text>",
+        _hatch(hatch_id),
     ]
     for w in lanes:
         out.append(f"<text x='4' y='{y0[w] + heights[w] / 2 + 4}' font-size='12'>worker {w}</text>")
@@ -103,10 +106,10 @@ def timeline_svg(df: pd.DataFrame, title: str) -> str:
         h = ROW_H - 1 if row >= 0 else heights[w] - 1
         x, width = LEFT + a * scale, max(0.5, (b - a) * scale)
         tip = f"{readable(kind)}: {b - a:.3g} s (worker {w}, {a:.3g}-{b:.3g} s after the step's first worker started)"
+        fill = f"url(#{hatch_id})" if kind == "barrier" else color(kind)
         out.append(
-            f"<rect x='{x:.1f}' y='{y}' width='{width:.1f}' height='{h}' fill='{color(kind)}'"
-            + (" fill-opacity='0.35'" if kind == "barrier" else "")
-            + f"><title>{html.escape(tip)}</title></rect>"
+            f"<rect x='{x:.1f}' y='{y}' width='{width:.1f}' height='{h}' fill='{fill}'>"
+            f"<title>{html.escape(tip)}</title></rect>"
         )
     for tick in nice_ticks(end):
         x = LEFT + tick * scale
@@ -154,12 +157,22 @@ def _legend_height(kinds: list[str]) -> int:
     return (rows - 1) * LEGEND_ITEM_H
 
 
-def _legend(kinds: list[str], y: int) -> list[str]:
+def _hatch(hatch_id: str) -> str:
+    """The barrier wait's fill: its red, hatched as in every other figure, pale enough to read the lanes."""
+    red = color("barrier")
+    return (
+        f"<defs><pattern id='{hatch_id}' patternUnits='userSpaceOnUse' width='8' height='8' "
+        f"patternTransform='rotate(45)'><rect width='8' height='8' fill='{red}' fill-opacity='0.35'/>"
+        f"<line x1='0' y1='0' x2='0' y2='8' stroke='{red}' stroke-width='3'/></pattern></defs>"
+    )
+
+
+def _legend(kinds: list[str], y: int, hatch_id: str) -> list[str]:
     """Every kind drawn, its colour and label (the barrier wait included when a worker waited)."""
     out = []
     for x, row, k in _legend_items(kinds):
         yy = y + row * LEGEND_ITEM_H
-        opacity = " fill-opacity='0.35'" if k == "barrier" else ""
-        out.append(f"<rect x='{x}' y='{yy}' width='12' height='10' fill='{color(k)}'{opacity}/>")
+        fill = f"url(#{hatch_id})" if k == "barrier" else color(k)
+        out.append(f"<rect x='{x}' y='{yy}' width='12' height='10' fill='{fill}'/>")
         out.append(f"<text x='{x + 16}' y='{yy + 9}' font-size='11'>{html.escape(readable(k))}</text>")
     return out
