@@ -65,3 +65,21 @@ def test_one_step(planted_spans, tmp_path: Path) -> None:
     ev = json.loads((tmp_path / "s.json").read_text())["traceEvents"]
     assert n == int((planted_spans["step"] == 3).sum())
     assert {e["args"]["verl.step"] for e in ev if e["ph"] == "X"} == {3}
+
+
+def test_slices_on_a_lane_nest(planted_spans, tmp_path: Path) -> None:
+    """Perfetto draws a lane's slices as a stack: two slices that cross (neither inside the other) would be
+    dropped or misdrawn. Steps, phases, workers, requests and their spans all nest or are apart."""
+    write_perfetto(planted_spans, tmp_path / "t.json")
+    lanes: dict = {}
+    for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"]:
+        if e["ph"] == "X":
+            lanes.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for slices in lanes.values():
+        slices.sort(key=lambda s: (s[0], -s[1]))
+        open_: list = []
+        for a, b in slices:
+            while open_ and open_[-1][1] <= a + 1e-3:
+                open_.pop()
+            assert not open_ or b <= open_[-1][1] + 1e-3, (open_[-1], (a, b))
+            open_.append((a, b))
