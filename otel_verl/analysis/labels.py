@@ -92,7 +92,7 @@ ALIASES: dict[str, tuple[str, str | None]] = {
     "sim_engine.generate": ("engine_server", None),
     "verl.reward.compute": ("reward", None),  # the reward worker's span inside our reward span
     # the seed's SGLangLogManager events
-    "engine_async_generate_actual": ("engine", "engine call (seed: actual)"),
+    "engine_async_generate_actual": ("engine_server", "engine (seed: its own time)"),
     "turn_engine_call": ("engine", None),
     "async_generate_duration": ("engine", "engine call (whole worker)"),
     "preprocessing_duration": ("preprocess", None),
@@ -109,22 +109,39 @@ ALIASES: dict[str, tuple[str, str | None]] = {
 TOOL_COLORS = ("#f58518", "#fdae6b", "#e6550d", "#fd8d3c", "#a63603", "#fdd0a2")
 """Named tools: shades of the tool orange, picked by name (the same tool, the same shade, in every figure)."""
 FALLBACK_COLORS = (
-    "#5254a3",
-    "#6b6ecf",
-    "#b5cf6b",
-    "#8ca252",
-    "#e7cb94",
-    "#ad494a",
-    "#d6616b",
-    "#a55194",
-    "#ce6dbd",
-    "#de9ed6",
-    "#3182bd",
-    "#31a354",
-    "#756bb1",
-    "#636363",
+    "#8e7cc3",
+    "#6d597a",
+    "#a26769",
+    "#d5b9b2",
+    "#7d8491",
+    "#b5838d",
+    "#e5989b",
+    "#6b705c",
+    "#a5a58d",
+    "#52796f",
+    "#cb997e",
+    "#936639",
 )
-"""Unknown names and phases: a colour picked by name (a seed's ``cache_flush_duration``, a custom timer)."""
+"""Unknown names and phases: a colour picked by name (a seed's ``cache_flush_duration``, a custom timer), from
+muted tones away from the named kinds' hues (no blue that reads as an engine call, no red as the barrier)."""
+
+
+def key_of(name: object) -> str | None:
+    """The key a raw name stands for (``llm_request`` → ``engine_server``, ``execute_tool x`` → ``tool x``),
+    or None for a name the mapping does not know (it keeps its own label and a picked colour)."""
+    text = "" if name is None else str(name)
+    if text in STYLES:
+        return text
+    if text in ALIASES:
+        return ALIASES[text][0]
+    if _phase_name(text) is not None:
+        return phase_key(_phase_name(text) or "")
+    tool = _tool_name(text)
+    if tool is not None:
+        return f"tool {tool}" if tool else "tool"
+    if text.startswith(sc.GEN_AI_OP_TEXT_COMPLETION):
+        return "engine"
+    return None
 
 
 def _pick(name: str, palette: tuple[str, ...]) -> str:

@@ -32,7 +32,7 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;font-
 .verdict{font-size:18px;font-weight:600;margin:.4em 0}.headline{font-size:16px;margin:.3em 0}
 #missing{background:#fff4d6;border:1px solid #e0b100;padding:.4em 1em;margin:.6em 0}#missing p{margin:.2em 0}
 .caption{color:#555;font-size:13px;max-width:60em;margin-top:-.4em}.note{color:#555;font-style:italic}
-code.trace{font-size:11px;word-break:break-all}.open{font-size:11px;color:#555}.open code{word-break:break-all}
+code.trace{font-size:11px;white-space:nowrap}.open{font-size:11px;color:#555}.open code{word-break:break-all}
 .swatch{display:inline-block;width:.9em;height:.9em;margin-right:.4em;vertical-align:-.1em;border:1px solid #aaa}
 #noplotly{display:none;background:#fdd;padding:.4em 1em}details{font-size:12px}"""
 

@@ -45,3 +45,11 @@ def test_unknown_names_keep_their_name_and_a_stable_colour() -> None:
     assert color("cache_flush_duration") == color("cache_flush_duration")
     assert color("tool search") != color("tool")  # a named tool: a shade of the tool orange, by name
     assert style("barrier").hatch and not style("engine").hatch
+
+
+def test_key_of_raw_names() -> None:
+    from otel_verl.analysis.labels import key_of
+
+    assert key_of(sc.ENGINE_SPAN_REQUEST) == key_of("engine_async_generate_actual") == "engine_server"
+    assert key_of("execute_tool calculator") == "tool calculator" and key_of("text_completion m") == "engine"
+    assert key_of(sc.phase_span_name("ref")) == "phase:ref" and key_of("main_loop") is None

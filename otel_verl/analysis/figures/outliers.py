@@ -67,7 +67,7 @@ def compute_outliers(
     info = chosen.set_index("request_row")
     req_start = sub["request_span"].map(info["start_ns"])
     turn = pd.to_numeric(sub["turn_index"], errors="coerce")
-    label = sub["label"].where(sub["kind"] != "turn", "turn").where(sub["kind"] != "request", sc.SPAN_REQUEST)
+    label = sub["label"].where(sub["kind"] != "turn", "turn")
     out = pd.DataFrame(
         {
             "request_id": sub["request_span"].map(info["request_id"]),
@@ -112,9 +112,15 @@ def _depths(sub: pd.DataFrame) -> np.ndarray:
     return np.array([depth(s) for s in sub["span_id"]], dtype=np.int64)
 
 
+def _name(label: str) -> str:
+    """The label mapping's name for a row label: the request row is the whole request span, not the
+    event-share bucket ``request`` (time in a request with no event span)."""
+    return sc.SPAN_REQUEST if label == "request" else label
+
+
 def _colors(labels: Iterable[str]) -> dict[str, Any]:
     """Each label's colour from the one mapping (seed logs' ~17 event names get theirs by name)."""
-    return {x: color(x) for x in sorted(set(labels), key=str)}  # str key: a corrupt label stays sortable
+    return {x: color(_name(x)) for x in sorted(set(labels), key=str)}  # str key: a corrupt label stays sortable
 
 
 def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
@@ -153,9 +159,9 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
         y += 1
     ax.set_yticks(ticks, names, fontsize=7)
     ax.invert_yaxis()
-    shown = list({readable(x): x for x in colors if x in set(df["label"])}.values())  # one entry per label
+    shown = list({readable(_name(x)): x for x in colors if x in set(df["label"])}.values())  # one entry per label
     _style.legend(
-        ax, [_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], [readable(x) for x in shown]
+        ax, [_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], [readable(_name(x)) for x in shown]
     )
     ax.set_xlabel("seconds since request start")
     _style.seconds_from_zero(ax, "x")
@@ -176,7 +182,9 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
     # drew "turn index 0" over itself ("turn indexx 00")
     turn_no = df["turn_index"].map(lambda t: "" if pd.isna(t) else f"turn index {int(t)}")
     text = turn_no.where(df["label"] == "turn", "")
-    for label, g in df.groupby(df["label"].map(readable), sort=False):  # kinds that read alike share a trace
+    for label, g in df.groupby(
+        df["label"].map(lambda x: readable(_name(x))), sort=False
+    ):  # kinds that read alike share a trace
         fig.add_trace(
             go.Bar(
                 y=ycat[g.index],
@@ -184,7 +192,7 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
                 base=g["start_rel_s"],
                 orientation="h",
                 name=label,
-                marker_color=color(g["label"].iloc[0]),
+                marker_color=color(_name(g["label"].iloc[0])),
                 text=text[g.index],
                 textposition="inside",
                 insidetextanchor="start",

@@ -1,7 +1,9 @@
 """Timeline of one step (the report's waterfall): one lane per worker, its requests as bars coloured by the
 event each was in, and the barrier wait after the worker's rollout. Inline SVG: no script, no network.
 Colours and labels are the one mapping's (:mod:`otel_verl.analysis.labels`); the engine's own span
-(``llm_request``) is left out: it lies inside our engine call and would only hide it.
+(``llm_request``) is left out: it lies inside our engine call and would only hide it. Spans the mapping does
+not know (the seed's ``main_loop``, ``tool_calling_state``) are drawn as one kind, ``other span``, each
+named in its hover.
 
 ``compute_timeline(t, step)`` → DataFrame of bars; ``timeline_svg(df, title)`` → an ``<svg>`` string;
 ``slowest_step(t)`` picks the default step.
@@ -15,7 +17,7 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis.labels import ENGINE_SERVER_LABEL, color, readable
+from otel_verl.analysis.labels import color, key_of, readable
 from otel_verl.analysis.tables import Tables
 
 LAYERS = ("request", "other", "preprocess", "tool_parse", "reward", "tool", "engine")
@@ -38,14 +40,14 @@ def slowest_step(t: Tables) -> int | None:
 def compute_timeline(t: Tables, step: int) -> pd.DataFrame:
     """Bars (worker, row, kind, start_s, end_s) since the step's first worker start; ``kind`` is a key of the
     label mapping (``engine``, ``tool calculator``, ``barrier``, an unknown span's name)."""
-    cols = ["worker", "row", "kind", "start_s", "end_s"]
+    cols = ["worker", "row", "kind", "start_s", "end_s", "name"]
     w = t.workers[t.workers["step"] == step]
     req = t.requests[(t.requests["step"] == step).fillna(False).to_numpy(dtype=bool)]
     if w.empty and req.empty:
         return pd.DataFrame(columns=cols)
     t0 = int(min([*w["start_ns"], *req["start_ns"]]))
     rows: dict[int, int] = {}
-    bars: list[tuple[int, int, str, float, float]] = []
+    bars: list[tuple[int, int, str, float, float, str]] = []
     for worker, grp in req.sort_values("start_ns").groupby("worker"):
         ends: list[int] = []
         for rrow, a, b in zip(grp["request_row"], grp["start_ns"], grp["end_ns"], strict=True):
@@ -56,21 +58,23 @@ def compute_timeline(t: Tables, step: int) -> pd.DataFrame:
                     ends.append(0)
             ends[row] = int(b)
             rows[int(rrow)] = row
-            bars.append((int(worker), row, "request", (a - t0) / 1e9, (b - t0) / 1e9))
+            bars.append((int(worker), row, "request", (a - t0) / 1e9, (b - t0) / 1e9, "request"))
     ev = t.events
     if len(ev) and rows:
         mine = ev[ev["request_span"].isin(list(rows)).to_numpy()]
-        mine = mine[(mine["event"].map(readable) != ENGINE_SERVER_LABEL).to_numpy()]
-        for rs, kind, a, b, worker in zip(
+        keys = {e: key_of(e) for e in pd.unique(mine["event"])}
+        for rs, event, a, b, worker in zip(
             mine["request_span"], mine["event"], mine["start_ns"], mine["end_ns"], mine["worker"], strict=True
         ):
-            if worker == worker:
-                bars.append((int(worker), rows[int(rs)], str(kind), (a - t0) / 1e9, (b - t0) / 1e9))
+            key = keys[event]
+            if worker == worker and key != "engine_server":
+                kind = str(event) if key is not None else "other"
+                bars.append((int(worker), rows[int(rs)], kind, (a - t0) / 1e9, (b - t0) / 1e9, str(event)))
     for _, x in w.iterrows():
         barrier = x.get("barrier_s")
         if barrier == barrier and barrier is not None and float(barrier) > 0:
             a = (int(x["end_ns"]) - t0) / 1e9
-            bars.append((int(x["worker"]), -1, "barrier", a, a + float(barrier)))
+            bars.append((int(x["worker"]), -1, "barrier", a, a + float(barrier), "barrier"))
     df = pd.DataFrame(bars[:MAX_BARS], columns=cols)
     return df
 
@@ -101,11 +105,14 @@ def timeline_svg(df: pd.DataFrame, title: str) -> str:
         out.append(f"<text x='4' y='{y0[w] + heights[w] / 2 + 4}' font-size='12'>worker {w}</text>")
         out.append(f"<line x1='{LEFT}' x2='{WIDTH - 10}' y1='{y0[w] - GAP / 2}' y2='{y0[w] - GAP / 2}' stroke='#eee'/>")
     df = df.assign(z=df["kind"].map(_layer)).sort_values("z", kind="stable")
-    for w, row, kind, a, b in zip(df["worker"], df["row"], df["kind"], df["start_s"], df["end_s"], strict=True):
+    names = df["name"] if "name" in df else df["kind"]
+    for w, row, kind, a, b, name in zip(
+        df["worker"], df["row"], df["kind"], df["start_s"], df["end_s"], names, strict=True
+    ):
         y = y0[w] + (row + 1) * ROW_H if row >= 0 else y0[w]
         h = ROW_H - 1 if row >= 0 else heights[w] - 1
         x, width = LEFT + a * scale, max(0.5, (b - a) * scale)
-        tip = f"{readable(kind)}: {b - a:.3g} s (worker {w}, {a:.3g}-{b:.3g} s after the step's first worker started)"
+        tip = f"{readable(name)}: {b - a:.3g} s (worker {w}, {a:.3g}-{b:.3g} s after the step's first worker started)"
         fill = f"url(#{hatch_id})" if kind == "barrier" else color(kind)
         out.append(
             f"<rect x='{x:.1f}' y='{y}' width='{width:.1f}' height='{h}' fill='{fill}'>"
