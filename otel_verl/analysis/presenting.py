@@ -35,12 +35,12 @@ def as_dicts(findings: Iterable[Any]) -> list[dict[str, Any]]:
 
 
 def severity_counts(findings: Iterable[Mapping[str, Any]]) -> str:
-    """``1 critical, 2 warnings, 3 notes`` (``no causes`` when empty)."""
+    """``1 critical, 2 warnings, 3 notes`` (``none`` when empty)."""
     counts = Counter(f.get("severity") for f in findings)
     words = [
         f"{counts[s]} {one if counts[s] == 1 else many}" for s, (one, many) in SEVERITY_WORDS.items() if counts.get(s)
     ]
-    return ", ".join(words) or "no causes"
+    return ", ".join(words) or "none"
 
 
 def number_ranges(values: Iterable[Any]) -> str:

@@ -12,7 +12,7 @@ def test_severity_counts_in_words() -> None:
     found = presenting.as_dicts(new_findings())
     assert presenting.severity_counts(found) == "1 critical, 1 warning, 1 note"
     assert presenting.severity_counts([{"severity": "warning"}] * 2) == "2 warnings"
-    assert presenting.severity_counts([]) == "no causes"
+    assert presenting.severity_counts([]) == "none"
 
 
 def test_number_ranges_and_where() -> None:
