@@ -29,6 +29,11 @@ def test_account_bars_add_up_to_each_step() -> None:
     order = list(df[df["step"] == 1].sort_values("order")["key"])
     assert order[0] == "rollout_overhead" and order[-1] == "outside_phases"
     assert order.index("decode") < order.index("reward") < order.index("phase:old_log_prob")
+    # phases in verl's order whatever order the account lists them in
+    shuffled = [{**acc, "parts": acc["parts"][::-1]} for acc in step_accounts(2)]
+    again = step_account.compute_step_account(shuffled)
+    phases = [k for k in again[again["step"] == 1].sort_values("order")["key"] if k.startswith("phase:")]
+    assert phases == ["phase:old_log_prob", "phase:update_actor", "phase:update_weights"]
 
 
 def test_time_no_part_covers_is_drawn() -> None:

@@ -52,8 +52,23 @@ TIME_ORDER = (
     "stall",
     "finish",
 )
-"""The rollout's parts bottom up, in time order along its critical path; trainer phases above them in the
-order they first ran, then ``outside_phases``, then what no part covers."""
+"""The rollout's parts bottom up, in time order along its critical path; trainer phases above them in verl's
+order (:data:`PHASE_ORDER`, unknown phases after it), then ``outside_phases``, then what no part covers."""
+PHASE_ORDER = (
+    "gen",
+    "reward",
+    "old_log_prob",
+    "ref",
+    "values",
+    "adv",
+    "update_critic",
+    "update_actor",
+    "update_weights",
+    "testing",
+    "save_checkpoint",
+)
+"""The order verl's trainer runs its timed phases in (``RayPPOTrainer.fit``): an account lists parts by
+what they cost, a stack reads best in time order."""
 
 
 def part_key(part: Mapping[str, Any]) -> str:
@@ -73,8 +88,10 @@ def compute_step_account(steps: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         covered = 0.0
         for part in acc.get("parts") or []:
             key = part_key(part)
-            if key.startswith("phase:"):
-                phase_rank.setdefault(key, len(phase_rank))
+            if key.startswith("phase:") and key not in phase_rank:
+                name = key.removeprefix("phase:")
+                known = PHASE_ORDER.index(name) if name in PHASE_ORDER else len(PHASE_ORDER)
+                phase_rank[key] = known * 1000 + len(phase_rank)
             value = _f(part.get("value_s"))
             covered += value
             seconds = _f(part.get("seconds"))
@@ -98,11 +115,12 @@ def compute_step_account(steps: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     df = pd.DataFrame(rows)
     order = {k: i for i, k in enumerate(TIME_ORDER)}
-    n = len(order)
+    phase_pos = {k: i for i, k in enumerate(sorted(phase_rank, key=phase_rank.__getitem__))}
+    n, m = len(order), len(phase_rank)
     df["order"] = [
         order[k] if k in order
-        else n + phase_rank[k] if k in phase_rank
-        else n + len(phase_rank) + (0 if k == "outside_phases" else 2 if k == UNSPLIT else 1)
+        else n + phase_pos[k] if k in phase_pos
+        else n + m + (0 if k == "outside_phases" else 2 if k == UNSPLIT else 1)
         for k in df["key"]
     ]  # fmt: skip
     df = df.groupby(["step", "key"], as_index=False, sort=False).agg(
