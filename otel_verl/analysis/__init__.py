@@ -131,6 +131,8 @@ def analyze(
     top_requests: int = 8,
     trace_url: str | None = None,
     timeline_steps: tuple[int, ...] = (),
+    source_name: str | None = None,
+    plotly_dir: str | Path | None = None,
     **load_options: Any,
 ) -> Analysis:
     """Diagnose a run and write ``findings.json``, ``report.html`` and one PNG per figure under ``out``.
@@ -139,11 +141,15 @@ def analyze(
     already loaded. ``top_requests``: the slowest requests the outlier figure breaks down (besides every
     request a finding names). ``trace_url``: a template with ``{trace_id}`` (a Jaeger or Grafana URL) the
     report links each cause's traces to. ``timeline_steps``: steps drawn as a timeline in the report besides
-    the slowest one. Returns the findings, the summary, each figure's frame and the files written.
+    the slowest one. ``source_name``: the SOURCE the report's "open this step" commands name (default: ``source``
+    when it is a path or URL). ``plotly_dir``: where report.html finds ``plotly-<version>.min.js`` (default:
+    ``out``; a folder several reports share keeps one copy). Returns the findings, the summary, each figure's
+    frame and the files written.
     """
     from otel_verl.analysis.pipeline import write_analysis
 
     if isinstance(source, (str, os.PathLike)):
+        source_name = source_name or os.fspath(source)
         tables = load(source, stats=stats, **load_options)
     else:
         tables = _tables(source)
@@ -156,6 +162,8 @@ def analyze(
         top_requests=top_requests,
         trace_url=trace_url,
         timeline_steps=timeline_steps,
+        source=source_name,
+        plotly_dir=Path(plotly_dir) if plotly_dir is not None else None,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from otel_verl.analysis.figures import outliers
+from otel_verl.analysis.figures import outliers, step_account
 from otel_verl.analysis.figures.catalog import FIGURES
 from otel_verl.analysis.figures.rendering import BackgroundFigures, render
 from otel_verl.analysis.findings.account_json import accounts_json
@@ -58,6 +58,7 @@ def summarize(spans: pd.DataFrame, t: Tables, d: Diagnosis, th: Thresholds, stat
         "findings_by_kind": dict(Counter(f.kind for f in findings)),
         "thresholds": th.as_dict(),
         "engine": engine_summary(t),
+        "missing": missing_steps(d),
     }
     if stats is not None:
         summary["load"] = {
@@ -70,6 +71,15 @@ def summarize(spans: pd.DataFrame, t: Tables, d: Diagnosis, th: Thresholds, stat
             "warnings": stats.warnings,
         }
     return summary
+
+
+def missing_steps(d: Diagnosis) -> dict[str, list[int]]:
+    """Steps the input has no worker or request spans for, and steps with workers but no requests (a killed
+    exporter, a window cut, spans sampled away): the report and the summary say so instead of a clean verdict."""
+    return {
+        "steps_without_workers": [a.step for a in d.accounts if a.summary.workers.empty and a.summary.requests.empty],
+        "steps_without_requests": [a.step for a in d.accounts if len(a.summary.workers) and a.summary.requests.empty],
+    }
 
 
 def write_findings(path: Path, findings: list[Finding], summary: dict[str, Any], steps: list[dict[str, Any]]) -> Path:
@@ -100,12 +110,15 @@ def write_analysis(
     top_requests: int = outliers.DEFAULT_TOP,
     trace_url: str | None = None,
     timeline_steps: tuple[int, ...] = (),
+    source: str | None = None,
+    plotly_dir: Path | None = None,
 ) -> Analysis:
     """Run every detector and figure on the tables of one run and write the outputs under ``out``:
     ``findings.json``, one PNG per figure, ``report.html`` (unless ``html_report`` is false).
 
     ``top_requests``: how many of the slowest requests the outlier figure breaks down (besides every
-    request a finding names). ``trace_url``/``timeline_steps``: see :func:`otel_verl.analysis.report.write_html`.
+    request a finding names). ``trace_url``/``timeline_steps``/``source``/``plotly_dir``: see
+    :func:`otel_verl.analysis.report.write_html`.
     """
     out = prepare_dir(out)
     th = thresholds or Thresholds()
@@ -125,7 +138,12 @@ def write_analysis(
             )
         }
         rendered.update(background.results())
+    accounts = steps
     frames: dict[str, pd.DataFrame] = {}
+    if accounts:
+        frames["step_account"] = step_account.compute_step_account(accounts)
+        with writing(out / "step_account.png"):
+            files.append(step_account.plot_step_account(frames["step_account"], out / "step_account.png"))
     fragments: list[tuple[str, str]] = []
     for name, *_ in FIGURES:
         df, png, fragment = rendered[name]
@@ -144,6 +162,9 @@ def write_analysis(
                 tables=t,
                 trace_url=trace_url,
                 timeline_steps=timeline_steps,
+                accounts=accounts,
+                source=source,
+                plotly_dir=plotly_dir,
             )
         )
     return Analysis(findings, summary, frames, files, steps)
