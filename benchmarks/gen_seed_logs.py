@@ -292,9 +292,15 @@ def draw_worker_step(requests: int, rng: random.Random, plant: Plant | None = No
 
 
 def log_worker_step(
-    worker: int, step: int, start: float, draws: SeedWorkerStep, warp: Callable[[float], float] | None = None
+    worker: int,
+    step: int,
+    start: float,
+    draws: SeedWorkerStep,
+    warp: Callable[[float], float] | None = None,
+    batch_ids: list[int] | None = None,
 ) -> SeedLines:
-    """The lines of one worker-step up to its barrier wait (:func:`close_step` writes the rest)."""
+    """The lines of one worker-step up to its barrier wait (:func:`close_step` writes the rest); ``batch_ids``:
+    each request's ``batch_data_id`` (its prompt's index; default its position)."""
     out = SeedLines(worker, step, warp)
     out.start = t = start
     t += draws.preprocessing
@@ -302,7 +308,7 @@ def log_worker_step(
     gen_start = t
     ends = []
     for i, (offset, req) in enumerate(draws.requests):
-        end, length, act = log_request(out, gen_start + offset, i, req)
+        end, length, act = log_request(out, gen_start + offset, batch_ids[i] if batch_ids else i, req)
         ends.append(end)
         out.lengths.append(length)
         out.actual.append(act)
