@@ -3,8 +3,8 @@
 Why random: the diagnosis must be judged on runs nobody tuned it for. Every number here is drawn per run
 from a range wide enough to cover small and large jobs (2-32 AgentLoopWorkers, 8-40 steps, 1-8 turns,
 rollout.n 1-8, 1-4 engine replicas), with heavy tails where real runs have them (response lengths, tool
-latencies). Sizes are kept so one run has at most ~7,000 trajectories (~80k spans), most far fewer, so
-hundreds of runs are generated and analyzed on two cores in minutes.
+latencies). Sizes are kept so one run has at most ~60k spans (median ~15k), so hundreds of runs are
+generated and analyzed on two cores in minutes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ OTLP_ENGINE: str = "otlp_engine"
 """Our spool with vLLM-style ``llm_request`` spans under every finished engine call."""
 FORMATS = (SEED, OTLP, OTLP_ENGINE)
 
-MAX_REQUESTS_PER_RUN = 7000
+MAX_SPANS_PER_RUN = 60_000
+"""About the most spans a run makes (the seed's logs make ~1.5× as many lines)."""
 TRAINER_PHASES: tuple[tuple[str, float], ...] = (
     ("reward", 0.04),
     ("old_log_prob", 0.18),
@@ -98,20 +99,31 @@ def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
     return math.exp(rng.uniform(math.log(lo), math.log(hi)))
 
 
-def draw_shape(rng: random.Random, fmt: str) -> Shape:
-    """A random shape in format ``fmt`` (one of :data:`FORMATS`)."""
+def spans_per_request(max_turns: int, turn_alpha: float) -> float:
+    """About how many spans one trajectory makes (request, preprocess, reward + ~6 per turn)."""
+    weights = [k**-turn_alpha for k in range(1, max_turns + 1)]
+    mean_turns = sum(k * w for k, w in enumerate(weights, start=1)) / sum(weights)
+    return 3 + 6 * mean_turns
+
+
+def draw_shape(rng: random.Random, fmt: str, max_spans: int = MAX_SPANS_PER_RUN) -> Shape:
+    """A random shape in format ``fmt`` (one of :data:`FORMATS`), of about ``max_spans`` spans at most."""
     workers = round(_log_uniform(rng, 2, 32))
     steps = rng.randint(8, 40)
     rollout_n = rng.choice((1, 2, 4, 4, 8))
+    max_turns = rng.choice((1, 2, 3, 4, 4, 6, 8, 8))
+    turn_alpha = rng.uniform(1.0, 2.5)
+    cap = max_spans / spans_per_request(max_turns, turn_alpha)
     per_worker = _log_uniform(rng, 8, 128)
-    budget = _log_uniform(rng, 600, MAX_REQUESTS_PER_RUN)
+    budget = min(cap, _log_uniform(rng, cap / 12, cap))
     per_worker = min(per_worker, max(8.0, budget / (workers * steps)))
     prompts = max(1, round(per_worker / rollout_n))
-    while workers * steps * prompts * rollout_n > MAX_REQUESTS_PER_RUN and steps > 8:
+    while workers * steps * prompts * rollout_n > cap and steps > 8:
         steps -= 1
-    while workers * steps * prompts * rollout_n > MAX_REQUESTS_PER_RUN and workers > 2:
+    while workers * steps * prompts * rollout_n > cap and workers > 2:
         workers -= 1
-    max_turns = rng.choice((1, 2, 3, 4, 4, 6, 8, 8))
+    while workers * steps * prompts * rollout_n > cap and prompts > 1:
+        prompts -= 1
     tokens_median = _log_uniform(rng, 120, 500)
     tokens_sigma = rng.uniform(0.6, 1.0)
     critic = rng.random() < 0.3
@@ -126,7 +138,7 @@ def draw_shape(rng: random.Random, fmt: str) -> Shape:
         prompts=prompts,
         rollout_n=rollout_n,
         max_turns=max_turns,
-        turn_alpha=rng.uniform(1.0, 2.5),
+        turn_alpha=turn_alpha,
         replicas=rng.choice((1, 1, 2, 2, 4)),
         tokens_median=tokens_median,
         tokens_sigma=tokens_sigma,
