@@ -122,9 +122,13 @@ def evaluate(spec: RunSpec, keep: Path | None = None, figures: bool = False) -> 
         data = base / "data"
         (write_seed if spec.fmt == SEED else write_spool)(run, data)
         t2 = time.perf_counter()
-        document = analyze_findings(data, base / "analysis", figures)
+        try:
+            document = analyze_findings(data, base / "analysis", figures)
+        except Exception as exc:  # a crash is a diagnosis that named nothing: scored, counted, shown
+            document = {"findings": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
         t3 = time.perf_counter()
         record, plants = score_run(run, document)
+        record["error"] = document.get("error")
         if keep:
             (base / "truth.json").write_text(json.dumps(run.truth(), indent=1))
             (base / "score.json").write_text(json.dumps({"run": record, "plants": plants}, indent=1))

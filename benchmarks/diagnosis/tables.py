@@ -144,6 +144,9 @@ def markdown(runs: list[Record], plants: list[Record], header: str) -> str:
     for r in runs:
         for kind, count in r["false_alarm_kinds"].items():
             kinds[kind] = kinds.get(kind, 0) + count
+    errors = [r for r in runs if r.get("error")]
+    if errors:
+        out += [f"The analyzer failed on {len(errors)} runs (scored as naming nothing): {errors[0]['error']}", ""]
     if kinds:
         top = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]))
         out += [f"False alarms by finding kind (clean and planted runs): {top}.", ""]
