@@ -93,25 +93,22 @@ class SeedLines:
 
 @dataclass
 class SeedTurn:
-    """One turn's timings as the seed logs them (seconds; ``tool`` is None on the last turn)."""
+    """One turn's timings as the seed logs them, in seconds: ``gen`` is ``engine_async_generate_actual`` (the
+    engine's own time), ``engine_tail`` the rest of ``turn_engine_call``, ``parse`` its ``turn_tool_parsing``
+    (0 without a tool call), ``post`` the rest of ``turn_post_process``; ``finish`` the reason after
+    :data:`FINISH`; ``tool`` None on the last turn; ``tool_tokens`` what the tool's answer adds."""
 
     pre: float
     setup: float
     gen: float
-    """``engine_async_generate_actual``: the engine's own time."""
     tokens: int
     engine_tail: float
-    """From the engine's answer to the end of ``turn_engine_call``."""
     parse: float
-    """``turn_tool_parsing`` (tool turns only; 0 otherwise)."""
     finish: str
-    """The finish reason after :data:`FINISH` (TOOL_CALL, STOP, LENGTH)."""
     post: float
-    """The rest of ``turn_post_process`` after the parsing."""
     tool: float | None = None
     merge: float = 0.0
     tool_tokens: int = 0
-    """Tokens the tool's answer adds to the sequence."""
 
 
 @dataclass

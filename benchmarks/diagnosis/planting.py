@@ -98,6 +98,8 @@ class Planter:
             scope = rng.choice(scopes_for(kind, shape))
             free = [s for s in range(1, shape.steps + 1) if s not in used]
             testing = [s for s in free if shape.test_every and s % shape.test_every == 0]
+            if shape.test_every and shape.steps // shape.test_every < 3:
+                testing = []  # a slow validation needs two others to be told from a usual one
             phase = None
             if kind == k.SLOW_PHASE:
                 phase = rng.choice([*shape.phases, *(("testing",) if testing else ())])

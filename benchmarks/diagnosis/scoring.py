@@ -12,13 +12,16 @@ Per plant (one step of a planted cause):
   excess_s of the step's account, clipped to [0, 1] (0 without an account or with no excess), and
   ``right_part`` = the excess the account gave to a part told as the plant's kind, over the plant's cost.
 
-Per run: alarms (warning or critical findings) — on a clean run every one is false; on a planted run those
-that match no plant and touch no planted step; and each step account's invariant
+Per run: alarms (warning or critical findings). False alarms: those that match no plant and touch neither a
+planted step nor a step the run's own tails made slow (:func:`natural_slow_steps`: the contract allows a
+warning "when the step lost time well beyond the run's step-to-step spread", planted or not); alarms on
+such natural slow steps are counted apart. And each step account's invariant
 ``sum(parts.seconds) + unexplained_s == excess_s == duration_s - baseline_s`` (within :func:`tolerance`).
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from typing import Any
 
@@ -37,6 +40,10 @@ BUCKETS: tuple[tuple[str, float, float], ...] = (
     ("≥20×", 20.0, float("inf")),
 )
 """Size buckets: a plant's cost against the run's step-to-step spread."""
+
+
+NATURAL = 3.0
+"""A clean step this many spreads slower than its peers' median is slow on its own (:func:`natural_slow_steps`)."""
 
 
 def bucket(size: float) -> str:
@@ -86,6 +93,27 @@ def invariant_holds(account: dict[str, Any]) -> bool:
     return abs(parts + unexplained - excess) <= tol and abs(excess - (duration - baseline)) <= tol
 
 
+def natural_slow_steps(run: SimRun) -> set[int]:
+    """Steps of the clean twin at least :data:`NATURAL` spreads slower than the median of their peers (validation
+    steps against validation steps, with fewer than 3 of them: always): slow by the run's own tails, where the
+    contract allows a warning although nothing was planted."""
+    durations = run.durations(clean=True)
+    shape = run.shape
+    testing = {
+        s for s in range(1, shape.steps + 1) if shape.has_phases and shape.test_every and s % shape.test_every == 0
+    }
+    out = set()
+    for group in (testing, set(range(1, shape.steps + 1)) - testing):
+        if not group:
+            continue
+        if len(group) < 3:
+            out |= group
+            continue
+        median = statistics.median(durations[s - 1] for s in group)
+        out |= {s for s in group if durations[s - 1] - median >= NATURAL * run.spread}
+    return out
+
+
 def score_plant(plant: Plant, run: SimRun, findings: list[dict[str, Any]], accounts: dict[int, Any]) -> dict[str, Any]:
     n = run.shape.workers
     causes = [f for f in findings if m.is_cause(f)]
@@ -128,11 +156,13 @@ def score_run(run: SimRun, document: dict[str, Any]) -> tuple[dict[str, Any], li
     accounts = {int(a["step"]): a for a in raw_accounts or [] if isinstance(a, dict) and a.get("step") is not None}
     plants = [score_plant(p, run, findings, accounts) for p in run.plants]
     planted_steps = {p.step for p in run.plants}
+    natural = natural_slow_steps(run)
     n = run.shape.workers
     alarms = [f for f in findings if m.is_alarm(f)]
-    false = [
+    unplanted = [
         f for f in alarms if not any(m.matches(p, f, n) for p in run.plants) and not planted_steps & set(m.steps_of(f))
     ]
+    false = [f for f in unplanted if not natural & set(m.steps_of(f))]
     durations = dict(enumerate(run.durations(), start=1))
     broken = [a for a in accounts.values() if not invariant_holds(a)]
     off = [
@@ -154,7 +184,9 @@ def score_run(run: SimRun, document: dict[str, Any]) -> tuple[dict[str, Any], li
         "accounts": len(accounts),
         "invariant_failures": len(broken),
         "duration_mismatches": len(off),
+        "natural_slow_steps": len(natural),
         "alarms": len(alarms),
+        "alarms_on_natural_slow_steps": len(unplanted) - len(false),
         "false_alarms": len(false),
         "false_alarm_kinds": dict(Counter(str(f.get("kind")) for f in false)),
     }

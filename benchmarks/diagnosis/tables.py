@@ -46,7 +46,7 @@ def goals(runs: list[Record], plants: list[Record]) -> list[Goal]:
     clean = [r for r in runs if r["clean"]]
     within = _mean(p["within_three"] for p in slow)
     explained = _mean(p["explained"] for p in slow)
-    per_clean = sum(r["alarms"] for r in clean) / len(clean) if clean else None
+    per_clean = sum(r["false_alarms"] for r in clean) / len(clean) if clean else None
     return [
         Goal(
             f"within the first three findings (cost ≥ {SLOW:g}× spread)",
@@ -63,7 +63,7 @@ def goals(runs: list[Record], plants: list[Record]) -> list[Goal]:
             explained is not None and explained >= EXPLAINED_GOAL,
         ),
         Goal(
-            "warnings per clean run",
+            "warnings per clean run (steps the run's own tails did not slow)",
             f"≤ {WARNINGS_PER_CLEAN_RUN_GOAL}",
             per_clean,
             len(clean),
@@ -102,11 +102,15 @@ def _by(plants: list[Record], key: str, order: Iterable[str] | None = None) -> l
     return [(n, g) for n, g in groups if g] + [("all", plants)]
 
 
+def _per(runs: list[Record], key: str) -> str:
+    return f"{sum(r[key] for r in runs) / len(runs):.2f}"
+
+
 def _run_table(runs: list[Record]) -> list[str]:
     lines = [
-        "| format | runs | clean | warnings per clean run | false alarms per planted run | "
-        "accounts' invariant broken | account's duration ≠ the step's |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| format | runs | clean | warnings per clean run: false / all | natural slow steps per run | "
+        "false alarms per planted run | accounts' invariant broken | account's duration ≠ the step's |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for fmt in [*sorted({r["format"] for r in runs}), "all"]:
         group = [r for r in runs if fmt in ("all", r["format"])]
@@ -119,7 +123,8 @@ def _run_table(runs: list[Record]) -> list[str]:
             fmt,
             str(len(group)),
             str(len(clean)),
-            f"{sum(r['alarms'] for r in clean) / len(clean):.2f}" if clean else "—",
+            _per(clean, "false_alarms") + " / " + _per(clean, "alarms") if clean else "—",
+            f"{sum(r['natural_slow_steps'] for r in group) / len(group):.2f}",
             f"{sum(r['false_alarms'] for r in planted) / len(planted):.2f}" if planted else "—",
             f"{broken}/{accounts} steps" if accounts else "no accounts",
             f"{off}/{accounts} steps" if accounts else "—",

@@ -4,7 +4,7 @@
 clean), at most 15k spans each, analyzed by ``otel_verl.analysis.analyze`` exactly as the benchmark does and
 scored the same way. The goals are the issue's, for plants costing at least twice the run's spread: ≥ 95 %
 named within the first three findings, ≥ 90 % of the slow step's excess explained by its account; at most
-one warning per 20 clean runs. The sample is small, so each goal allows what one unlucky case costs: one
+one warning per 20 clean runs (on steps the run's own tails did not slow: benchmarks/diagnosis/scoring.py). The sample is small, so each goal allows what one unlucky case costs: one
 missed plant, 5 points of explained share, one warning over the three clean runs. The benchmark's 200+
 runs (benchmarks/RESULTS.md) are what judges the diagnosis; this keeps it from sliding back in CI.
 """
@@ -59,4 +59,4 @@ def test_slow_steps_are_explained(scored: tuple[list, list]) -> None:
 @OLD_DIAGNOSIS
 def test_clean_runs_raise_no_warning(scored: tuple[list, list]) -> None:
     clean = [r for r in scored[0] if r["clean"]]
-    assert sum(r["alarms"] for r in clean) <= 1, [r["false_alarm_kinds"] for r in clean]
+    assert sum(r["false_alarms"] for r in clean) <= 1, [r["false_alarm_kinds"] for r in clean]
