@@ -58,10 +58,13 @@ def kinds_for(shape: Shape) -> list[str]:
 
 
 def scopes_for(kind: str, shape: Shape) -> list[str]:
+    """The kind's scopes this run can show: replicas only with ≥ 2 of them and the engine's spans (nothing
+    else says which replica served a call), sample groups only with rollout.n ≥ 2."""
     return [
         s
         for s in SCOPES[kind]
-        if (s != k.SCOPE_REPLICA or shape.replicas > 1) and (s != k.SCOPE_SAMPLE or shape.rollout_n > 1)
+        if (s != k.SCOPE_REPLICA or (shape.replicas > 1 and shape.has_engine_spans))
+        and (s != k.SCOPE_SAMPLE or shape.rollout_n > 1)
     ]
 
 

@@ -69,6 +69,13 @@ class _WorkerSpans:
         self.spans.append(otlp_span(trace, sid, parent, name, _ns(a), _ns(b), attrs, kind))
         return sid
 
+    def decoded(self, turn: TurnTimeline) -> int:
+        """Tokens the call had decoded when it ended (an aborted call: those before the abort)."""
+        if self.limit is None or self.at(turn.last_token) <= self.limit:
+            return turn.tokens
+        first, last = self.at(turn.first_token), self.at(turn.last_token)
+        return int(turn.tokens * min(1.0, max(0.0, (self.limit - first) / (last - first))))
+
     def request(self, trace: str, parent: str, rq: RequestTimeline) -> str:
         w, d = self.wt.worker, rq.draw
         aborted = (w, d.index) in self.step.aborted
@@ -78,7 +85,7 @@ class _WorkerSpans:
         t0 = rq.turns[0]
         initial = {**base, sc.VERL_PREPROCESS_KIND: "initial_prompt"}
         self.add(trace, rid, sc.SPAN_PREPROCESS, t0.start, t0.call_start, initial)
-        context, turns = d.prompt_tokens, 0
+        context, turns, response = d.prompt_tokens, 0, 0
         for i, turn in enumerate(rq.turns):
             turn_id = self.add(
                 trace,
@@ -92,6 +99,7 @@ class _WorkerSpans:
                 break
             turns += 1
             self._turn(trace, turn_id, base, rq, i, turn, context)
+            response += self.decoded(turn)
             context += turn.tokens + d.turns[i].tool_tokens
         reward = {**base, sc.VERL_REWARD_REMOTE: False, sc.VERL_REWARD_SCORE: d.score}
         self.add(trace, rid, sc.SPAN_REWARD, rq.reward_start, rq.end - d.finalization, reward)
@@ -104,7 +112,7 @@ class _WorkerSpans:
             sc.VERL_REQUEST_AGENT: "tool_agent",
             sc.VERL_WORKER_RANK: w,
             sc.VERL_REQUEST_ID: d.request_id,
-            sc.VERL_REQUEST_RESPONSE_TOKENS: rq.tokens,
+            sc.VERL_REQUEST_RESPONSE_TOKENS: response,
             sc.VERL_REQUEST_PROMPT_TOKENS: d.prompt_tokens,
             sc.VERL_REWARD_SCORE: d.score,
             sc.VERL_REQUEST_STATUS: status,
@@ -124,18 +132,15 @@ class _WorkerSpans:
         turn: TurnTimeline,
         context: int,
     ) -> None:
-        reason = (
-            "aborted"
-            if self.limit is not None and self.at(turn.call_end) > self.limit
-            else ("length" if turn.truncated else "completed")
-        )
+        aborted = self.limit is not None and self.at(turn.call_end) > self.limit
+        reason = "aborted" if aborted else "length" if turn.truncated else "completed"
         call = {
             **base,
             sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_TEXT_COMPLETION,
             sc.GEN_AI_REQUEST_MODEL: MODEL,
             sc.GEN_AI_SYSTEM: "vllm",
             sc.GEN_AI_USAGE_INPUT_TOKENS: context,
-            sc.GEN_AI_USAGE_OUTPUT_TOKENS: turn.tokens,
+            sc.GEN_AI_USAGE_OUTPUT_TOKENS: self.decoded(turn),
             sc.VERL_ENGINE_STOP_REASON: reason,
             sc.GEN_AI_RESPONSE_FINISH_REASONS: [reason],
             sc.VERL_ENGINE_NUM_PREEMPTED: 0,

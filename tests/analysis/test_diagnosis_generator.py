@@ -52,14 +52,19 @@ def test_the_twin_differs_only_by_the_plants(seed: int) -> None:
                 assert wa.requests == wb.requests and wa.finish == wb.finish and not wa.stall_s
 
 
-def test_plants_are_kinds_the_format_can_show() -> None:
+def test_plants_are_kinds_and_places_the_format_can_show() -> None:
     seen: dict[str, set[str]] = {f: set() for f in FORMATS}
-    for seed in range(30):
+    scopes: dict[str, set[str]] = {f: set() for f in FORMATS}
+    for seed in range(45):
         fmt = FORMATS[seed % 3]
-        seen[fmt] |= {p.kind for p in build_run(seed, fmt, max_spans=SMALL).plants}
+        plants = build_run(seed, fmt, max_spans=SMALL).plants
+        seen[fmt] |= {p.kind for p in plants}
+        scopes[fmt] |= {p.scope for p in plants}
     assert not seen[SEED] & (ENGINE_SPAN_KINDS | {k.SLOW_PHASE})
     assert not seen[OTLP] & ENGINE_SPAN_KINDS
-    assert len(seen[OTLP_ENGINE] | seen[OTLP] | seen[SEED]) >= 8
+    assert k.SCOPE_REPLICA not in scopes[SEED] | scopes[OTLP], "only engine spans say which replica served a call"
+    assert len(seen[OTLP_ENGINE] | seen[OTLP] | seen[SEED]) >= 10
+    assert {k.SCOPE_STEP, k.SCOPE_WORKER, k.SCOPE_REQUEST} <= scopes[SEED] | scopes[OTLP] | scopes[OTLP_ENGINE]
 
 
 @pytest.mark.parametrize("seed", range(4))
