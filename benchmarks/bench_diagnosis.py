@@ -214,7 +214,7 @@ def run(quick: bool) -> list[Result]:
         )
     detail = f"{len(runs)} simulated runs, {len(plants)} planted steps; tables in the diagnosis accuracy section"
     return [
-        Result(f"29.5 diagnosis: {g.name}", g.goal, g.measured, g.ok, f"over {g.n}; {detail}")
+        Result(f"29.5 diagnosis: {g.name}", g.goal, g.measured, g.ok, f"over {g.over}; {detail}")
         for g in tables.goals(runs, plants)
     ]
 

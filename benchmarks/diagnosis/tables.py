@@ -32,6 +32,10 @@ class Goal:
     ok: bool
 
     @property
+    def over(self) -> str:
+        return f"{self.n} clean runs" if "clean" in self.name else f"{self.n} slow planted steps"
+
+    @property
     def measured(self) -> str:
         return "—" if self.value is None else f"{self.value:.3f}" if "per" in self.name else f"{self.value:.1%}"
 
@@ -138,8 +142,7 @@ def markdown(runs: list[Record], plants: list[Record], header: str) -> str:
     out = [BEGIN, "## Diagnosis accuracy (issue 29): planted causes in simulated runs", "", header, ""]
     out += ["| goal | target | measured | ok | over |", "| --- | --- | --- | --- | --- |"]
     for g in goals(runs, plants):
-        over = f"{g.n} clean runs" if "clean" in g.name else f"{g.n} planted steps"
-        out.append(f"| {g.name} | {g.goal} | {g.measured} | {'✅' if g.ok else '❌'} | {over} |")
+        out.append(f"| {g.name} | {g.goal} | {g.measured} | {'✅' if g.ok else '❌'} | {g.over} |")
     out += ["", *_table("kind", _by(plants, "kind")), ""]
     out += [*_table("size (cost / spread)", _by(plants, "bucket", [b for b, _, _ in BUCKETS])), ""]
     out += [*_table("format", _by(plants, "format")), ""]

@@ -4,9 +4,10 @@
 clean), at most 15k spans each, analyzed by ``otel_verl.analysis.analyze`` exactly as the benchmark does and
 scored the same way. The goals are the issue's, for plants costing at least twice the run's spread: ≥ 95 %
 named within the first three findings, ≥ 90 % of the slow step's excess explained by its account; at most
-one warning per 20 clean runs (on steps the run's own tails did not slow: benchmarks/diagnosis/scoring.py). The sample is small, so each goal allows what one unlucky case costs: one
-missed plant, 5 points of explained share, one warning over the three clean runs. The benchmark's 200+
-runs (benchmarks/RESULTS.md) are what judges the diagnosis; this keeps it from sliding back in CI.
+one warning per 20 clean runs (on steps the run's own tails did not slow: benchmarks/diagnosis/scoring.py).
+The sample is small, so each goal allows what one unlucky case costs: one missed plant, 5 points of
+explained share, one warning over the three clean runs. The benchmark's 200 runs (benchmarks/RESULTS.md)
+judge the diagnosis; this keeps it from sliding back in CI.
 """
 
 from __future__ import annotations
