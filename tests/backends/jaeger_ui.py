@@ -95,16 +95,22 @@ def ancestry(spans: dict[str, UISpan], span_id: str) -> list[str]:
 
 @dataclass
 class ConsoleLog:
-    """Every console message and uncaught error of every page of one browser context."""
+    """Every console message, uncaught error and requested URL of every page of one browser context."""
 
     messages: list[tuple[str, str, str]] = field(default_factory=list)  # (page url, type, text)
+    requests: list[str] = field(default_factory=list)
 
     def attach(self, context) -> None:
         context.on("page", self._watch)
+        context.on("request", lambda r: self.requests.append(r.url))
 
     def _watch(self, page) -> None:
         page.on("console", lambda m: self.messages.append((page.url, m.type, m.text)))
         page.on("pageerror", lambda e: self.messages.append((page.url, "pageerror", e.stack or str(e))))
+
+    def offsite(self, base: str) -> list[str]:
+        """Requests anywhere but ``base`` (Jaeger): the UI must not reach for the network."""
+        return [url for url in self.requests if not url.startswith((base + "/", "data:", "blob:"))]
 
     def known(self) -> list[str]:
         return [name for _, _, text in self.messages for name, rx in KNOWN_UI_LOGS.items() if rx.search(text)]
@@ -119,7 +125,8 @@ class ConsoleLog:
         ]
 
     def write(self, path: Path) -> None:
-        path.write_text("".join(f"{kind}\t{url}\t{text}\n" for url, kind, text in self.messages))
+        lines = [f"{kind}\t{url}\t{text}\n" for url, kind, text in self.messages]
+        path.write_text("".join(lines + [f"request\t{url}\t\n" for url in self.requests]))
 
 
 # -- the trace page

@@ -55,9 +55,10 @@ keeps its spans out of the pipeline tests' span-metric counts for service ``verl
 Traces = dict[str, dict[str, UISpan]]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ui(request) -> str:
-    """The UI's base URL (our Jaeger's query port), once it serves the real UI."""
+    """The UI's base URL (our Jaeger's query port), once it serves the real UI. Session-scoped and first in
+    every test's arguments, so that a missing UI skips before the backends start."""
     if jaeger_ui_assets() is None:
         pytest.skip(
             f"no built Jaeger UI at {JAEGER_UI}: build jaegertracing/jaeger-ui v1.74.0 "
@@ -102,13 +103,18 @@ class Browsing:
 
 @pytest.fixture
 def browsing(browser, shots: Path, request):
-    """A fresh browser context (its own tabs) whose console is recorded to ``<test>.console.tsv``."""
+    """A fresh browser context (its own tabs) whose console is recorded to ``<test>.console.tsv``; when the
+    test fails, every open tab is saved as ``<test>.failed-<n>.png``."""
     context = browser.new_context(viewport=VIEWPORT)
     log = ConsoleLog()
     log.attach(context)
     page = context.new_page()
+    failed_before = request.session.testsfailed
     yield Browsing(context, page, log)
     log.write(shots / f"{request.node.name}.console.tsv")
+    if request.session.testsfailed > failed_before:
+        for n, tab in enumerate(context.pages):
+            tab.screenshot(path=shots / f"{request.node.name}.failed-{n}.png")
     context.close()
 
 
@@ -177,9 +183,10 @@ def test_a_step_trace_draws_the_tree_down_to_the_engine_span(ui, plain: Traces, 
     assert engine == ours + sc.ENGINE_SERVICE_SUFFIX  # the engine's own service (verl.vllm)
     assert [r.service for r in path] == [ours] * 6 + [engine]
     assert browsing.log.unexpected() == []
+    assert browsing.log.offsite(ui) == []
 
 
-def test_a_cut_off_trace_opens_through_its_link(ui, backends: Backends, cut: Traces, browsing: Browsing, shots: Path):
+def test_a_cut_off_trace_opens_through_its_link(ui, cut: Traces, browsing: Browsing, shots: Path):
     """Whichever side holds the link (the knob today: the request's root links to its worker span; trace
     cutting may link from the step's side), open the trace that holds it, follow *References*, land on the
     other one. Jaeger draws a link only on the span that holds it: a link from a request to its worker
@@ -194,7 +201,7 @@ def test_a_cut_off_trace_opens_through_its_link(ui, backends: Backends, cut: Tra
     assert links, "no span of the cut-off run links to another trace"
     from_step = [link for link in links if _root(cut[link[0]]).name == sc.SPAN_STEP]
     holder_trace, holder_span, target_trace, target_span = (from_step or links)[0]
-    holder, target = cut[holder_trace], ui_trace(backends.jaeger_url, target_trace)
+    holder, target = cut[holder_trace], ui_trace(ui, target_trace)
     assert target_span in target, "the link points at a span Jaeger does not have"
     step, cut_off = (holder, target) if _root(holder).name == sc.SPAN_STEP else (target, holder)
     assert _root(step).name == sc.SPAN_STEP and _root(cut_off).name != sc.SPAN_STEP
@@ -227,6 +234,7 @@ def test_a_cut_off_trace_opens_through_its_link(ui, backends: Backends, cut: Tra
     widen_names(linked)
     linked.screenshot(path=shots / "2b-linked-trace.png")
     assert browsing.log.unexpected() == []
+    assert browsing.log.offsite(ui) == []
 
 
 @pytest.mark.parametrize("run", ["plain", "cut"])
@@ -260,3 +268,4 @@ def test_search_finds_a_request_by_its_id(run: str, ui, request, browsing: Brows
     assert span_id in detail_span_ids(page)
     page.screenshot(path=shots / f"3b-found-{run}.png")
     assert browsing.log.unexpected() == []
+    assert browsing.log.offsite(ui) == []
