@@ -57,8 +57,8 @@ def rollout_path(s: StepSummary, anomalies: pd.DataFrame) -> RolloutPath | None:
         worker=occ["worker"].to_numpy()[anomalies["occ"].to_numpy(dtype=np.int64)] if len(anomalies) else [],
     )
     # each item's anomaly rows: its own occurrences', and its worker's start and finish (request_span -1)
-    own = a[a["request_span"].to_numpy() >= 0].groupby("request_span").indices
-    shared = a[a["request_span"].to_numpy() < 0].groupby("worker").indices
+    own = _positions(a, a["request_span"].to_numpy() >= 0, "request_span")
+    shared = _positions(a, a["request_span"].to_numpy() < 0, "worker")
     rows_of = []
     for rs, w in zip(items["request_span"].to_numpy(), items["worker"].to_numpy(dtype=float), strict=True):
         mine = list(own.get(rs, ())) if rs >= 0 else []
@@ -102,6 +102,13 @@ def rollout_path(s: StepSummary, anomalies: pd.DataFrame) -> RolloutPath | None:
     parts[k.PART_ROLLOUT_OVERHEAD] = parts.get(k.PART_ROLLOUT_OVERHEAD, 0.0) + (p1 / 1e9 - ends.max())
     path.parts = parts
     return path
+
+
+def _positions(a: pd.DataFrame, mask: np.ndarray, by: str) -> dict[object, np.ndarray]:
+    """Row positions in ``a`` of the rows in ``mask``, grouped by ``by`` (``groupby.indices`` of a filtered frame
+    counts positions in that frame, not in ``a``)."""
+    where = np.flatnonzero(mask)
+    return {key: where[pos] for key, pos in a.iloc[where].groupby(by).indices.items()}
 
 
 def _items(s: StepSummary) -> pd.DataFrame:
