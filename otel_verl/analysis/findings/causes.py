@@ -28,7 +28,7 @@ from otel_verl.analysis.findings.account import Part, StepAccount, StepSpread
 from otel_verl.analysis.findings.baselines import Baselines
 from otel_verl.analysis.findings.messages import describe
 from otel_verl.analysis.findings.record import Finding, evidence, sort_findings
-from otel_verl.analysis.findings.step_summary import METRIC_RATE, METRIC_TOKENS
+from otel_verl.analysis.findings.step_summary import BARE_WORKER, METRIC_RATE, METRIC_TOKENS
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 MERGED_SCOPES = (k.SCOPE_STEP, k.SCOPE_PHASE, k.SCOPE_WORKER, k.SCOPE_REPLICA)
@@ -169,6 +169,9 @@ def _places(a: StepAccount, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]
                 scope[group], where[group] = k.SCOPE_SAMPLE, str(int(smp))
     rest = single & (scope == k.SCOPE_REQUEST)
     where[rest] = [str(int(w)) if np.isfinite(w) else "" for w in worker[rest]]
+    # a worker span without request spans stood in for a request: its anomalies are the worker's
+    status = a.summary.requests.set_index("request_span")["status"].reindex(spans).to_numpy(dtype=object)
+    scope[rest & (status == BARE_WORKER)] = k.SCOPE_WORKER
     return scope, where
 
 
@@ -219,7 +222,8 @@ def _tail_cause(a: StepAccount, p: Part, seconds: float, b: Baselines) -> Cause:
         turns = reqs["num_turns"].to_numpy(dtype=float)
         if np.isfinite(turns).all():
             details["turns"] = int(turns[0])
-    if p.kind in (k.PART_START, k.PART_FINISH) or rs < 0:
+    bare = len(reqs) and reqs["status"].iat[0] == BARE_WORKER
+    if p.kind in (k.PART_START, k.PART_FINISH) or rs < 0 or bare:
         return Cause(kind, k.SCOPE_WORKER, str(path.usual_worker), a.step, seconds, p.kind, workers, reqs, details, ev)
     return Cause(kind, k.SCOPE_REQUEST, "", a.step, seconds, p.kind, workers, reqs, details, ev)
 

@@ -39,7 +39,7 @@ def long_tail(accounts: list[StepAccount], spread: float) -> Finding | None:
         median.append(_median_shape(a))
         for x in WHAT_IF_SHARES:
             cuts[x].append(_cut(a, x))
-    c, m = np.nanmedian(np.array(crit, dtype=float), axis=0), np.nanmedian(np.array(median, dtype=float), axis=0)
+    c, m = _medians(crit), _medians(median)
     barrier = float(np.mean(waits)) if waits else 0.0
     what_if = {
         "oversample": [
@@ -81,6 +81,12 @@ def long_tail(accounts: list[StepAccount], spread: float) -> Finding | None:
         steps=[a.step for a in steps],
         details=details,
     )
+
+
+def _medians(rows: list[tuple[float, float, float, float]]) -> np.ndarray:
+    """Column medians, NaN where a column has no value (no turn counts, no tokens)."""
+    arr = np.array(rows, dtype=float)
+    return np.array([float(np.median(c[np.isfinite(c)])) if np.isfinite(c).any() else np.nan for c in arr.T])
 
 
 def _shape(a: StepAccount, request_span: int | None) -> tuple[float, float, float, float]:

@@ -131,4 +131,5 @@ def _tail(d: dict[str, Any]) -> str:
         return ""
     turns = d.get("turns")
     more = f" ({turns} turns)" if turns else ""
-    return f" — the request that ended the rollout{more}, within the run's usual tail of that part"
+    who = "the worker" if d.get("scope") == k.SCOPE_WORKER else "the request"
+    return f" — {who} that ended the rollout{more}, each of its calls within the run's usual spread"

@@ -112,7 +112,8 @@ def _positions(a: pd.DataFrame, mask: np.ndarray, by: str) -> dict[object, np.nd
 
 
 def _items(s: StepSummary) -> pd.DataFrame:
-    """One row per request (``end_ns`` = its end + its worker's finish); a worker without request spans is one item."""
+    """One row per request (``end_ns`` = its end + its worker's finish); a worker without request spans is a request
+    of its own in the summary (:func:`.segments.containers`)."""
     w = s.workers
     finish = {}
     if len(w):
@@ -129,23 +130,6 @@ def _items(s: StepSummary) -> pd.DataFrame:
             + np.array([finish.get(x, 0.0) for x in r["worker"].to_numpy(dtype=float)]),
         }
     )
-    if len(w):
-        bare = w[w["requests"].to_numpy() == 0]
-        if len(bare):
-            items = pd.concat(
-                [
-                    items,
-                    pd.DataFrame(
-                        {
-                            "request_span": -1,
-                            "worker": bare["worker"].to_numpy(dtype=float),
-                            "start_ns": bare["start_ns"].to_numpy(dtype=float),
-                            "end_ns": bare["end_ns"].to_numpy(dtype=float),
-                        }
-                    ),
-                ],
-                ignore_index=True,
-            )
     return items
 
 
@@ -155,19 +139,15 @@ def _usual_parts(s: StepSummary, item: pd.Series, a: pd.DataFrame, rows: np.ndar
     x_of = a.iloc[rows].groupby("occ")["x"].sum() if len(rows) else pd.Series(dtype=float)
     rs, w = int(item["request_span"]), item["worker"]
     parts: dict[str, float] = {}
-    mine = occ[(occ["request_span"].to_numpy() == rs) if rs >= 0 else np.zeros(len(occ), dtype=bool)]
+    mine = occ[occ["request_span"].to_numpy() == rs]
     for idx, part, value in zip(mine.index, mine["part"], mine["value_s"], strict=True):
         parts[part] = parts.get(part, 0.0) + float(value) - float(x_of.get(idx, 0.0))
     workerwide = occ[(occ["request_span"].to_numpy() < 0) & (occ["worker"].to_numpy(dtype=float) == w)]
     start_x = sum(float(x_of.get(i, 0.0)) for i in workerwide.index[workerwide["part"] == k.PART_START])
     finish_x = sum(float(x_of.get(i, 0.0)) for i in workerwide.index[workerwide["part"] == k.PART_FINISH])
-    start = (float(item["start_ns"]) - p0) / 1e9 - start_x
-    if rs < 0:  # a worker without request spans: its whole window is one gap
-        parts[k.PART_GAP] = (float(item["end_ns"]) - float(item["start_ns"])) / 1e9
-    else:
-        finish = workerwide.loc[workerwide["part"] == k.PART_FINISH, "value_s"]
-        parts[k.PART_FINISH] = (float(finish.iloc[0]) if len(finish) else 0.0) - finish_x
-    parts[k.PART_START] = start
+    finish = workerwide.loc[workerwide["part"] == k.PART_FINISH, "value_s"]
+    parts[k.PART_FINISH] = (float(finish.iloc[0]) if len(finish) else 0.0) - finish_x
+    parts[k.PART_START] = (float(item["start_ns"]) - p0) / 1e9 - start_x
     return parts
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.tables.events import EVENT_COLUMNS, event_label
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -59,11 +60,12 @@ _ENGINE_SPLIT = (
 
 
 def request_segments(t: Tables) -> pd.DataFrame:
-    """One row per (request, part occurrence): columns :data:`SEGMENT_COLUMNS`; gaps included, one per request."""
-    req = t.requests
-    req = req[req["request_row"] >= 0] if "request_row" in req else req.iloc[:0]
-    ev = t.events
-    ev = ev[ev["kind"].isin(("engine", *_PART_OF_KIND)).to_numpy() & ev["request_span"].isin(req["request_row"])]
+    """One row per (request, part occurrence): columns :data:`SEGMENT_COLUMNS`; gaps included, one per request.
+
+    A worker span that holds no request span (a worker-level trace: detail ``worker``, the seed's worker-only
+    logs) is a chain of parts too, made of the event spans right under it; its ``request_span`` is its own row."""
+    req = containers(t).rename(columns={"request_span": "request_row"})
+    ev = _container_events(t, req)
     if ev.empty and req.empty:
         return pd.DataFrame(columns=list(SEGMENT_COLUMNS))
     bounds = req.set_index("request_row")[["start_ns", "end_ns"]]
@@ -127,6 +129,60 @@ def as_objects(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     and row take of them then builds Python strings anew, which cost more than the account's arithmetic (the
     account reads these columns per step, again and again)."""
     return df.astype({c: object for c in columns if c in df})
+
+
+def containers(t: Tables) -> pd.DataFrame:
+    """What holds a chain of parts: every request span, and every worker span of a step that holds none
+    (``request_span``: the span's row; ``step``, ``worker``, ``start_ns``, ``end_ns``, ``trace_id``, ``span_id``)."""
+    cols = ["request_span", "step", "worker", "start_ns", "end_ns", "trace_id", "span_id"]
+    r = t.requests
+    r = r[r["request_row"] >= 0] if "request_row" in r else r.iloc[:0]
+    req = pd.DataFrame({"request_span": r["request_row"].to_numpy(dtype=np.int64)}).assign(
+        **{c: r[c].to_numpy() for c in cols[1:]}
+    )
+    bare = bare_workers(t)
+    return pd.concat([req, bare[cols]], ignore_index=True) if len(bare) else req
+
+
+def bare_workers(t: Tables) -> pd.DataFrame:
+    """Worker spans of training steps that hold no request span, as containers (``request_span``: their row)."""
+    sp = t.spans
+    kind = sp["kind"].to_numpy()
+    keep = (kind == "worker") & sp["step"].notna().to_numpy()
+    if "validate" in sp:
+        keep &= ~sp["validate"].fillna(False).to_numpy(dtype=bool)
+    held = set(t.requests["worker_span"].dropna().astype(np.int64)) if len(t.requests) else set()
+    rows = np.array([i for i in np.flatnonzero(keep) if i not in held], dtype=np.int64)
+    w = sp.iloc[rows]
+    return pd.DataFrame(
+        {
+            "request_span": rows,
+            "step": w["step"].to_numpy(dtype=float, na_value=np.nan),
+            "worker": w["worker"].to_numpy(dtype=float, na_value=np.nan),
+            "start_ns": w["start_ns"].to_numpy(dtype=np.int64),
+            "end_ns": w["end_ns"].to_numpy(dtype=np.int64),
+            "trace_id": w["trace_id"].to_numpy(dtype=object),
+            "span_id": w["span_id"].to_numpy(dtype=object),
+        }
+    )
+
+
+def _container_events(t: Tables, holders: pd.DataFrame) -> pd.DataFrame:
+    """Known event spans of each container: a request's from the events table, a bare worker's right under it."""
+    ev = t.events
+    ev = ev[ev["kind"].isin(("engine", *_PART_OF_KIND)).to_numpy() & ev["request_span"].isin(holders["request_row"])]
+    workers = set(holders["request_row"]) - set(t.requests.get("request_row", pd.Series(dtype=np.int64)))
+    if not workers:
+        return ev
+    sp = t.spans
+    own = sp["kind"].isin(("engine", *_PART_OF_KIND)).to_numpy() & (sp["request_span"].to_numpy() < 0)
+    own &= sp["worker_span"].isin(list(workers)).to_numpy()
+    if not own.any():
+        return ev
+    wev = sp.loc[own, [c for c in EVENT_COLUMNS if c in sp.columns]].copy()
+    wev["request_span"] = wev["worker_span"].to_numpy()
+    wev["event"] = event_label(wev)
+    return pd.concat([ev, wev], ignore_index=True)
 
 
 def turn_key(turn: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ import pandas as pd
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.histograms import LogHistogram
 from otel_verl.analysis.findings.quiet import quiet_windows
-from otel_verl.analysis.findings.segments import TEXT_COLUMNS, as_objects, request_segments
+from otel_verl.analysis.findings.segments import TEXT_COLUMNS, as_objects, bare_workers, request_segments
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -26,6 +26,9 @@ METRIC_SECONDS = "s"
 METRIC_TOKENS = "tokens"
 METRIC_RATE = "rate"
 """Seconds per token of a decode part."""
+
+BARE_WORKER = "worker"
+"""``status`` of a summary's request row that is a worker span holding no request span."""
 
 GROUP_STEP = "step"
 GROUP_WORKER = "worker"
@@ -111,7 +114,9 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
         wk = _workers(w, r)
         worker_occ.append(_worker_occurrences(wk, rollout).assign(step=float(step)))
         steps.append((row, step, rollout, ph, wk, r))
-    occ = as_objects(pd.concat([x for x in worker_occ if len(x)], ignore_index=True), TEXT_COLUMNS)
+    frames = [x for x in worker_occ if len(x)]
+    occ = pd.concat(frames, ignore_index=True) if frames else seg.assign(step=np.nan).iloc[:0]
+    occ = as_objects(occ, TEXT_COLUMNS)
     occ_by_step = occ.groupby("step", sort=False).indices
     hist, groups = _statistics(occ)
     out = []
@@ -167,6 +172,9 @@ def _requests(t: Tables) -> pd.DataFrame:
         j = calls[calls["joined"].to_numpy(dtype=bool)].sort_values("start_ns")
         replica = j.groupby("request_span")["replica"].first()
     out["replica"] = out["request_span"].map(replica).astype(object)
+    bare = bare_workers(t)
+    if len(bare):  # a worker without request spans is its own chain of parts (:func:`.segments.request_segments`)
+        out = pd.concat([out, bare.assign(status=BARE_WORKER, request_id=None, replica=None)], ignore_index=True)
     return as_objects(out[out["step"].notna()], ("request_id", "status", "trace_id", "span_id", "replica"))
 
 
