@@ -80,7 +80,7 @@ class GenStats:
     planted: dict[str, Any] = field(default_factory=dict)
 
 
-class _Ids:
+class SpanIds:
     def __init__(self, rng: random.Random) -> None:
         self.bits = rng.getrandbits
 
@@ -91,7 +91,7 @@ class _Ids:
         return f"{self.bits(128) | 1:032x}"
 
 
-def _span(
+def otlp_span(
     trace_id: str,
     span_id: str,
     parent: str | None,
@@ -118,7 +118,7 @@ def _span(
     return out
 
 
-def _resource(role: str, pid: int, run: str, rank: int | None) -> dict[str, Any]:
+def otlp_resource(role: str, pid: int, run: str, rank: int | None) -> dict[str, Any]:
     attrs: dict[str, Any] = {
         "telemetry.sdk.language": "python",
         "telemetry.sdk.name": "opentelemetry",
@@ -136,11 +136,19 @@ def _resource(role: str, pid: int, run: str, rank: int | None) -> dict[str, Any]
     return {"attributes": encode_attributes(attrs)}
 
 
-def _write(path: Path, resource: dict[str, Any], spans: list[dict[str, Any]], rng: random.Random, st: GenStats) -> None:
-    """Spans in end-time order, batched into lines of 64-512 spans (the batch processor's export calls)."""
+def write_spans(
+    path: Path,
+    resource: dict[str, Any],
+    spans: list[dict[str, Any]],
+    rng: random.Random,
+    st: GenStats,
+    scope: dict[str, str] | None = None,
+) -> None:
+    """Spans in end-time order, batched into lines of 64-512 spans (the batch processor's export calls);
+    ``scope``: the instrumentation scope of every line (default otel_verl's)."""
     spans.sort(key=lambda s: int(s["endTimeUnixNano"]))
     path.parent.mkdir(parents=True, exist_ok=True)
-    scope = {"name": "otel_verl", "version": "0.1.0"}
+    scope = scope or {"name": "otel_verl", "version": "0.1.0"}
     out = []
     i = 0
     while i < len(spans):
@@ -168,7 +176,7 @@ def _worker(
     gen_id: str,
     ws_ns: int,
     rng: random.Random,
-    ids: _Ids,
+    ids: SpanIds,
     plant: Planted,
     aborting: bool,
     turns: int | None = None,
@@ -195,7 +203,7 @@ def _worker(
         kids: list[dict[str, Any]] = []
         pre = rng.lognormvariate(math.log(0.04), 0.3) * 1e9
         kids.append(
-            _span(
+            otlp_span(
                 trace_id,
                 ids.span(),
                 req_id,
@@ -236,13 +244,15 @@ def _worker(
                 sc.VERL_ENGINE_NUM_PREEMPTED: 0,
             }
             kids.append(
-                _span(trace_id, ids.span(), turn_id, sc.generate_span_name(MODEL), warp(t), warp(t + dur * 1e9), eng, 3)
+                otlp_span(
+                    trace_id, ids.span(), turn_id, sc.generate_span_name(MODEL), warp(t), warp(t + dur * 1e9), eng, 3
+                )
             )
             t += dur * 1e9
             last = ti == n_turns - 1 or reason == "length"
             tp = rng.uniform(0.5e6, 2e6)
             kids.append(
-                _span(
+                otlp_span(
                     trace_id,
                     ids.span(),
                     turn_id,
@@ -256,7 +266,7 @@ def _worker(
             if not last:
                 tool = rng.lognormvariate(math.log(0.3), 0.5) * 1e9
                 kids.append(
-                    _span(
+                    otlp_span(
                         trace_id,
                         ids.span(),
                         turn_id,
@@ -269,7 +279,7 @@ def _worker(
                 t += tool
                 merge = rng.lognormvariate(math.log(0.02), 0.3) * 1e9
                 kids.append(
-                    _span(
+                    otlp_span(
                         trace_id,
                         ids.span(),
                         turn_id,
@@ -281,7 +291,7 @@ def _worker(
                 )
                 t += merge
             kids.append(
-                _span(trace_id, turn_id, req_id, sc.SPAN_TURN, warp(ts), warp(t), {**ev, sc.VERL_TURN_INDEX: ti})
+                otlp_span(trace_id, turn_id, req_id, sc.SPAN_TURN, warp(ts), warp(t), {**ev, sc.VERL_TURN_INDEX: ti})
             )
             if reason == "length":
                 n_turns = ti + 1
@@ -295,7 +305,7 @@ def _worker(
             if plant.slow_reward[:3] == (step, w, r):
                 rdur = plant.slow_reward[3]
             kids.append(
-                _span(
+                otlp_span(
                     trace_id,
                     ids.span(),
                     req_id,
@@ -320,7 +330,7 @@ def _worker(
             sc.VERL_REQUEST_STATUS: status,
             sc.VERL_REQUEST_NUM_TURNS: n_turns,
         }
-        req = _span(
+        req = otlp_span(
             trace_id,
             req_id,
             wid,
@@ -353,7 +363,7 @@ def _worker(
         spans.extend(kids)
     done = requests - n_abort
     spans.append(
-        _span(
+        otlp_span(
             trace_id,
             wid,
             gen_id,
@@ -390,7 +400,7 @@ def generate(
     t_start = time.perf_counter()
     plant = (planted or Planted()).fit(steps, workers, requests)
     rng = random.Random(seed)
-    ids = _Ids(rng)
+    ids = SpanIds(rng)
     run_dir = Path(out) / run
     st = GenStats(requests=steps * workers * requests)
     st.planted = {
@@ -399,8 +409,8 @@ def generate(
         "slow_turn": plant.slow_turn,
         "aborted_steps": [s for s in range(1, steps + 1) if s % plant.abort_every == 0],
     }
-    res_trainer = _resource("trainer", 1000, run, None)
-    res_workers = [_resource("agent_loop_worker", 2000 + w, run, w) for w in range(workers)]
+    res_trainer = otlp_resource("trainer", 1000, run, None)
+    res_workers = [otlp_resource("agent_loop_worker", 2000 + w, run, w) for w in range(workers)]
     t = T0_NS
     for step in range(1, steps + 1):
         trace_id = ids.trace()
@@ -422,11 +432,11 @@ def generate(
                 step % plant.abort_every == 0,
                 turns,
             )
-            _write(run_dir / f"step_{step}" / f"worker_{w}.jsonl", res_workers[w], spans, rng, st)
+            write_spans(run_dir / f"step_{step}" / f"worker_{w}.jsonl", res_workers[w], spans, rng, st)
         last = max(ends.values())
         slowest = max(ends, key=lambda k: ends[k])
         trainer: list[dict[str, Any]] = [
-            _span(
+            otlp_span(
                 trace_id,
                 ids.span(),
                 wids[w],
@@ -439,7 +449,7 @@ def generate(
         ]
         gen_end = last + int(0.05e9)
         trainer.append(
-            _span(
+            otlp_span(
                 trace_id,
                 gen_id,
                 step_id,
@@ -453,7 +463,7 @@ def generate(
         for name, dur in PHASES_AFTER:
             d = int(dur * rng.uniform(0.95, 1.05) * 1e9)
             trainer.append(
-                _span(
+                otlp_span(
                     trace_id,
                     ids.span(),
                     step_id,
@@ -465,8 +475,8 @@ def generate(
             )
             cur += d
         step_end = cur + int(0.1e9)
-        trainer.append(_span(trace_id, step_id, None, sc.SPAN_STEP, t, step_end, {sc.VERL_STEP: step}))
-        _write(run_dir / f"step_{step}" / "trainer.jsonl", res_trainer, trainer, rng, st)
+        trainer.append(otlp_span(trace_id, step_id, None, sc.SPAN_STEP, t, step_end, {sc.VERL_STEP: step}))
+        write_spans(run_dir / f"step_{step}" / "trainer.jsonl", res_trainer, trainer, rng, st)
         t = step_end + int(0.5e9)
         if progress and step % 10 == 0:
             print(f"  step {step}/{steps}: {st.spans} spans, {st.bytes / 1e6:.0f} MB", file=sys.stderr)

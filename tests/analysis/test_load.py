@@ -168,7 +168,7 @@ def test_window_keeps_whole_steps(planted_spool: Path, planted_spans) -> None:
     want = planted_spans[planted_spans["step"].isin([3, 4, 5])]
     assert set(got["span_id"]) == set(want["span_id"]) and len(got) == len(want)
     assert not [f for f in all_findings(got) if f.kind == "incomplete_worker"]
-    assert [f.step for f in all_findings(got) if f.kind == "straggler_worker" and f.worker == 1] == [3]
+    assert [f.steps for f in all_findings(got) if f.kind == "stall" and f.worker == 1] == [[3]]
 
 
 def test_ids_written_as_numbers_or_lists_are_kept_as_text():

@@ -14,6 +14,7 @@ from collections import defaultdict
 
 import pandas as pd
 
+from otel_verl.analysis.findings import kinds
 from otel_verl.analysis.findings.record import Finding, evidence
 from otel_verl.analysis.tables import Tables
 
@@ -46,7 +47,7 @@ def find_missing_workers(t: Tables) -> list[Finding]:
             plural = "" if seen == 1 else "s"
             out.append(
                 Finding(
-                    kind="missing_worker",
+                    kind=kinds.MISSING_WORKER,
                     severity="warning",
                     step=step,
                     worker=rank,
