@@ -193,7 +193,9 @@ def test_seed_logs_given_to_analyze_are_read_directly(tmp_path: Path) -> None:
     # skipped lines are said before the verdict, in the summary and in the report, never "No problems found" alone
     out = " ".join(res.output.split())
     assert "The input is incomplete" in out and "1 bad line was skipped (--skip-bad-lines)" in out
-    assert out.index("incomplete") < out.index(found["summary"]["verdict"].split(":")[0])
+    verdict = json.loads((tmp_path / "o3" / "findings.json").read_text())["summary"]["verdict"]
+    assert not verdict.startswith("No problems found") and "1 bad input line was skipped" in verdict
+    assert out.index("The input is incomplete") < out.index(verdict.split(":")[0])
     html = (tmp_path / "o3" / "report.html").read_text()
     assert "The input is incomplete" in html and f"{first.name}:{n}" in html and "class='problems'" in html
 

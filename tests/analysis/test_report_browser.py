@@ -62,7 +62,7 @@ def test_report_opens_with_the_verdict_in_chromium(seed_report: Path) -> None:
         browser.close()
     assert errors == []
     assert box is not None and box["y"] + box["height"] < 800, box  # on the first screen
-    assert text.startswith("step 3 took") and "because worker 1" in text and "engine call of turn index 0" in text
+    assert text.startswith("step 3: rollout took") and "(worker 1)" in text and "engine call of turn index 0" in text
     assert timelines == 2 and bars > 100  # the slowest step and --timeline-step 1
     assert links and all(len(t) == 32 for t in links)  # full trace ids, linked
     assert plots >= 5  # plotly drew the figures

@@ -54,6 +54,8 @@ class Cause:
 
 def name_causes(accounts: list[StepAccount], spread: StepSpread, b: Baselines, th: Thresholds) -> list[Finding]:
     """Every cause of every step, recurring ones merged, ranked (:func:`.record.sort_findings`)."""
+    if len(accounts) < th.min_steps:
+        return []  # too few steps to tell a step's excess from the run's own variation
     causes: list[Cause] = []
     for a in accounts:
         if not np.isfinite(a.baseline_s):

@@ -46,7 +46,7 @@ def find_missing_data(summaries: list[StepSummary], stats: LoadStats | None) -> 
             out.append(
                 Finding(
                     kind=kinds.MISSING_DATA,
-                    severity="warning",
+                    severity="info",
                     step=steps[0] if len(steps) == 1 else None,
                     steps=steps,
                     metric="steps",
