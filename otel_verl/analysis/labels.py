@@ -37,7 +37,7 @@ STYLES: dict[str, Style] = {
     "prefill": Style("prefill", "#17becf"),
     "decode": Style("decode", "#1f3a93"),
     "engine_other": Style("other engine time", "#aec7e8"),
-    "engine_after": Style("after the engine (its other time, the answer's way back)", "#9edae5"),
+    "engine_after": Style("after the engine (the answer's way back)", "#9edae5"),
     "tool": Style("tool", "#f58518"),
     "tool_parse": Style("tool-call parsing", "#eeca3b"),
     "preprocess": Style("preprocess", "#bcbd22"),

@@ -43,6 +43,7 @@ TIME_ORDER = (
     "engine_queue",
     "prefill",
     "decode",
+    "engine_other",
     "engine_after",
     "engine",
     "tool_parse",

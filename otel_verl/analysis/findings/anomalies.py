@@ -314,10 +314,11 @@ def _with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFra
         prompts = {x for x in samples.reindex(list(w.requests)).to_numpy(dtype=float) if np.isfinite(x)}
         if len(prompts) == 1 and len(w.requests) > 1:
             continue
-        if _engine_accounts_for(occ, w):
+        if _engine_accounts_for(occ, w) or _one_part_moved(occ, w, b):
             continue
         for req in w.requests:
-            mine = occ["request_span"].to_numpy() == req
+            # a gap row spans its whole request (it is the rest, not a time of its own): never the part stretched
+            mine = (occ["request_span"].to_numpy() == req) & (occ["part"].to_numpy() != k.PART_GAP)
             overlap = np.minimum(occ["end_ns"].to_numpy(), w.end_ns) - np.maximum(
                 occ["start_ns"].to_numpy(), w.start_ns
             )
@@ -348,12 +349,31 @@ def _with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFra
     return pd.concat([found, *extra], ignore_index=True) if extra else found
 
 
+def _one_part_moved(occ: pd.DataFrame, w: Any, b: Baselines) -> bool:
+    """Whether every request in flight was in the same part and that part was slow across the worker by about the
+    stretch: every reward of the worker 100 s slower holds its requests still together, and that is a slow reward
+    (its typical excess on the worker is the stretch). A stall stretches only what was in flight: the part's typical
+    occurrence on the worker stays about usual."""
+    held = occ["request_span"].isin(list(w.requests)).to_numpy() & (occ["start_ns"].to_numpy() < w.end_ns)
+    held = held & (occ["end_ns"].to_numpy() > w.start_ns) & (occ["part"].to_numpy() != k.PART_GAP)
+    parts = set(occ["part"].to_numpy()[held])
+    if len(parts) != 1:
+        return False
+    (part,) = parts
+    mine = (occ["part"].to_numpy() == part) & (occ["worker"].to_numpy(dtype=float) == float(w.worker))
+    keys = occ["key"].to_numpy()[mine]
+    usual = np.array([(n.median if (n := b.norm(part, key, METRIC_SECONDS)) else np.nan) for key in keys])
+    excess = occ["value_s"].to_numpy(dtype=float)[mine] - usual
+    excess = excess[np.isfinite(excess)]
+    return bool(len(excess) and np.median(excess) >= 0.5 * float(w.seconds))
+
+
 def _engine_accounts_for(occ: pd.DataFrame, w: Any) -> bool:
     """Whether the engine's own account says where most of the stretch went (queued, prefill, decoding, on the
     way to it): then each request is told by its own part; a paused worker shows in the parts the engine does
     not see (the answer's way back, a tool, a reward, time between spans)."""
     held = occ["request_span"].isin(list(w.requests)).to_numpy() & (occ["start_ns"].to_numpy() <= w.start_ns)
-    held = held & (occ["end_ns"].to_numpy() >= w.end_ns)
+    held = held & (occ["end_ns"].to_numpy() >= w.end_ns) & (occ["part"].to_numpy() != k.PART_GAP)
     if not held.any():
         return False
     return bool(occ["by_engine"].to_numpy(dtype=bool)[held].mean() > 0.5)

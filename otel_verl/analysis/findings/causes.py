@@ -74,6 +74,14 @@ def severity(seconds: float, usual_step_s: float, spread: StepSpread, th: Thresh
     return "critical" if seconds >= th.critical_fraction * usual_step_s else "warning"
 
 
+def _severity(c: Cause, a: StepAccount, spread: StepSpread, th: Thresholds) -> str:
+    """A cause's severity: the seconds it lost, but never more than its step lost against its usual (a step within
+    the run's normal variation gets no warning, whatever one part did)."""
+    if c.details.get("degraded"):
+        return "warning"
+    return severity(min(c.seconds, max(a.excess_s, 0.0)), a.baseline_s, spread, th)
+
+
 def _step_causes(a: StepAccount, b: Baselines, th: Thresholds) -> list[Cause]:
     out: list[Cause] = []
     limit = max(a.excess_s, 0.0)
@@ -88,10 +96,9 @@ def _step_causes(a: StepAccount, b: Baselines, th: Thresholds) -> list[Cause]:
             continue
         mine = np.flatnonzero((np.asarray(account_part) == p.kind) & (cost > 0)) if len(an) else np.zeros(0, int)
         total = float(cost[mine].sum()) if len(mine) else 0.0
-        share = min(1.0, p.seconds / total) if total > 0 else 0.0
-        for cause in _anomaly_causes(a, an.iloc[mine], share):
-            cause.seconds = min(cause.seconds, limit)
-            out.append(cause)
+        # what an anomaly cost is how much sooner the step would have ended without it (the peel's drop), even
+        # when the step's usual path happened to be short this time; only its severity is held to the excess
+        out.extend(_anomaly_causes(a, an.iloc[mine]))
         rest = p.seconds - min(total, p.seconds)
         if rest > 0 and a.path is not None:
             out.append(_tail_cause(a, p, min(rest, limit), b))
@@ -106,7 +113,7 @@ def _requests_of(a: StepAccount, occ_rows: np.ndarray) -> pd.DataFrame:
     return req.reindex(pd.unique(spans[spans >= 0])).reset_index()
 
 
-def _anomaly_causes(a: StepAccount, rows: pd.DataFrame, share: float) -> list[Cause]:
+def _anomaly_causes(a: StepAccount, rows: pd.DataFrame) -> list[Cause]:
     """The part's anomalies that cost the step, one cause per (kind, place): a group's own place (the step, a
     replica, a worker, a sample group), else for single requests their prompt when they are most of its rollouts,
     else their worker (two workers' outliers are two causes, not one)."""
@@ -136,12 +143,12 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame, share: float) -> list[Ca
         turns = sorted({int(x) for x in turn if np.isfinite(x)})
         if turns:
             details["turn_index"] = turns[0] if len(turns) == 1 else turns
-        still = _stood_still(a, occ_rows, float(g["x"].max()))
+        still = _stood_still(a, occ_rows, float(g["x"].max())) if scope in (k.SCOPE_REQUEST, k.SCOPE_SAMPLE) else 0.0
         if still:
             details["stalled_s"] = still
         order = occ_rows[np.argsort(-g["cost"].to_numpy())][:5]
         ev = [e for i in order for e in evidence(occ["trace_id"].iat[i], occ["span_id"].iat[i])]
-        seconds = float(g["cost"].sum()) * share
+        seconds = float(g["cost"].sum())
         out.append(Cause(cause, scope, where, a.step, seconds, str(top["part"]), workers, reqs, details, ev))
     return out
 
@@ -153,15 +160,21 @@ def _places(a: StepAccount, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]
     scope = rows["scope"].to_numpy(dtype=object).copy()
     where = rows["group"].astype(str).to_numpy(dtype=object).copy()
     where[scope == k.SCOPE_STEP] = ""
+    idx = rows["occ"].to_numpy(dtype=np.int64)
+    own = occ["request_span"].to_numpy()[idx] < 0  # a worker's own part: its start, its finish
+    causes = rows["cause"].to_numpy(dtype=object)
+    everyone = {float(w) for w in a.summary.workers["worker"]}
+    for cause in set(causes[own & (scope == k.SCOPE_WORKER)]):
+        mine = own & (scope == k.SCOPE_WORKER) & (causes == cause)
+        if len(everyone) > 1 and {float(w) for w in occ["worker"].to_numpy(dtype=float)[idx][mine]} >= everyone:
+            scope[mine], where[mine] = k.SCOPE_STEP, ""  # every worker's: the step's cause, told once
     single = scope == k.SCOPE_REQUEST
     if not single.any():
         return scope, where
-    idx = rows["occ"].to_numpy(dtype=np.int64)
     sample = occ["sample_index"].to_numpy(dtype=float)[idx]
     worker = occ["worker"].to_numpy(dtype=float)[idx]
     spans = occ["request_span"].to_numpy()[idx]
     rollouts = pd.Series(a.summary.requests["sample_index"].to_numpy(dtype=float)).value_counts()
-    causes = rows["cause"].to_numpy(dtype=object)
     for cause in set(causes[single]):
         mine = single & (causes == cause)
         for smp in {x for x in sample[mine] if np.isfinite(x)}:
@@ -171,6 +184,7 @@ def _places(a: StepAccount, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]
                 scope[group], where[group] = k.SCOPE_SAMPLE, str(int(smp))
     rest = single & (scope == k.SCOPE_REQUEST)
     where[rest] = [str(int(w)) if np.isfinite(w) else "" for w in worker[rest]]
+    scope[rest & (causes == k.STALL)] = k.SCOPE_WORKER  # an answer the worker took late: the worker stalled
     # a worker span without request spans stood in for a request: its anomalies are the worker's
     status = a.summary.requests.set_index("request_span")["status"].reindex(spans).to_numpy(dtype=object)
     scope[rest & (status == BARE_WORKER)] = k.SCOPE_WORKER
@@ -287,12 +301,7 @@ def _merge(causes: list[Cause], accounts: list[StepAccount], spread: StepSpread,
     for group in groups.values():
         group.sort(key=lambda c: -c.seconds)
         top = group[0]
-        sev_rank = min(
-            ("critical", "warning", "info").index(
-                "warning" if c.details.get("degraded") else severity(c.seconds, by_step[c.step].baseline_s, spread, th)
-            )
-            for c in group
-        )
+        sev_rank = min(("critical", "warning", "info").index(_severity(c, by_step[c.step], spread, th)) for c in group)
         steps = sorted({c.step for c in group})
         workers = sorted({w for c in group for w in c.workers})
         reqs = (

@@ -14,7 +14,6 @@ worker (rollout overhead). Every second of the rollout is owned by exactly one p
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,23 +67,12 @@ def rollout_path(s: StepSummary, anomalies: pd.DataFrame) -> RolloutPath | None:
     x = a["x"].to_numpy(dtype=float)
     ends = items["end_ns"].to_numpy(dtype=float) / 1e9
     took = np.array([x[r].sum() for r in rows_of])
+    done = ~items["aborted"].to_numpy(dtype=bool)
+    drops, usual, level0 = peel(ends, took, int(done.sum()) if done.any() else len(ends))
     cost = np.zeros(len(a))
-    heap = [(-e, i, False) for i, e in enumerate(ends)]
-    heapq.heapify(heap)
-    level = -heap[0][0]
-    while True:
-        neg_end, i, fixed = heapq.heappop(heap)
-        if fixed or took[i] <= 0:
-            heapq.heappush(heap, (neg_end, i, True))
-            break
-        heapq.heappush(heap, (-(ends[i] - took[i]), i, True))
-        new = -heap[0][0]
-        drop = level - new
-        if drop > 0:
-            cost[rows_of[i]] += drop * x[rows_of[i]] / took[i]
-        level = new
-    _, usual, _ = heap[0]
-    crit = int(np.argmax(ends))
+    for i, drop in drops.items():
+        cost[rows_of[i]] += drop * x[rows_of[i]] / took[i]
+    crit = int(np.argmax(np.where(done, ends, -np.inf))) if done.any() else int(np.argmax(ends))
     path = RolloutPath(
         cost=pd.Series(cost, index=a.index),
         critical_worker=_int(items["worker"].iat[crit]),
@@ -99,9 +87,44 @@ def rollout_path(s: StepSummary, anomalies: pd.DataFrame) -> RolloutPath | None:
         parts[key] = parts.get(key, 0.0) + float(c)
     for part, seconds in _usual_parts(s, items.iloc[usual], a, rows_of[usual], p0).items():
         parts[part] = parts.get(part, 0.0) + seconds
-    parts[k.PART_ROLLOUT_OVERHEAD] = parts.get(k.PART_ROLLOUT_OVERHEAD, 0.0) + (p1 / 1e9 - ends.max())
+    parts[k.PART_ROLLOUT_OVERHEAD] = parts.get(k.PART_ROLLOUT_OVERHEAD, 0.0) + (p1 / 1e9 - level0)
     path.parts = parts
     return path
+
+
+def peel(ends: np.ndarray, took: np.ndarray, k: int) -> tuple[dict[int, float], int, float]:
+    """Peel the rollout's end: (the drop each item's anomalies gave, the item that ends it once they are taken away,
+    the end before any was).
+
+    The rollout ends with its ``k``-th completion: the last request when every request completes (``k`` = all),
+    the target count when over-sampling aborts the rest (those keep their cut-off end, which a counterfactual can
+    only move earlier). Each round takes the anomalies away from the request whose taking-away lowers the end the
+    most: the one holding the end if it has any, else one ending after it that would then end before it (an
+    aborted request that, unslowed, would have completed instead of the one that ended the rollout)."""
+    cur = ends.astype(float).copy()
+    left = took > 0
+    drops: dict[int, float] = {}
+
+    def kth(v: np.ndarray) -> float:
+        return float(np.partition(v, k - 1)[k - 1])
+
+    level0 = level = kth(cur)
+    while left.any():
+        holder = int(np.flatnonzero(cur == level)[0])
+        if left[holder]:
+            pick = holder
+        else:
+            later = np.flatnonzero(left & (cur >= level) & (cur - took < level))
+            if not len(later):
+                break
+            pick = int(later[np.argmin(cur[later] - took[later])])
+        cur[pick] -= took[pick]
+        left[pick] = False
+        new = kth(cur)
+        if level - new > 0:
+            drops[pick] = drops.get(pick, 0.0) + level - new
+        level = new
+    return drops, int(np.flatnonzero(cur == level)[0]), level0
 
 
 def _positions(a: pd.DataFrame, mask: np.ndarray, by: str) -> dict[object, np.ndarray]:
@@ -128,6 +151,8 @@ def _items(s: StepSummary) -> pd.DataFrame:
             "start_ns": r["start_ns"].to_numpy(dtype=float),
             "end_ns": r["end_ns"].to_numpy(dtype=float)
             + np.array([finish.get(x, 0.0) for x in r["worker"].to_numpy(dtype=float)]),
+            # an aborted request ends when the others complete (over-sampling cuts it then)
+            "aborted": r["status"].to_numpy(dtype=object) == "aborted",
         }
     )
     return items

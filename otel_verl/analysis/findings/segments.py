@@ -55,7 +55,8 @@ _ENGINE_SPLIT = (
     (k.PART_ENGINE_QUEUE, ("engine_queue_s",)),
     (k.PART_PREFILL, ("engine_prefill_s",)),
     (k.PART_DECODE, ("engine_decode_s",)),
-    (k.PART_ENGINE_AFTER, ("engine_other_s", "engine_after_s")),
+    (k.PART_ENGINE_OTHER, ("engine_other_s",)),
+    (k.PART_ENGINE_AFTER, ("engine_after_s",)),
 )
 
 
