@@ -9,7 +9,7 @@ its part's usual value, for one of three reasons, each with the **scope** it is 
   usually stray: that scope, and every occurrence of the group gives back its share
   (``value × (1 − 1/ratio)``);
 * nothing moved on its worker for longer than the run's stretches of nothing moving, with requests of different
-  prompts in flight: a ``stall``, taken from the parts it stretched.
+  prompts in flight: a ``stall``, taken from the parts it stretched (:mod:`.stalls`).
 
 Decode is split by what moved (``V − V0 = (N − N0)·r0 + N·(r − r0)``): more tokens than usual is a
 ``long_response`` (the usual seconds per token on the extra tokens), more seconds per token a ``slow_decode``.
@@ -17,13 +17,13 @@ Decode is split by what moved (``V − V0 = (N − N0)·r0 + N·(r − r0)``): m
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.anomaly_rows import ANOMALY_COLUMNS, anomaly_rows
 from otel_verl.analysis.findings.baselines import Baselines, group_log_ratios
+from otel_verl.analysis.findings.stalls import with_stalls
 from otel_verl.analysis.findings.step_summary import (
     GROUP_REPLICA,
     GROUP_SAMPLE,
@@ -36,26 +36,6 @@ from otel_verl.analysis.findings.step_summary import (
     group_key,
 )
 from otel_verl.analysis.findings.thresholds import Thresholds
-
-ANOMALY_COLUMNS = (
-    "occ",
-    "cause",
-    "part",
-    "x",
-    "scope",
-    "group",
-    "metric",
-    "value",
-    "usual",
-    "ratio",
-    "via",
-    "beyond",
-    "move",
-)
-"""``occ``: row of the step's occurrences; ``x``: seconds beyond the usual; ``value``/``usual``/``ratio``: the
-metric that moved (seconds, tokens or seconds per token), its usual value and their ratio; ``via``: ``outlier``
-(the occurrence alone) or ``shift`` (its group moved); ``beyond``: an outlier's value over its fence; ``move``: the
-seconds a shifted group's median moved."""
 
 GROUP_ORDER = (GROUP_STEP, GROUP_REPLICA, GROUP_WORKER, GROUP_SAMPLE)
 """When several groups of one occurrence moved, the broadest tells the story."""
@@ -97,7 +77,7 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
             .drop_duplicates(["occ", "cause"])
             .drop(columns="_rank")
         )
-    return _with_stalls(s, b, th, found).reset_index(drop=True)
+    return with_stalls(s, b, th, found).reset_index(drop=True)
 
 
 def _norms(occ: pd.DataFrame, b: Baselines, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -129,7 +109,7 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds) -> pd.DataFrame:
         group = np.array([str(int(w)) if o and np.isfinite(w) else "" for o, w in zip(own, worker, strict=True)])
         causes = [k.CAUSE_OF_PART[p] for p in part[i]]
         out.append(
-            _rows(i, causes, part[i], v[i] - med[i], scope, group, METRIC_SECONDS, v[i], med[i], v[i] / fence[i])
+            anomaly_rows(i, causes, part[i], v[i] - med[i], scope, group, METRIC_SECONDS, v[i], med[i], v[i] / fence[i])
         )
     if dec.any():
         n0, n_fence = _norms(occ, b, METRIC_TOKENS)
@@ -143,7 +123,7 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds) -> pd.DataFrame:
             i = np.flatnonzero(long)
             x = np.minimum((tokens[i] - n0[i]) * r0[i], v[i])
             out.append(
-                _rows(
+                anomaly_rows(
                     i,
                     k.LONG_RESPONSE,
                     part[i],
@@ -161,7 +141,7 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds) -> pd.DataFrame:
             i = np.flatnonzero(slow)
             x = np.minimum(tokens[i] * (rate[i] - r0[i]), v[i])
             out.append(
-                _rows(
+                anomaly_rows(
                     i, k.SLOW_DECODE, part[i], x, k.SCOPE_REQUEST, "", METRIC_RATE, rate[i], r0[i], rate[i] / r_fence[i]
                 )
             )
@@ -176,7 +156,9 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds) -> pd.DataFrame:
             value = np.where(by_rate, rate[i], tokens[i])
             usual = np.where(by_rate, r0[i], n0[i])
             out.append(
-                _rows(i, cause, part[i], v[i] - med[i], k.SCOPE_REQUEST, "", metric, value, usual, v[i] / fence[i])
+                anomaly_rows(
+                    i, cause, part[i], v[i] - med[i], k.SCOPE_REQUEST, "", metric, value, usual, v[i] / fence[i]
+                )
             )
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=list(ANOMALY_COLUMNS))
 
@@ -203,7 +185,7 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
         if row.metric == METRIC_SECONDS and row.part != k.PART_DECODE:
             cause = k.CAUSE_OF_PART[row.part]
             out.append(
-                _rows(
+                anomaly_rows(
                     i,
                     cause,
                     row.part,
@@ -219,7 +201,7 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
         elif row.metric == METRIC_TOKENS:
             ok = np.isfinite(tokens) & (tokens > 0)
             out.append(
-                _rows(
+                anomaly_rows(
                     i[ok],
                     k.LONG_RESPONSE,
                     row.part,
@@ -235,7 +217,7 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
             ok = np.isfinite(tokens) & (tokens > 0)
             rate = v[ok] / tokens[ok]
             out.append(
-                _rows(
+                anomaly_rows(
                     i[ok],
                     k.SLOW_DECODE,
                     row.part,
@@ -295,109 +277,3 @@ def _moved(value: float, usual: float, th: Thresholds) -> bool:
     nothing (a queue that went from 0.1 ms to 30 ms did not move; the log ratio alone says 300×)."""
     floor = th.occurrence_min_s * (th.fence_min_ratio if usual < th.occurrence_min_s else 1.0)
     return value - usual >= floor
-
-
-def _with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFrame) -> pd.DataFrame:
-    """Stretches of nothing moving beyond the run's fence, with requests of two or more prompts in flight: the
-    parts they stretched give that time to a ``stall`` (a stretch within one prompt's rollouts stays theirs)."""
-    q = s.quiet
-    if q.empty or not np.isfinite(b.stall_fence):
-        return found
-    q = q[(q["in_flight"].to_numpy() >= th.stall_min_in_flight) & (q["weight"].to_numpy() > b.stall_fence)]
-    if q.empty:
-        return found
-    occ = s.occurrences
-    samples = s.requests.set_index("request_span")["sample_index"]
-    extra = []
-    found = found.copy()
-    for w in q.itertuples(index=False):
-        prompts = {x for x in samples.reindex(list(w.requests)).to_numpy(dtype=float) if np.isfinite(x)}
-        if len(prompts) == 1 and len(w.requests) > 1:
-            continue
-        if _engine_accounts_for(occ, w) or _one_part_moved(occ, w, b):
-            continue
-        for req in w.requests:
-            # a gap row spans its whole request (it is the rest, not a time of its own): never the part stretched
-            mine = (occ["request_span"].to_numpy() == req) & (occ["part"].to_numpy() != k.PART_GAP)
-            overlap = np.minimum(occ["end_ns"].to_numpy(), w.end_ns) - np.maximum(
-                occ["start_ns"].to_numpy(), w.start_ns
-            )
-            overlap = np.where(mine, np.clip(overlap, 0, None) / 1e9, 0.0)
-            if overlap.max(initial=0.0) <= 0:
-                continue
-            i = int(np.argmax(overlap))
-            took = float(overlap[i])
-            # the stall's seconds come out of what the stretched part was already blamed for
-            here = found.index[found["occ"].to_numpy() == i]
-            for j in here:
-                cut = min(float(found.at[j, "x"]), took)
-                found.at[j, "x"] = float(found.at[j, "x"]) - cut
-            extra.append(
-                _rows(
-                    np.array([i]),
-                    k.STALL,
-                    occ["part"].iat[i],
-                    np.array([took]),
-                    k.SCOPE_WORKER,
-                    str(w.worker),
-                    METRIC_SECONDS,
-                    np.array([w.seconds]),
-                    np.array([0.0]),
-                )
-            )
-    found = found[found["x"].to_numpy(dtype=float) > 0]
-    return pd.concat([found, *extra], ignore_index=True) if extra else found
-
-
-def _one_part_moved(occ: pd.DataFrame, w: Any, b: Baselines) -> bool:
-    """Whether every request in flight was in the same part and that part was slow across the worker by about the
-    stretch: every reward of the worker 100 s slower holds its requests still together, and that is a slow reward
-    (its typical excess on the worker is the stretch). A stall stretches only what was in flight: the part's typical
-    occurrence on the worker stays about usual."""
-    held = occ["request_span"].isin(list(w.requests)).to_numpy() & (occ["start_ns"].to_numpy() < w.end_ns)
-    held = held & (occ["end_ns"].to_numpy() > w.start_ns) & (occ["part"].to_numpy() != k.PART_GAP)
-    parts = set(occ["part"].to_numpy()[held])
-    if len(parts) != 1:
-        return False
-    (part,) = parts
-    mine = (occ["part"].to_numpy() == part) & (occ["worker"].to_numpy(dtype=float) == float(w.worker))
-    keys = occ["key"].to_numpy()[mine]
-    usual = np.array([(n.median if (n := b.norm(part, key, METRIC_SECONDS)) else np.nan) for key in keys])
-    excess = occ["value_s"].to_numpy(dtype=float)[mine] - usual
-    excess = excess[np.isfinite(excess)]
-    return bool(len(excess) and np.median(excess) >= 0.5 * float(w.seconds))
-
-
-def _engine_accounts_for(occ: pd.DataFrame, w: Any) -> bool:
-    """Whether the engine's own account says where most of the stretch went (queued, prefill, decoding, on the
-    way to it): then each request is told by its own part; a paused worker shows in the parts the engine does
-    not see (the answer's way back, a tool, a reward, time between spans)."""
-    held = occ["request_span"].isin(list(w.requests)).to_numpy() & (occ["start_ns"].to_numpy() <= w.start_ns)
-    held = held & (occ["end_ns"].to_numpy() >= w.end_ns) & (occ["part"].to_numpy() != k.PART_GAP)
-    if not held.any():
-        return False
-    return bool(occ["by_engine"].to_numpy(dtype=bool)[held].mean() > 0.5)
-
-
-def _rows(idx, cause, part, x, scope, group, metric, value, usual, beyond=None, move=None) -> pd.DataFrame:
-    value = np.asarray(value, dtype=float)
-    usual = np.asarray(usual, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(usual > 0, value / usual, np.inf)
-    return pd.DataFrame(
-        {
-            "occ": np.asarray(idx, dtype=np.int64),
-            "cause": cause,
-            "part": part,
-            "x": np.asarray(x, dtype=float),
-            "scope": scope,
-            "group": group,
-            "metric": metric,
-            "value": value,
-            "usual": usual,
-            "ratio": ratio,
-            "via": "shift" if beyond is None else "outlier",
-            "beyond": np.nan if beyond is None else np.asarray(beyond, dtype=float),
-            "move": np.nan if move is None else move,
-        }
-    )

@@ -48,26 +48,30 @@ class Diagnosis:
 def diagnose_run(t: Tables, thresholds: Thresholds | None = None, stats: LoadStats | None = None) -> Diagnosis:
     """Summaries → baselines → accounts → causes, plus the run's long tail and what its data lacked."""
     th = thresholds or Thresholds()
-    summaries = summarize_steps(t)
-    diagnosis = diagnose_summaries(summaries, th)
-    quality = (
-        find_incomplete_workers(t.spans)
-        + find_missing_workers(t)
-        + find_engine_orphans(t, th)
-        + find_aborted_waste(t, th)
-        + find_missing_data(summaries, stats)
-    )
-    diagnosis.findings = _capped(sort_findings(diagnosis.findings + quality), th)
-    return diagnosis
+    return diagnose_summaries(summarize_steps(t), th, part_quality(t, th), stats)
 
 
-def diagnose_summaries(summaries: list[StepSummary], th: Thresholds) -> Diagnosis:
-    """The account and causes of steps already summarized (the streamed analysis calls this directly)."""
+def part_quality(t: Tables, th: Thresholds) -> list[Finding]:
+    """What the data of one part of a run (a step, a window of steps, or all of it) says about itself: workers cut
+    short, engine spans without our call, aborted requests. A streamed analysis calls it per part."""
+    return find_incomplete_workers(t.spans) + find_engine_orphans(t, th) + find_aborted_waste(t, th)
+
+
+def diagnose_summaries(
+    summaries: list[StepSummary],
+    th: Thresholds,
+    quality: list[Finding] | None = None,
+    stats: LoadStats | None = None,
+) -> Diagnosis:
+    """The account and causes of steps already summarized, with the parts' own data-quality findings (the
+    streamed analysis calls this once every step is summarized)."""
     b = run_baselines(summaries, th)
     accounts, spread = step_accounts(summaries, b, th)
     findings = name_causes(accounts, spread, b, th)
     tail = long_tail(accounts, spread.spread)
-    return Diagnosis(findings + ([tail] if tail is not None else []), accounts, spread, b)
+    found = findings + ([tail] if tail is not None else []) + (quality or [])
+    found += find_missing_workers(summaries) + find_missing_data(summaries, stats)
+    return Diagnosis(_capped(sort_findings(found), th), accounts, spread, b)
 
 
 def diagnose(t: Tables, thresholds: Thresholds | None = None) -> list[Finding]:
