@@ -146,8 +146,7 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame) -> list[Cause]:
         still = _stood_still(a, occ_rows, float(g["x"].max())) if scope in (k.SCOPE_REQUEST, k.SCOPE_SAMPLE) else 0.0
         if still:
             details["stalled_s"] = still
-        order = occ_rows[np.argsort(-g["cost"].to_numpy())][:5]
-        ev = [e for i in order for e in evidence(occ["trace_id"].iat[i], occ["span_id"].iat[i])]
+        ev = a.summary.evidence_of(occ_rows[np.argsort(-g["cost"].to_numpy())][:5])
         seconds = float(g["cost"].sum())
         out.append(Cause(cause, scope, where, a.step, seconds, str(top["part"]), workers, reqs, details, ev))
     return out
