@@ -167,12 +167,17 @@ def _places(a: StepAccount, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]
         mine = own & (scope == k.SCOPE_WORKER) & (causes == cause)
         if len(everyone) > 1 and {float(w) for w in occ["worker"].to_numpy(dtype=float)[idx][mine]} >= everyone:
             scope[mine], where[mine] = k.SCOPE_STEP, ""  # every worker's: the step's cause, told once
+    spans = occ["request_span"].to_numpy()[idx]
+    # a sample group that moved with one rollout of it in the step is that request
+    for smp in set(where[scope == k.SCOPE_SAMPLE]):
+        mine = (scope == k.SCOPE_SAMPLE) & (where == smp)
+        if len(set(spans[mine])) < 2:
+            scope[mine] = k.SCOPE_REQUEST
     single = scope == k.SCOPE_REQUEST
     if not single.any():
         return scope, where
     sample = occ["sample_index"].to_numpy(dtype=float)[idx]
     worker = occ["worker"].to_numpy(dtype=float)[idx]
-    spans = occ["request_span"].to_numpy()[idx]
     rollouts = pd.Series(a.summary.requests["sample_index"].to_numpy(dtype=float)).value_counts()
     for cause in set(causes[single]):
         mine = single & (causes == cause)
