@@ -87,7 +87,7 @@ def emitter_command(kind: str, spool: Path) -> list[str]:
         pytest.skip("otel-verl demo not available")
     exe = Path(sys.executable).with_name("otel-verl")
     cmd = [str(exe)] if exe.exists() else ["uv", "run", "otel-verl"]
-    return [*cmd, "demo", "--steps", "2", "--spool", str(spool)]
+    return [*cmd, "demo", "--trainer", "legacy", "--steps", "2", "--spool", str(spool)]
 
 
 def jaeger_json(b: Backends, path: str, params: dict | None = None):
