@@ -87,7 +87,7 @@ class DemoResult:
     wall_seconds: float
     step_seconds: list[float]
     turns: int
-    """verl's own ``__num_turns__`` summed over all trajectories (legacy trainer path)."""
+    """verl's own ``num_turns`` summed over the trajectories trained on (legacy: all of every step's batch)."""
     outputs: list[dict[str, Any]]
     engine_launch_seconds: float | None = None
     """``engine="vllm"``: seconds until verl's servers were up (every replica launched, router ready)."""

@@ -80,6 +80,17 @@ def drain_rollout(timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
     return False
 
 
+def _quiet_progress_bar() -> None:
+    """verl's ``fit`` draws a tqdm bar: off where tqdm was imported before the demo set ``TQDM_DISABLE``
+    (``otel_verl.demo``), and without tqdm's monitor thread, which would outlive the run."""
+    try:
+        import tqdm
+
+        tqdm.tqdm.monitor_interval = 0
+    except Exception:
+        return
+
+
 def run_v1(opts: DemoOptions, config: Any, model_path: Path, run_id: str) -> DemoResult:
     """``opts.steps`` steps of verl's V1 trainer in ``opts.trainer``'s mode (TransferQueue already up)."""
     import logging
@@ -93,6 +104,7 @@ def run_v1(opts: DemoOptions, config: Any, model_path: Path, run_id: str) -> Dem
     from otel_verl.demo.workers import DemoAgentLoopManagerTQ, plant_starts
 
     logging.getLogger("transfer_queue").setLevel(logging.ERROR)  # a thread-count warning per client
+    _quiet_progress_bar()
     sim = SimServerConfig(
         seconds_per_token=opts.seconds_per_token,
         seed=opts.seed,
@@ -140,6 +152,6 @@ def run_v1(opts: DemoOptions, config: Any, model_path: Path, run_id: str) -> Dem
         requests_per_step=opts.prompts * opts.n,
         wall_seconds=0.0,
         step_seconds=parts.step_seconds,
-        turns=0,
+        turns=parts.turns,
         outputs=[],
     )

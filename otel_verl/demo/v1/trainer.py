@@ -37,6 +37,8 @@ class DemoParts:
         self.manager_cls = manager_cls
         self.begin_step = begin_step
         self.step_seconds: list[float] = []
+        self.turns = 0
+        """verl's ``num_turns`` summed over the trained samples (its metrics' mean × samples, per step)."""
 
 
 def trainer_class(mode: str, parts: DemoParts) -> type:
@@ -58,6 +60,8 @@ def trainer_class(mode: str, parts: DemoParts) -> type:
         def _compute_metrics(self, batch: Any, metrics: Any, timing_raw: Any, global_steps: int, epoch: int) -> None:
             super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
             self.demo.step_seconds.append(float(timing_raw.get("step", 0.0)))
+            samples = sum(not tag.get("is_padding", False) for tag in batch.tags)
+            self.demo.turns += round(float(metrics.get("training/num_turns/mean", 0.0)) * samples)
 
     DemoV1Trainer.__name__ = DemoV1Trainer.__qualname__ = f"Demo{base.__name__}"
     return DemoV1Trainer
