@@ -161,6 +161,12 @@ VERL_BARRIER_SLOWEST_RANK: Final = "verl.barrier.slowest_rank"
 # ``rl.reward``, ``rl.train``, ``rl.sync``) and resource attributes (``rl.system``, ``rl.run.id``,
 # ``rl.algorithm``, ...) but, in the text available to us, no attribute for a sample's policy version, its
 # staleness or a sync's payload: those are ``verl.*`` names here, kept in this one place for an alias later.
+RL_SYSTEM: Final = "rl.system"
+"""Resource attribute (#88): the RL framework, ``verl`` on every process otel_verl sets up."""
+
+RL_RUN_ID: Final = "rl.run.id"
+"""Resource attribute (#88): the training run; the same value as :data:`VERL_RUN_ID`."""
+
 VERL_TRAINER_MODE: Final = "verl.trainer.mode"
 """On ``verl.step``: ``sync`` | ``colocate_async`` | ``separate_async`` (verl's ``trainer.v1.trainer_mode``),
 ``legacy`` for ``RayPPOTrainer``."""

@@ -86,6 +86,8 @@ def _resource(role: str, run_id: str, worker_rank: int | None) -> Resource:
     attrs: dict[str, object] = {
         semconv.VERL_PROCESS_ROLE: role,
         semconv.VERL_RUN_ID: run_id,
+        semconv.RL_SYSTEM: "verl",  # semantic-conventions-genai#88's resource attributes
+        semconv.RL_RUN_ID: run_id,
         "process.pid": os.getpid(),
         "telemetry.distro.name": "otel_verl",
         "telemetry.distro.version": __version__,

@@ -9,25 +9,21 @@ verl's real AgentLoopWorker runs in-process against the simulated engine, which 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "instrumentation"))
 
 from otel_verl import semconv as sc
 
 
 def _traced_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str):
-    from harness import build_worker, run_chunk
-
     import otel_verl
     from otel_verl.analysis import Tables
     from otel_verl.analysis.read import load_spans
     from otel_verl.demo import runner
     from otel_verl.demo.sim_server import SimServerConfig
     from otel_verl.export import flush, provider
+    from tests.instrumentation.harness import build_worker, run_chunk
 
     monkeypatch.setenv("OTEL_VERL_SPOOL", "true")
     monkeypatch.setenv("OTEL_VERL_SPOOL_DIR", str(tmp_path))
