@@ -25,7 +25,8 @@ import pytest
 from otel_verl import semconv as sc
 
 from .conftest import REPO, Backends, wait_until
-from .test_pipeline import _spans_of_request, jaeger_json
+from .emitters import otlp_spans
+from .test_pipeline import jaeger_json
 
 pytestmark = pytest.mark.backends
 
@@ -51,7 +52,7 @@ def _jaeger_trace(b: Backends, trace_id: str) -> dict[str, dict]:
     if status != 200 or not doc:
         return {}
     spans = {}
-    for _svc, sp in _spans_of_request(doc.get("result", doc)):
+    for _svc, sp in otlp_spans(doc.get("result", doc)):
         spans[sp["spanId"].lower()] = {
             "trace": sp["traceId"].lower(),
             "parent": (sp.get("parentSpanId") or "").lower(),
@@ -88,12 +89,12 @@ def mode_run(request, backends: Backends, tmp_path_factory):
     for path in spool.rglob("*.jsonl"):
         for line in path.read_text().splitlines():
             if line.strip():
-                traces |= {sp["traceId"].lower() for _, sp in _spans_of_request(json.loads(line))}
+                traces |= {sp["traceId"].lower() for _, sp in otlp_spans(json.loads(line))}
     counts: dict[str, int] = defaultdict(int)
     for path in spool.rglob("*.jsonl"):
         for line in path.read_text().splitlines():
             if line.strip():
-                for _, sp in _spans_of_request(json.loads(line)):
+                for _, sp in otlp_spans(json.loads(line)):
                     counts[sp["traceId"].lower()] += 1
 
     def arrived():
