@@ -23,7 +23,7 @@ from otel_verl.analysis.read.span_columns import ATTR_COLUMNS, BASE_COLUMNS, INT
 _HEX = set("0123456789abcdefABCDEF")
 
 
-def _attr_value(value: dict[str, Any]) -> Any:
+def attr_value(value: dict[str, Any]) -> Any:
     """One OTLP ``AnyValue`` as a plain Python value (ints arrive as strings in OTLP/JSON)."""
     for key, v in value.items():
         if key == "stringValue":
@@ -35,9 +35,9 @@ def _attr_value(value: dict[str, Any]) -> Any:
         if key == "boolValue":
             return bool(v)
         if key == "arrayValue":
-            return [_attr_value(x) for x in v.get("values", [])]
+            return [attr_value(x) for x in v.get("values", [])]
         if key == "kvlistValue":
-            return {kv["key"]: _attr_value(kv.get("value", {})) for kv in v.get("values", [])}
+            return {kv["key"]: attr_value(kv.get("value", {})) for kv in v.get("values", [])}
         if key == "bytesValue":
             return v
     return None
@@ -73,7 +73,13 @@ def normalize_id(raw: Any, nbytes: int) -> str:
 
 
 class SpanColumns:
-    """Accumulates spans from many documents; :meth:`frame` builds the span table once."""
+    """Accumulates spans from many documents; :meth:`frame` builds the span table once.
+
+    The general decoder: any document, every odd input read leniently. Files of OTLP/JSON lines go through
+    the batch decoder (:mod:`.otlp_batch`, about twice as fast) and come here only for the lines it does not
+    read exactly; ``batch_decoder = False`` reads them all here (the benchmark's "before", a check)."""
+
+    batch_decoder: bool = True
 
     def __init__(self) -> None:
         self.base: dict[str, list[Any]] = {c: [] for c in BASE_COLUMNS if c != "duration"}
@@ -126,7 +132,7 @@ class SpanColumns:
         st_l, en_l, code_l, msg_l = b["start_ns"], b["end_ns"], b["status"], b["status_message"]
         svc_l, links_l, extra_l = b["service"], b["links"], b["extra"]
         targets = self._targets
-        attr_value = _attr_value
+        any_value = attr_value
         dumps = orjson.dumps
         before = self.n
         n = self.n
@@ -134,7 +140,7 @@ class SpanColumns:
             service = ""
             for kv in (rs.get("resource") or {}).get("attributes", ()):
                 if kv.get("key") == "service.name":
-                    service = _attr_value(kv.get("value", {})) or ""
+                    service = attr_value(kv.get("value", {})) or ""
             for ss in rs.get("scopeSpans", rs.get("instrumentationLibrarySpans", ())):
                 for sp in ss.get("spans", ()):
                     tid_l.append(sp.get("traceId", ""))
@@ -171,11 +177,11 @@ class SpanColumns:
                     extra = None
                     for kv in sp.get("attributes", ()):
                         v = kv.get("value") or {}
-                        # fast path for the common one-key AnyValues; anything else goes through _attr_value
+                        # fast path for the common one-key AnyValues; anything else goes through attr_value
                         value = v.get("stringValue")
                         if value is None:
                             value = v.get("intValue")
-                            value = int(value) if value is not None else attr_value(v)
+                            value = int(value) if value is not None else any_value(v)
                         target = targets.get(kv.get("key"))
                         if target is not None:
                             add_row, add_value, join = target
@@ -236,6 +242,13 @@ class SpanColumns:
             rows.clear()
             vals.clear()
         self.parts.append(part)
+        self._flushed = self.n
+
+    def add_part(self, part: dict[str, Any]) -> None:
+        """A part built elsewhere (the batch decoder), after every span added so far."""
+        self.flush()
+        self.parts.append(part)
+        self.n += part["n"]
         self._flushed = self.n
 
     def maybe_flush(self) -> None:
