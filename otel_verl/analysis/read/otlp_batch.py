@@ -269,4 +269,3 @@ def finish(batch: LineBatch, general: Callable[[bytes, int], None], add_part: Ca
             general(raw, lineno)
         return
     add_part(part)
-

@@ -158,6 +158,8 @@ class SpanColumns:
                         code = status.get("code", 0)
                         if isinstance(code, str):
                             code = {"STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(code, 0)
+                        elif not isinstance(code, (int, float)) or not -128 <= code < 128:
+                            raise ValueError(f"status code {code!r} is not an OTLP status code")  # not at flush
                         code_l.append(code)
                         msg_l.append(status.get("message", ""))
                     else:
@@ -397,11 +399,15 @@ def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _floats(vals: list[Any]) -> np.ndarray:
-    """Fast path for clean numbers; per-value fallback only when some value is not numeric."""
+    """Fast path for clean numbers; per-value fallback only when some value is not numeric (a list value,
+    which numpy would read as a row of a 2-D array, counts as not numeric: NaN)."""
     try:
-        return np.asarray(vals, dtype=float)
+        out = np.asarray(vals, dtype=float)
+        if out.ndim == 1:
+            return out
     except (TypeError, ValueError):
-        return np.asarray([_num(v) for v in vals], dtype=float)
+        pass
+    return np.asarray([_num(v) for v in vals], dtype=float)
 
 
 def _num(v: Any) -> float:

@@ -33,7 +33,7 @@ class Values:
     """The values of ``m`` attributes, read once per distinct text: ``codes`` (each attribute's distinct text),
     and per distinct text how it was read, its string, int, or Python object (booleans and odd values)."""
 
-    __slots__ = ("codes", "kind", "strings", "ints", "objects")
+    __slots__ = ("codes", "ints", "kind", "objects", "strings")
 
     def __init__(
         self, codes: np.ndarray, kind: np.ndarray, strings: pa.Array, ints: np.ndarray, objects: dict[int, Any]
@@ -104,7 +104,7 @@ def read_values(raws: pa.Array) -> Values:
     objects: dict[int, Any] = {}
     odd = np.flatnonzero(kind == OBJ)
     for code, raw in zip(odd.tolist(), texts.take(pa.array(odd)).to_pylist(), strict=True):
-        if raw == _TRUE or raw == _FALSE:
+        if raw in (_TRUE, _FALSE):
             objects[code] = raw == _TRUE
             kind[code] = BOOL
         else:
@@ -170,7 +170,9 @@ def _value_json(values: Values) -> pa.Array:
     return out
 
 
-def extra_json(values: Values, pos: np.ndarray, rows: np.ndarray, keys: list[str], codes: np.ndarray, n: int) -> pa.Array:
+def extra_json(
+    values: Values, pos: np.ndarray, rows: np.ndarray, keys: list[str], codes: np.ndarray, n: int
+) -> pa.Array:
     """The ``extra`` column of ``n`` spans: each span's non-contract attributes (at ``pos``, in order; span
     ``rows``; key ``codes`` into the distinct ``keys``) as one compact JSON object, ``""`` when it has none.
 
