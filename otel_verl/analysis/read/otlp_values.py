@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from otel_verl.analysis.read.otlp_json import attr_value
-from otel_verl.analysis.read.raw_json import Irregular, decimal_mask, to_strings
+from otel_verl.analysis.read.raw_json import Irregular, decimal_mask, replace_at, to_strings
 
 STR, INT, BOOL, OBJ = range(4)
 """How a value was read: plain string, decimal int, boolean, or a Python object from :func:`general_value`."""
@@ -150,23 +150,20 @@ def _strlist(v: Any) -> str | None:
     return _text(",".join(map(str, v)) if isinstance(v, list) else v)
 
 
-def _value_json(values: Values) -> pa.Array:
-    """JSON text of each distinct value, as orjson writes it (plain strings need no escaping)."""
-    kind = values.kind
-    out = pc.binary_join_element_wise('"', values.strings, '"', "")
+def _value_json(values: Values, codes: np.ndarray) -> pa.Array:
+    """JSON text of the distinct values ``codes``, as orjson writes them (plain strings need no escaping)."""
+    kind = values.kind[codes]
+    out = pc.binary_join_element_wise('"', values.strings.take(pa.array(codes)), '"', "")
     is_int = kind == INT
     if is_int.any():
-        out = pc.if_else(pa.array(is_int), pc.cast(pa.array(values.ints), pa.string()), out)
+        out = pc.if_else(pa.array(is_int), pc.cast(pa.array(values.ints[codes]), pa.string()), out)
     other = np.flatnonzero(kind >= BOOL)
     if len(other):
         try:
-            texts = [orjson.dumps(values.objects[c]).decode() for c in other.tolist()]
+            texts = [orjson.dumps(values.objects[c]).decode() for c in codes[other].tolist()]
         except (TypeError, orjson.JSONEncodeError):
             raise Irregular("a value orjson cannot write") from None
-        where = np.full(len(kind), -1, dtype=np.int64)
-        where[other] = np.arange(len(other))
-        fixed = pa.array(texts, type=pa.string()).take(pa.array(np.maximum(where, 0)))
-        out = pc.if_else(pa.array(where >= 0), fixed, out)
+        out = replace_at(out, other, texts)
     return out
 
 
@@ -177,15 +174,16 @@ def extra_json(
     ``rows``; key ``codes`` into the distinct ``keys``) as one compact JSON object, ``""`` when it has none.
 
     The text of ``orjson.dumps(dict)`` in the general decoder, built as Arrow strings: ``"key":`` + the value's
-    JSON, joined per span. A key twice in one span (a dict keeps its first place and last value) is
-    :class:`Irregular`."""
+    JSON for each distinct (key, value) pair (a step's extras repeat: provider, parser, preemptions), joined per
+    span. A key twice in one span (a dict keeps its first place and last value) is :class:`Irregular`."""
     if not len(pos):
         return pa.repeat(pa.scalar("", pa.string()), n)
     if np.bincount(rows * len(keys) + codes, minlength=n * len(keys)).max() > 1:
         raise Irregular("a key twice in one span")
-    prefix = pa.array([orjson.dumps(k).decode() + ":" for k in keys], type=pa.string())
-    text = _value_json(values).take(pa.array(values.codes[pos]))
-    fragments = pc.binary_join_element_wise(prefix.take(pa.array(codes)), text, "")
+    pairs, which = np.unique(codes * len(values.kind) + values.codes[pos], return_inverse=True)
+    key_of, value_of = np.divmod(pairs, len(values.kind))
+    prefix = pa.array([orjson.dumps(keys[k]).decode() + ":" for k in key_of.tolist()], type=pa.string())
+    fragments = pc.binary_join_element_wise(prefix, _value_json(values, value_of), "").take(pa.array(which))
     counts = np.bincount(rows, minlength=n)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])

@@ -58,10 +58,33 @@ def replace_at(arr: pa.Array, rows: np.ndarray, values: list[Any]) -> pa.Array:
     return pc.if_else(pa.array(where >= 0), fixed, arr)
 
 
+def unquoted_plain(arr: pa.Array) -> pa.Array | None:
+    """The texts of raws that are all plain JSON strings (``"`` + no quote or backslash + ``"``), or None.
+
+    One numpy pass over the bytes: as many quotes as two per raw, none escaped, each raw's first and last byte
+    a quote, so every quote is a delimiter and dropping them leaves the texts, end to end (a fifth of the Arrow
+    kernels' time for an id column)."""
+    n = len(arr)
+    offsets, data = _buffers(arr)
+    if not n or np.diff(offsets).min() < 2:
+        return None
+    quote = data == 34
+    if np.count_nonzero(quote) != 2 * n or np.count_nonzero(data == 92):
+        return None
+    rel = offsets - offsets[0]
+    if not (quote[rel[:-1]].all() and quote[rel[1:] - 1].all()):
+        return None
+    text_offsets = (rel - 2 * np.arange(n + 1, dtype=np.int32)).astype(np.int32)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(text_offsets), pa.py_buffer(data[~quote])])
+
+
 def json_strings(arr: pa.Array, absent: str, null: Callable[[], Any]) -> pa.Array:
     """Each raw JSON string decoded to an Arrow string: ``absent`` where the member was missing (empty raw),
     ``null()`` where it was ``null`` (None for a null; it raises :class:`Irregular` when null is not read here);
     a value that is not a string is :class:`Irregular` (the general decoder keeps it as it is)."""
+    texts = unquoted_plain(arr)
+    if texts is not None:
+        return to_strings(texts)
     plain = plain_strings(arr)
     out = to_strings(pc.binary_slice(arr, 1, -1))
     odd = np.flatnonzero(~plain)
