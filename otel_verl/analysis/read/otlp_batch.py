@@ -26,11 +26,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from otel_verl.analysis.read.otlp_json import attr_value, normalize_id
+from otel_verl.analysis.read.otlp_json import attr_value
 from otel_verl.analysis.read.otlp_types import LINE_DECODER
 from otel_verl.analysis.read.otlp_values import column_values, extra_json, read_values
 from otel_verl.analysis.read.raw_json import Irregular, decimal_ints, json_strings, replace_at, unquoted_plain
 from otel_verl.analysis.read.span_columns import ATTR_COLUMNS
+from otel_verl.analysis.read.span_frame import normalize_id
 
 Part = dict[str, Any]
 
