@@ -37,8 +37,7 @@ import orjson
 from otel_verl.analysis.read.allocator import release_memory, use_system_allocator
 from otel_verl.analysis.read.files import read_files
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
-from otel_verl.analysis.read.otlp_json import SpanColumns
-from otel_verl.analysis.read.span_frame import frame_from_parts
+from otel_verl.analysis.read.otlp_json import SpanColumns, frame_from_parts  # also a checkout before span_frame
 from otel_verl.analysis.read.sources import filter_and_dedupe
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.tables import Tables
