@@ -2,7 +2,8 @@
 
 Why apart from the decoders: the table is built once from compact parts (Arrow strings, numpy numbers), whoever
 made them (:class:`~otel_verl.analysis.read.otlp_json.SpanColumns`, :mod:`.otlp_batch`, the seed readers, a
-spilled step), so it needs none of the decoding; and ids are normalized here, once per column, not per span.
+spilled step), so it needs none of the decoding; trace, span and parent ids are checked here once per column
+(:func:`_ids_clean`) and normalized span by span only when some id is not clean hex.
 """
 
 from __future__ import annotations
