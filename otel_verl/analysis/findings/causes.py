@@ -17,7 +17,6 @@ warning even when overlapping requests hid its cost (a degraded service, before 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,30 +25,15 @@ import pandas as pd
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.account import Part, StepAccount, StepSpread
 from otel_verl.analysis.findings.baselines import Baselines
+from otel_verl.analysis.findings.cause import Cause
 from otel_verl.analysis.findings.messages import describe
+from otel_verl.analysis.findings.phase_causes import phase_cause, phase_spreads
 from otel_verl.analysis.findings.record import Finding, evidence, sort_findings
 from otel_verl.analysis.findings.step_summary import BARE_WORKER, METRIC_RATE, METRIC_TOKENS
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 MERGED_SCOPES = (k.SCOPE_STEP, k.SCOPE_PHASE, k.SCOPE_WORKER, k.SCOPE_REPLICA)
 """Causes at these scopes recur as one finding (same kind, same place); a request or a prompt is new each step."""
-
-
-@dataclass
-class Cause:
-    """One cause in one step, before recurring ones are merged."""
-
-    kind: str
-    scope: str
-    where: str
-    step: int
-    seconds: float
-    part: str
-    workers: list[int] = field(default_factory=list)
-    requests: pd.DataFrame = field(default_factory=pd.DataFrame)
-    """The requests it happened in (``request_span``, ``request_id``, ``worker``, ``sample_index``...)."""
-    details: dict[str, Any] = field(default_factory=dict)
-    evidence: list[dict[str, str]] = field(default_factory=list)
 
 
 def name_causes(
@@ -60,7 +44,7 @@ def name_causes(
     first measure could not tell)."""
     if len(accounts) < th.min_steps:
         return [], spread  # too few steps to tell a step's excess from the run's own variation
-    phases = _phase_spreads(accounts)
+    phases = phase_spreads(accounts)
     causes: list[Cause] = []
     for a in accounts:
         if not np.isfinite(a.baseline_s):
@@ -125,7 +109,7 @@ def _step_causes(a: StepAccount, b: Baselines, th: Thresholds, phases: dict[str,
         if p.seconds <= 0:
             continue
         if p.kind == k.PART_PHASE:
-            out.append(_phase_cause(a, p, phases.get(p.phase)))
+            out.append(phase_cause(a, p, phases.get(p.phase)))
             continue
         mine = np.flatnonzero((np.asarray(account_part) == p.kind) & (cost > 0)) if len(an) else np.zeros(0, int)
         total = float(cost[mine].sum()) if len(mine) else 0.0
@@ -246,45 +230,6 @@ def _stood_still(a: StepAccount, occ_rows: np.ndarray, x: float) -> float:
         if ((starts <= w.start_ns + slack) & (ends >= w.end_ns - slack)).any():
             best = max(best, float(w.seconds))
     return best
-
-
-def _phase_spreads(accounts: list[StepAccount]) -> dict[str, tuple[float, float]]:
-    """Per trainer phase: the median and robust spread (1.4826 × MAD) of its seconds over the steps it ran in."""
-    values: dict[str, list[float]] = {}
-    for a in accounts:
-        for p in a.parts:
-            if p.kind == k.PART_PHASE and p.phase is not None:
-                values.setdefault(p.phase, []).append(p.value_s)
-    out = {}
-    for name, vs in values.items():
-        arr = np.asarray(vs, dtype=float)
-        med = float(np.median(arr))
-        out[name] = (med, float(np.median(np.abs(arr - med))) * 1.4826)
-    return out
-
-
-def _phase_cause(a: StepAccount, p: Part, norm: tuple[float, float] | None) -> Cause:
-    """A trainer phase that took longer than usual: its excess is what it cost (the trainer's phases run one
-    after another). Far outside the phase's own step-to-step spread it is an anomaly; else the phase's own
-    variation (``details.tail``)."""
-    ph = a.summary.phases
-    row = ph[(ph["name"] == p.phase).to_numpy() & ~ph["rollout"].to_numpy(dtype=bool)]
-    ev = evidence(row["trace_id"].iat[0], row["span_id"].iat[0]) if len(row) else []
-    details: dict[str, Any] = {"phase": p.phase, "metric": "s", "value": p.value_s, "usual": p.baseline_s}
-    details["ratio"] = p.value_s / p.baseline_s if p.baseline_s > 0 else float("inf")
-    med, spread = norm if norm is not None else (p.baseline_s, 0.0)
-    scale = max(spread, PHASE_SPREAD_FLOOR * max(med, 0.0), 1e-3)
-    if (p.value_s - med) / scale < PHASE_Z or details["ratio"] < PHASE_MIN_RATIO:
-        details["tail"] = True
-    return Cause(k.SLOW_PHASE, k.SCOPE_PHASE, str(p.phase), a.step, p.seconds, p.kind, details=details, evidence=ev)
-
-
-PHASE_Z = 4.0
-"""A phase this many of its robust standard deviations above its median is an anomaly..."""
-PHASE_MIN_RATIO = 1.25
-"""...and this multiple of its median..."""
-PHASE_SPREAD_FLOOR = 0.02
-"""...its spread never taken below this share of its median (a phase that always takes the same time)."""
 
 
 def _tail_cause(a: StepAccount, p: Part, seconds: float, b: Baselines) -> Cause:
