@@ -137,7 +137,7 @@ class OtelVerlConfig:
     rollout_hold_s: float = field(default_factory=lambda: _env_float("OTEL_VERL_ROLLOUT_HOLD_S", 30.0, 0.0, 86400.0))
     """OTEL_VERL_ROLLOUT_HOLD_S: finished requests' spans wait in memory while a rollout chunk of the
     AgentLoopWorker is open, and are exported when it ends (idle time), or once the oldest has waited
-    this long. 0 exports as they finish (see :mod:`otel_verl.recording.hold`)."""
+    this long. 0 exports as they finish (see :mod:`otel_verl.export.hold`)."""
 
     model_name: str | None = field(default_factory=lambda: os.environ.get("OTEL_VERL_MODEL_NAME") or None)
     """OTEL_VERL_MODEL_NAME: model name used in ``text_completion <model>``; default from verl's config."""

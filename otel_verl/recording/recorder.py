@@ -5,7 +5,8 @@ start ``time_ns``, kind), with span ids drawn up front so a W3C carrier for the 
 instrumentation) can be made while the request runs. When the request ends, the keep/sample decision
 is made with the full picture (:mod:`otel_verl.recording.sampling`), and the events become
 :class:`~otel_verl.recording.spans.RecordedSpan` objects when they are handed to the span processors:
-at a chunk's end, off the event loop (:mod:`otel_verl.recording.hold`).
+where the export side's :class:`~otel_verl.recording.delivery.Delivery` builds them (at a chunk's end, off
+the event loop: :mod:`otel_verl.export.hold`).
 
 Why tuples: a request's events live until its chunk ends, across many young-generation collections of
 the cyclic GC, and every tracked object that does is promoted to the oldest generation, whose growth
@@ -33,10 +34,9 @@ from opentelemetry.propagate import inject
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from otel_verl import semconv
-from otel_verl.export.flush import emit_built
-from otel_verl.export.tracing import get_state
+from otel_verl.recording import delivery
 from otel_verl.recording.sampling import ChunkSampler
-from otel_verl.recording.spans import RecordedSpan, RequestShared, new_span_id, new_trace_id, random_bits
+from otel_verl.recording.spans import RecordedSpan, RequestShared, children, new_span_id, new_trace_id, random_bits
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -318,11 +318,13 @@ class RequestRecorder:
         return self.emit()
 
     def emit(self) -> int:
-        """Hand this finished request's spans to the processors (how many); while a rollout chunk is open
-        they are held and built (:meth:`build_spans`, the recorder itself is the held part) at release
-        time, off the event loop."""
+        """Hand this finished request's spans to the process's delivery (how many); the recorder itself is
+        what is handed on, built (:meth:`build_spans`) when the export side asks: while a rollout chunk
+        is open, at release time, off the event loop. Nothing installed (no tracing set up): dropped."""
         spans = 1 + len(self.recorded or ())
-        emit_built(self, spans)
+        target = delivery.current()
+        if target is not None:
+            target.deliver(self, spans)
         return spans
 
     def __call__(self) -> list[RecordedSpan]:
@@ -339,13 +341,13 @@ class RequestRecorder:
         built = self._built
         if built is not None:
             return built
-        state = get_state()
+        target = delivery.current()
         root = self.root
         root.shared = shared = RequestShared(self.trace_id)
-        shared.resource = state.provider.resource if state is not None else None
+        shared.resource = target.resource if target is not None else None
         end_default = root.end_ns
         root_attrs = root.attributes
-        stamp = shared.stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
+        shared.stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
         if root.end_ns is None:
             root.end_ns = end_default = time.time_ns()
         if root.error is not None:
@@ -353,23 +355,7 @@ class RequestRecorder:
         elif status == _FAILED:
             root.status = _ERROR
         self._built = built = [root]
-        ends, attributes = self.ends, self.event_attributes
-        error_key = semconv.ERROR_TYPE
-        for name, span_id, parent_id, start_ns, kind in self.recorded or ():
-            node = RecordedSpan.completed(
-                name, span_id, parent_id, start_ns, ends.get(span_id, end_default), kind, shared
-            )
-            own = attributes[span_id]
-            error = own.get(error_key)
-            if error is not None:
-                node.status = Status(StatusCode.ERROR, str(error))
-            if stamp:
-                if stamp.keys().isdisjoint(own):
-                    node.own = own  # the spool encodes the stamp once per request, then these
-                node.attributes = {**stamp, **own}
-            else:
-                node.attributes = own
-            built.append(node)
+        built.extend(children(self.recorded or (), self.ends, self.event_attributes, end_default, shared))
         self.recorded = None
         self.event_attributes = {}
         return built

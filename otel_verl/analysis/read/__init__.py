@@ -15,7 +15,7 @@ stats, progress   what a load read and skipped; the progress bar
 ================  ===========================================================================
 """
 
-from otel_verl.analysis.read.sources import SOURCE_TYPES, load_many, load_spans
+from otel_verl.analysis.read.sources import SOURCE_TYPES, load_spans
 from otel_verl.analysis.read.stats import LoadStats
 
-__all__ = ["SOURCE_TYPES", "LoadStats", "load_many", "load_spans"]
+__all__ = ["SOURCE_TYPES", "LoadStats", "load_spans"]

@@ -4,7 +4,7 @@ The chunk span is parented on the carrier the manager put into the batch (popped
 level, so verl never sees it), made current while verl dispatches the chunk's trajectories, and ended
 when dispatch returned and no trajectory of the chunk is left (V1's fire-and-forget dispatch: when the
 tasks it spawned are done too). While a chunk is open, finished requests' spans are held
-(:mod:`otel_verl.recording.hold`); its end releases them off the event loop.
+(:mod:`otel_verl.export.hold`); its end releases them off the event loop.
 """
 
 from __future__ import annotations
