@@ -33,6 +33,7 @@ ROLLOUT_METRIC_TIMERS = frozenset({"generate_sequences", "tool_calls", "compute_
 
 _active_trainer: Any = None
 _current_step: int | None = None
+_step_span: trace.Span | None = None
 _step_counter = 0
 
 
@@ -52,6 +53,12 @@ def current_step() -> int | None:
     return _current_step
 
 
+def current_step_span() -> trace.SpanContext | None:
+    """The open ``verl.step`` span's context, if any (requests cut out of its trace link to it)."""
+    span = _step_span
+    return span.get_span_context() if span is not None else None
+
+
 def _global_step() -> int:
     global _step_counter
     steps = getattr(_active_trainer, "global_steps", None)
@@ -62,7 +69,7 @@ def _global_step() -> int:
 
 
 def _start(name: str) -> tuple[trace.Span, object, int | None]:
-    global _current_step
+    global _current_step, _step_span
     if tracing.get_state() is None:
         provider.setup_tracing(semconv.ProcessRole.TRAINER.value)
     tracer = tracing.tracer()
@@ -70,7 +77,7 @@ def _start(name: str) -> tuple[trace.Span, object, int | None]:
     if name == STEP_TIMER:
         step = _global_step()
         _current_step = step
-        span = tracer.start_span(semconv.SPAN_STEP, attributes={semconv.VERL_STEP: step})
+        span = _step_span = tracer.start_span(semconv.SPAN_STEP, attributes={semconv.VERL_STEP: step})
     else:
         attributes: dict[str, Any] = {semconv.VERL_PHASE_NAME: name}
         if _current_step is not None:
@@ -81,7 +88,7 @@ def _start(name: str) -> tuple[trace.Span, object, int | None]:
 
 
 def _end(name: str, span: trace.Span, token: object, previous: int | None, error: BaseException | None) -> None:
-    global _current_step
+    global _current_step, _step_span
     try:
         if error is not None and span.is_recording():
             span.record_exception(error)
@@ -95,6 +102,7 @@ def _end(name: str, span: trace.Span, token: object, previous: int | None, error
             logger.debug("otel_verl: context detach failed for timer %s", name, exc_info=True)
         if name == STEP_TIMER:
             _current_step = previous
+            _step_span = None
             flush.flush_async()
 
 

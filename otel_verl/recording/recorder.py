@@ -35,6 +35,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, S
 
 from otel_verl import semconv
 from otel_verl.recording import delivery
+from otel_verl.recording.cutting import TraceBudget
 from otel_verl.recording.sampling import ChunkSampler
 from otel_verl.recording.spans import RecordedSpan, RequestShared, children, new_span_id, new_trace_id, random_bits
 
@@ -60,12 +61,16 @@ class RequestRecorder:
     ``spans=False`` (detail ``worker``): nothing is emitted and carriers say "not sampled", so remote
     processes record nothing either; the request reaches the worker span's summary via ``sampler``.
     ``own_trace``: the request is the root of a new trace, linked to ``parent`` (the worker span).
+    ``budget``: the chunk's trace cutting (:mod:`otel_verl.recording.cutting`): it places the request in
+    the parent's trace or roots it in another, linked to the worker and step spans, and learns its size.
     """
 
     __slots__ = (
         "_built",
         "_detached",
         "_made_context",
+        "budget",
+        "carriers",
         "current_turn",
         "ends",
         "event_attributes",
@@ -92,11 +97,15 @@ class RequestRecorder:
         spans: bool = True,
         own_trace: bool = False,
         sampler: ChunkSampler | None = None,
+        budget: TraceBudget | None = None,
     ) -> None:
         valid = parent is not None and parent.is_valid
-        own_trace = own_trace or not valid
+        placed = None
+        if budget is not None and valid:  # the step's trace (None) or another, decided now: see recording.cutting
+            placed = budget.place((attributes or _NO_ATTRIBUTES).get(semconv.VERL_SAMPLE_INDEX))
+        own_trace = own_trace or not valid or placed is not None
         self.sampled = (bool(parent.trace_flags.sampled) if valid else True) and spans  # type: ignore[union-attr]
-        self.trace_id = new_trace_id() if own_trace else parent.trace_id  # type: ignore[union-attr]
+        self.trace_id = placed or (new_trace_id() if own_trace else parent.trace_id)  # type: ignore[union-attr]
         self.root = RecordedSpan(
             semconv.SPAN_REQUEST,
             None if own_trace else parent.span_id,  # type: ignore[union-attr]
@@ -106,7 +115,10 @@ class RequestRecorder:
         )
         """The request span itself; its ``shared`` part is made when the spans are built."""
         if own_trace and valid:
-            self.root.links = (Link(parent),)  # type: ignore[arg-type]
+            self.root.links = budget.links if placed is not None else (Link(parent),)  # type: ignore[union-attr,arg-type]
+        self.budget = budget
+        self.carriers = 0
+        """Carriers handed out (engine round trips, remote reward): spans other processes may add to the trace."""
         self.recorded: list[Event] | None = None
         """Turns and events in the order they started (full detail; made with the first)."""
         self.event_attributes: dict[int, dict[str, Any]] = {}
@@ -282,6 +294,7 @@ class RequestRecorder:
         """W3C ``traceparent`` (+ ``tracestate``) naming ``event`` as parent."""
         carrier: dict[str, str] = {}
         inject(carrier, context=self.otel_context(event))
+        self.carriers += 1
         return carrier
 
     # -- the end
@@ -310,6 +323,8 @@ class RequestRecorder:
         if error is not None:
             root.error = type(error).__qualname__
             root.attributes[semconv.ERROR_TYPE] = root.error
+        if self.budget is not None:
+            self.budget.request_finished(self)
         if self.sampler is not None:
             if not self.sampler.admit(self, status) or not self.sampled:
                 return 0
@@ -362,6 +377,7 @@ class RequestRecorder:
 
 
 _time_ns = time.time_ns
+_NO_ATTRIBUTES: dict[str, Any] = {}
 _ERROR = Status(StatusCode.ERROR)
 _INTERNAL = SpanKind.INTERNAL.value
 _COMPLETED = semconv.RequestStatus.COMPLETED.value

@@ -14,6 +14,7 @@ import inspect
 import logging
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from opentelemetry import trace
@@ -21,7 +22,8 @@ from opentelemetry.trace import SpanContext
 
 from otel_verl import semconv
 from otel_verl.export import tracing
-from otel_verl.instrumentation import propagation
+from otel_verl.instrumentation import propagation, trainer
+from otel_verl.recording.cutting import worker_allotment
 from otel_verl.wrapping.registry import enabled
 from otel_verl.wrapping.signatures import call_failed
 
@@ -33,6 +35,11 @@ CONCAT = ("verl.protocol", "DataProto.concat")
 _worker_infos: dict[int, list[dict[str, Any]]] = {}
 """Worker-chunk results collected by the ``DataProto.concat`` wrapper, keyed by the manager span id."""
 _infos_lock = threading.Lock()
+
+_given: OrderedDict[int, int] = OrderedDict()
+"""trace id → spans of that trace already given to rollouts (a step's rollout, then its validation):
+the last few traces only."""
+_GIVEN_TRACES = 16
 
 
 def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -46,6 +53,7 @@ def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs:
         span_ctx = trace.get_current_span().get_span_context()
         if span_ctx.is_valid:
             carrier = propagation.current_carrier()
+            carrier.update(_cutting_extras(instance, span_ctx))
             parent_id = span_ctx.span_id
             if propagation.put_in_meta_info(prompts, carrier):
                 injected = "meta"
@@ -65,6 +73,30 @@ def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs:
         return _finalize_after(result, finalize)
     finalize()
     return result
+
+
+def _cutting_extras(instance: Any, span_ctx: SpanContext) -> dict[str, str]:
+    """What rides beside the carrier for trace cutting (:mod:`otel_verl.recording.cutting`): the step span's
+    id, and each worker chunk's share of the step's trace (of what earlier rollouts in it left)."""
+    extras: dict[str, str] = {}
+    step = trainer.current_step_span()
+    if step is not None and step.trace_id == span_ctx.trace_id:
+        extras[semconv.CARRIER_STEP_SPAN_KEY] = format(step.span_id, "016x")
+    config = tracing.current_config()
+    budget = config.trace_span_budget()
+    if budget <= 0 or config.trace_per_request:
+        return extras
+    workers = getattr(instance, "agent_loop_workers", None)
+    count = len(workers) if isinstance(workers, (list, tuple)) else None
+    with _infos_lock:
+        used = _given.get(span_ctx.trace_id, 0)
+        share, taken = worker_allotment(budget, count, used)
+        _given[span_ctx.trace_id] = used + taken
+        _given.move_to_end(span_ctx.trace_id)
+        while len(_given) > _GIVEN_TRACES:
+            _given.popitem(last=False)
+    extras[semconv.CARRIER_SPAN_BUDGET_KEY] = str(share)
+    return extras
 
 
 async def _finalize_after(coro: Any, finalize: Any) -> Any:
