@@ -67,7 +67,7 @@ def _env_float(name: str, default: float, lo: float = 0.0, hi: float = 1.0) -> f
 SPAN_BYTES = 600
 """OTLP/protobuf bytes of one of otel_verl's spans, generously (its ids, times, name, 3-10 attributes):
 what ``OTEL_VERL_TRACE_MAX_BYTES`` is counted in. The load test measures the real figure
-(benchmarks/bench_trace_size.py)."""
+(benchmarks/bench_real_size.py)."""
 
 DETAIL_LEVELS = ("step", "worker", "request", "full")
 _DETAIL_RANK = {level: rank for rank, level in enumerate(DETAIL_LEVELS)}
