@@ -477,7 +477,10 @@ def run_demo(quick: bool = False) -> list[Result]:
         out = []
         for row in rows(shape, m, None, busy)[:4]:
             label = row.target.replace("real-size load", "real-size load, verl's agent loop (CPU demo)")
-            out.append(Result(label, row.goal, row.measured, row.ok, row.detail, info=True))
+            detail = row.detail.replace(
+                f"× {shape.turns} turns", f"× up to {shape.turns} turns (as many as the demo's engine asks tools for)"
+            )
+            out.append(Result(label, row.goal, row.measured, row.ok, detail, info=True))
         return out
 
 
