@@ -10,7 +10,10 @@ carrier: :func:`worker_allotment`). A request stays in the step's trace while it
 fit the chunk's share; past that it goes to a trace of its sample group (the ``rollout.n`` trajectories
 of one prompt, which GRPO compares), each request there a root span with two links: its worker span
 first (the analyzer's parent, :func:`otel_verl.analysis.read.hierarchy.adopt_linked_requests`) and its
-step span. A group's trace is bounded the same way (a group too big for one goes on in a second).
+step span (when there is one: a validation before training has none). A group's trace is bounded the
+same way (a group too big for one goes on in a second). When a rollout's chunks answer, the manager
+charges the step's trace what they really put there, so a later rollout in the step (a validation at
+``test_freq``) gets the rest.
 The step's trace keeps step, phases, worker spans, barriers and the requests that fit; each worker
 span links to its slowest requests that went elsewhere (:attr:`TraceBudget.slowest`, slowest first).
 
@@ -90,12 +93,13 @@ def worker_allotment(budget: int, workers: int | None, used: int) -> tuple[int, 
     """(each worker chunk's share of a step trace's spans, spans this rollout takes of the trace).
 
     ``budget``: the trace's limit; ``workers``: chunks of this rollout (None: unknown); ``used``: spans of
-    the trace already given to earlier rollouts in it (a validation after the step's rollout gets what
-    is left, often nothing: its requests then all go to traces of their own)."""
+    the trace already given to earlier rollouts in it. A rollout gets half of what is left, so a later one
+    in the same step (a validation at ``test_freq``) still finds room even where its chunks' answers do
+    not come back to settle the account (V1 collects them through its TransferQueue)."""
     n = workers if workers and workers > 0 else UNKNOWN_WORKERS
     structure = STRUCTURE_SPANS if used == 0 else 0
     free = max(0, budget - used - structure - 2 * n)  # each worker: its span and its barrier
-    share = free // n
+    share = free // 2 // n
     return share, structure + 2 * n + share * n
 
 

@@ -2,7 +2,7 @@
 trace per step, resolves to the same span tree and gives the same findings and step accounts.
 
 The CPU demo (verl's real agent loop, planted slowness as in ``conftest.DEMO_PLANTED``) runs with a step
-trace of 150 spans, so most requests go to traces of their sample group (``OTEL_VERL_TRACE_MAX_SPANS``);
+trace of 400 spans, so most requests go to traces of their sample group (``OTEL_VERL_TRACE_MAX_SPANS``);
 a second run puts every request in a trace of its own (``OTEL_VERL_TRACE_PER_REQUEST``). Each spool is
 then rewritten as if nothing had been cut (:func:`uncut`: every span of a cut trace moves into the trace of
 the worker span its request links to first, and that request's parent becomes that worker span), and
@@ -93,7 +93,7 @@ def _demo(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPa
 def cut_run(request, tmp_path_factory):
     """(cut spool, the same spans uncut, trace id map) of one demo run."""
     env = {
-        "sample-groups": {"OTEL_VERL_TRACE_MAX_SPANS": "150"},
+        "sample-groups": {"OTEL_VERL_TRACE_MAX_SPANS": "400"},
         "per-request": {"OTEL_VERL_TRACE_PER_REQUEST": "true"},
     }[request.param]
     with pytest.MonkeyPatch.context() as monkeypatch:

@@ -165,6 +165,7 @@ class WorkerChunk:
             "rank": self.rank if self.rank is not None else -1,
             "step": self.step,
             "manager_span_id": self.manager_span_id,
+            "trace_spans": self.budget.used if self.budget is not None else 0,
         }
 
 
