@@ -28,6 +28,7 @@ import argparse
 import json
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -55,11 +56,15 @@ class Plant:
         return extra
 
 
-class _Lines:
-    """A worker-step's log lines as (end time, line), in the seed logger's key order."""
+class SeedLines:
+    """A worker-step's log lines as (end time, line), in the seed logger's key order.
 
-    def __init__(self, worker: int, step: int) -> None:
+    ``warp``: maps a moment of the undisturbed timeline to the written one (a paused process: every moment
+    after the pause moves later, a line in flight across it stretches); ``None`` writes the times as given."""
+
+    def __init__(self, worker: int, step: int, warp: Callable[[float], float] | None = None) -> None:
         self.worker, self.step = worker, step
+        self.warp = warp
         self.items: list[tuple[float, str]] = []
         self.start = self.barrier_at = 0.0
         """Worker-step start, and when its rollout ended and the barrier wait began."""
@@ -67,6 +72,11 @@ class _Lines:
         self.actual: list[int] = []
 
     def log(self, end: float, event: str, duration: float | None = None, extra: dict[str, Any] | None = None) -> None:
+        if self.warp is not None:
+            start = None if duration is None else end - duration
+            end = self.warp(end)
+            if start is not None:
+                duration = end - self.warp(start)
         entry: dict[str, Any] = {"timestamp": (T0 + timedelta(seconds=end)).isoformat(), "event": event}
         if duration is not None:
             entry["duration_sec"] = duration
@@ -81,70 +91,123 @@ class _Lines:
         return "".join(line + "\n" for _, line in self.items)
 
 
-def _request(
-    out: _Lines, rng: random.Random, t: float, batch_id: int, plant: Plant | None = None
-) -> tuple[float, int, int]:
-    """One ``_async_rollout_a_request``; returns (end time, response length, actual response tokens).
+@dataclass
+class SeedTurn:
+    """One turn's timings as the seed logs them, in seconds: ``gen`` is ``engine_async_generate_actual`` (the
+    engine's own time), ``engine_tail`` the rest of ``turn_engine_call``, ``parse`` its ``turn_tool_parsing``
+    (0 without a tool call), ``post`` the rest of ``turn_post_process``; ``finish`` the reason after
+    :data:`FINISH`; ``tool`` None on the last turn; ``tool_tokens`` what the tool's answer adds."""
 
-    ``plant``: extra seconds on its engine calls or reward (planted causes for the analyzer's tests)."""
+    pre: float
+    setup: float
+    gen: float
+    tokens: int
+    engine_tail: float
+    parse: float
+    finish: str
+    post: float
+    tool: float | None = None
+    merge: float = 0.0
+    tool_tokens: int = 0
+
+
+@dataclass
+class SeedRequest:
+    """One ``_async_rollout_a_request``'s draws: everything :func:`log_request` writes."""
+
+    request_id: str
+    prompt_length: int
+    sequence_length: int
+    pending: float
+    turns: list[SeedTurn]
+    reward: float
+    finalization: float
+    actual_share: float
+    """``actual_response_tokens`` / ``response_length``."""
+
+
+def draw_request(rng: random.Random, plant: Plant | None = None) -> SeedRequest:
+    """Random timings of one request (``plant``: extra seconds on its engine calls or reward)."""
     plant = plant or Plant()
     rid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    prompt = rng.randint(80, 400)
+    pending = rng.uniform(0.001, 0.02)
+    max_turns = rng.choices([1, 2, 3, 4, 5], [0.35, 0.35, 0.18, 0.08, 0.04])[0]
+    seq = rng.randint(100, 400)
+    turns: list[SeedTurn] = []
+    for turn in range(max_turns):
+        pre = rng.uniform(1e-4, 2e-3)
+        setup = rng.uniform(1e-5, 1e-4)
+        gen = rng.lognormvariate(0.8, 0.6) + plant.engine_extra(turn)
+        tokens = rng.randint(20, 600)
+        tail = rng.uniform(1e-5, 1e-4)
+        tool = turn < max_turns - 1
+        parse = rng.uniform(1e-4, 3e-3) if tool else 0.0
+        finish = "TOOL_CALL" if tool else rng.choice(["STOP", "STOP", "STOP", "LENGTH"])
+        x = SeedTurn(pre, setup, gen, tokens, tail, parse, finish, rng.uniform(1e-4, 1e-3))
+        if tool:
+            x.tool = rng.lognormvariate(-1.5, 0.8)
+            x.merge = rng.uniform(1e-4, 2e-3)
+            x.tool_tokens = rng.randint(20, 80)
+        turns.append(x)
+    reward = rng.uniform(1e-3, 0.05) + plant.reward
+    fin = rng.uniform(1e-4, 1e-3)
+    return SeedRequest(rid, prompt, seq, pending, turns, reward, fin, rng.uniform(0.8, 1.0))
+
+
+def log_request(out: SeedLines, t: float, batch_id: int, req: SeedRequest) -> tuple[float, int, int]:
+    """Write one request's lines from ``t``; returns (end time, response length, actual response tokens)."""
+    rid = req.request_id
     start = t
-    out.log(t, "request_start", extra={"request_id": rid, "initial_prompt_length": rng.randint(80, 400)})
+    out.log(t, "request_start", extra={"request_id": rid, "initial_prompt_length": req.prompt_length})
     main_start = t
-    d = rng.uniform(0.001, 0.02)
+    d = req.pending
     out.log(t + d * 0.8, "tool_creation_pending_state", d * 0.8, {"request_id": rid})
     t += d
     out.log(t, "pending_state_handling", d, {"request_id": rid})
-    max_turns = rng.choices([1, 2, 3, 4, 5], [0.35, 0.35, 0.18, 0.08, 0.04])[0]
     timings: list[dict[str, Any]] = []
-    seq = rng.randint(100, 400)
+    seq = req.sequence_length
     response = 0
-    for turn in range(max_turns):
+    for turn, x in enumerate(req.turns):
         turn_start = t
         out.log(t, "turn_start", extra={"request_id": rid, "turn": turn, "current_sequence_length": seq})
-        pre = rng.uniform(1e-4, 2e-3)
-        t += pre
-        out.log(t, "turn_pre_process", pre, {"request_id": rid, "turn": turn, "generation_prompt_length": seq})
-        setup = rng.uniform(1e-5, 1e-4)
-        out.log(t + setup, "engine_generate_setup", setup, {"request_id": rid})
-        gen = rng.lognormvariate(0.8, 0.6) + plant.engine_extra(turn)
-        tokens = rng.randint(20, 600)
-        out.log(t + setup + gen, "engine_async_generate_actual", gen, {"request_id": rid})
-        engine = setup + gen + rng.uniform(1e-5, 1e-4)
+        t += x.pre
+        out.log(t, "turn_pre_process", x.pre, {"request_id": rid, "turn": turn, "generation_prompt_length": seq})
+        out.log(t + x.setup, "engine_generate_setup", x.setup, {"request_id": rid})
+        out.log(t + x.setup + x.gen, "engine_async_generate_actual", x.gen, {"request_id": rid})
+        engine = x.setup + x.gen + x.engine_tail
         t += engine
         out.log(
             t,
             "turn_engine_call",
             engine,
-            {"request_id": rid, "turn": turn, "generated_tokens": tokens, "output_text_length": tokens * 4},
+            {"request_id": rid, "turn": turn, "generated_tokens": x.tokens, "output_text_length": x.tokens * 4},
         )
-        response += tokens
-        seq += tokens
-        tool = turn < max_turns - 1
-        post_start, parse = t, 0.0
+        response += x.tokens
+        seq += x.tokens
+        tool = x.tool is not None
+        post_start = t
         if tool:
-            parse = rng.uniform(1e-4, 3e-3)
-            t += parse
+            t += x.parse
             out.log(
                 t,
                 "turn_tool_parsing",
-                parse,
+                x.parse,
                 {"request_id": rid, "turn": turn, "raw_tool_calls": 1, "parsed_tool_calls": 1},
             )
-        finish = FINISH + ("TOOL_CALL" if tool else rng.choice(["STOP", "STOP", "STOP", "LENGTH"]))
-        t += rng.uniform(1e-4, 1e-3)
+        finish = FINISH + x.finish
+        t += x.post
         post = t - post_start
         fields = {"request_id": rid, "turn": turn, "has_tool_calls": tool, "parsed_tool_calls": int(tool)}
-        out.log(t, "turn_post_process", post, {**fields, "finish_reason": finish, "tool_parsing_duration": parse})
+        out.log(t, "turn_post_process", post, {**fields, "finish_reason": finish, "tool_parsing_duration": x.parse})
         total = t - turn_start
         timing = {
             "turn": turn,
             "total_duration": total,
-            "pre_process_duration": pre,
+            "pre_process_duration": x.pre,
             "engine_call_duration": engine,
             "post_process_duration": post,
-            "tool_parsing_duration": parse,
+            "tool_parsing_duration": x.parse,
             "has_tool_calls": tool,
             "finish_reason": finish,
         }
@@ -160,29 +223,25 @@ def _request(
                 "post_process_pct": round(post / total * 100, 2),
             },
         )
-        if tool:
+        if x.tool is not None:
             calling_start = t
-            run = rng.lognormvariate(-1.5, 0.8)
-            t += run
-            out.log(t, "tool_execution", run, {"request_id": rid, "turn": turn + 1})
-            merge = rng.uniform(1e-4, 2e-3)
-            t += merge
-            out.log(t, "tool_response_processing", merge, {"request_id": rid, "turn": turn + 1})
+            t += x.tool
+            out.log(t, "tool_execution", x.tool, {"request_id": rid, "turn": turn + 1})
+            t += x.merge
+            out.log(t, "tool_response_processing", x.merge, {"request_id": rid, "turn": turn + 1})
             out.log(t, "tool_calling_state", t - calling_start, {"request_id": rid, "turn": turn + 1})
-            seq += rng.randint(20, 80)
+            seq += x.tool_tokens
     out.log(t, "main_loop", t - main_start, {"request_id": rid})
-    reward = rng.uniform(1e-3, 0.05) + plant.reward
-    t += reward
-    out.log(t, "reward_calculation", reward, {"request_id": rid})
-    fin = rng.uniform(1e-4, 1e-3)
-    t += fin
-    out.log(t, "finalization", fin, {"request_id": rid})
+    t += req.reward
+    out.log(t, "reward_calculation", req.reward, {"request_id": rid})
+    t += req.finalization
+    out.log(t, "finalization", req.finalization, {"request_id": rid})
     t += 1e-5
     total = t - start
     engine = sum(x["engine_call_duration"] for x in timings)
     post = sum(x["post_process_duration"] for x in timings)
     n = len(timings)
-    actual = int(response * rng.uniform(0.8, 1.0))
+    actual = int(response * req.actual_share)
     out.log(
         t,
         "async_rollout_request_complete",
@@ -210,45 +269,85 @@ def _request(
     return t, response, actual
 
 
-def worker_step(
-    worker: int, step: int, start: float, requests: int, rng: random.Random, plant: Plant | None = None
-) -> _Lines:
-    """One worker's ``_req_level_generate_sequences`` (``plant``: slowness of its first request)."""
-    out = _Lines(worker, step)
-    out.start = t = start
+@dataclass
+class SeedWorkerStep:
+    """One worker's ``_req_level_generate_sequences`` draws: what :func:`log_worker_step` writes."""
+
+    preprocessing: float
+    requests: list[tuple[float, SeedRequest]]
+    """(submission offset after the preprocessing, the request) each."""
+    finish: float
+    """From the last request's end to the end of ``async_generate_duration``."""
+    sorting: float
+
+
+def draw_worker_step(requests: int, rng: random.Random, plant: Plant | None = None) -> SeedWorkerStep:
+    """Random timings of one worker-step (``plant``: slowness of its first request)."""
     pre = rng.uniform(0.5, 2.0)
-    t += pre
-    out.log(t, "preprocessing_duration", pre)
+    reqs = [(rng.uniform(0, 0.05), draw_request(rng, plant if i == 0 else None)) for i in range(requests)]
+    return SeedWorkerStep(pre, reqs, rng.uniform(0.01, 0.05), rng.uniform(1e-5, 1e-4))
+
+
+def log_worker_step(
+    worker: int,
+    step: int,
+    start: float,
+    draws: SeedWorkerStep,
+    warp: Callable[[float], float] | None = None,
+    batch_ids: list[int] | None = None,
+) -> SeedLines:
+    """The lines of one worker-step up to its barrier wait (:func:`close_step` writes the rest); ``batch_ids``:
+    each request's ``batch_data_id`` (its prompt's index; default its position)."""
+    out = SeedLines(worker, step, warp)
+    out.start = t = start
+    t += draws.preprocessing
+    out.log(t, "preprocessing_duration", draws.preprocessing)
     gen_start = t
     ends = []
-    for i in range(requests):
-        end, length, act = _request(out, rng, gen_start + rng.uniform(0, 0.05), i, plant if i == 0 else None)
+    for i, (offset, req) in enumerate(draws.requests):
+        end, length, act = log_request(out, gen_start + offset, batch_ids[i] if batch_ids else i, req)
         ends.append(end)
         out.lengths.append(length)
         out.actual.append(act)
-    t = max(ends) + rng.uniform(0.01, 0.05)
+    t = max(ends) + draws.finish
     out.log(t, "async_generate_duration", t - gen_start)
-    d = rng.uniform(1e-5, 1e-4)
-    out.log(t + d, "sorting_duration", d)
-    out.barrier_at = t + d
+    out.log(t + draws.sorting, "sorting_duration", draws.sorting)
+    out.barrier_at = t + draws.sorting
+    if warp is not None:
+        out.start, out.barrier_at = warp(out.start), warp(out.barrier_at)
     return out
 
 
-def _close_step(out: _Lines, rng: random.Random, barrier_end: float) -> None:
-    """The worker-step lines from the barrier on: wait, tail phases, length stats, total."""
+def worker_step(
+    worker: int, step: int, start: float, requests: int, rng: random.Random, plant: Plant | None = None
+) -> SeedLines:
+    """One worker's ``_req_level_generate_sequences`` (``plant``: slowness of its first request)."""
+    return log_worker_step(worker, step, start, draw_worker_step(requests, rng, plant))
+
+
+TAIL_EVENTS: tuple[tuple[str, float, float], ...] = (
+    ("broadcast_duration", 0.01, 0.2),
+    ("data_extraction_duration", 0.05, 0.4),
+    ("padding_duration", 0.01, 0.05),
+    ("concatenation_duration", 1e-3, 5e-3),
+    ("batch_construction_duration", 1e-4, 1e-3),
+    ("cache_flush_duration", 0.01, 0.1),
+    ("final_construction_duration", 1e-3, 1e-2),
+)
+"""The worker-step's events after the barrier wait, each with the range its seconds are drawn from."""
+
+
+def draw_tail(rng: random.Random) -> list[float]:
+    """Seconds of each of :data:`TAIL_EVENTS`."""
+    return [rng.uniform(lo, hi) for _, lo, hi in TAIL_EVENTS]
+
+
+def close_step(out: SeedLines, barrier_end: float, tail: list[float]) -> None:
+    """The worker-step lines from the barrier on: wait, tail phases (``tail``: seconds each), length stats, total."""
     lengths, actual = out.lengths, out.actual
     t = barrier_end
     out.log(t, "barrier_wait_duration", t - out.barrier_at)
-    for event, lo, hi in (
-        ("broadcast_duration", 0.01, 0.2),
-        ("data_extraction_duration", 0.05, 0.4),
-        ("padding_duration", 0.01, 0.05),
-        ("concatenation_duration", 1e-3, 5e-3),
-        ("batch_construction_duration", 1e-4, 1e-3),
-        ("cache_flush_duration", 0.01, 0.1),
-        ("final_construction_duration", 1e-3, 1e-2),
-    ):
-        d = rng.uniform(lo, hi)
+    for (event, _, _), d in zip(TAIL_EVENTS, tail, strict=True):
         t += d
         out.log(t, event, d)
     s = sorted(lengths)
@@ -295,7 +394,7 @@ def write_seed_logs(
         logs = [worker_step(w, step, t, requests, rng, plan.get((step, w))) for w in range(workers)]
         release = max(x.barrier_at for x in logs) + rng.uniform(1e-3, 1e-2)
         for w, lines in enumerate(logs):
-            _close_step(lines, rng, release)
+            close_step(lines, release, draw_tail(rng))
             path = root / f"step_{step}" / f"worker_{w}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(lines.text())

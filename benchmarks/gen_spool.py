@@ -83,7 +83,7 @@ class GenStats:
     planted: dict[str, Any] = field(default_factory=dict)
 
 
-class _Ids:
+class SpanIds:
     def __init__(self, rng: random.Random) -> None:
         self.bits = rng.getrandbits
 
@@ -94,11 +94,12 @@ class _Ids:
         return f"{self.bits(128) | 1:032x}"
 
 
-class _Span(dict):
-    """A span's fields until it is written (the aborting step still cuts ends and changes statuses)."""
+class OtlpSpan(dict):
+    """A span's fields until it is written (the aborting step still cuts ends and changes statuses); written by
+    the spool's own encoder (:func:`otel_verl.export.encoding.fields_json`) in :func:`write_spans`."""
 
 
-def _span(
+def otlp_span(
     trace_id: str,
     span_id: str,
     parent: str | None,
@@ -108,18 +109,18 @@ def _span(
     attrs: dict[str, Any],
     kind: SpanKind = SpanKind.INTERNAL,
     error: str | None = None,
-) -> _Span:
-    return _Span(t=trace_id, s=span_id, p=parent, n=name, start=start_ns, end=end_ns, a=attrs, k=kind, e=error)
+) -> OtlpSpan:
+    return OtlpSpan(t=trace_id, s=span_id, p=parent, n=name, start=start_ns, end=end_ns, a=attrs, k=kind, e=error)
 
 
-def _encoded(span: _Span) -> str:
+def _encoded(span: OtlpSpan) -> str:
     status = StatusCode.ERROR if span["e"] else StatusCode.UNSET
     return fields_json(
         span["t"], span["s"], span["p"], span["n"], span["start"], span["end"], span["a"], span["k"], status, span["e"]
     )
 
 
-def _resource(role: str, pid: int, run: str, rank: int | None) -> Resource:
+def otlp_resource(role: str, pid: int, run: str, rank: int | None) -> Resource:
     attrs: dict[str, Any] = {
         "telemetry.sdk.language": "python",
         "telemetry.sdk.name": "opentelemetry",
@@ -140,15 +141,24 @@ def _resource(role: str, pid: int, run: str, rank: int | None) -> Resource:
 _SCOPE = InstrumentationScope("otel_verl", "0.1.0")
 
 
-def _write(path: Path, resource: Resource, spans: list[_Span], rng: random.Random, st: GenStats) -> None:
-    """Spans in end-time order, batched into lines of 64-512 spans (the batch processor's export calls)."""
+def write_spans(
+    path: Path,
+    resource: Resource,
+    spans: list[OtlpSpan],
+    rng: random.Random,
+    st: GenStats,
+    scope: InstrumentationScope | None = None,
+) -> None:
+    """Spans in end-time order, batched into lines of 64-512 spans (the batch processor's export calls);
+    ``scope``: the instrumentation scope of every line (default otel_verl's)."""
     spans.sort(key=lambda s: s["end"])
     path.parent.mkdir(parents=True, exist_ok=True)
+    scope = scope or _SCOPE
     out = []
     i = 0
     while i < len(spans):
         n = rng.randint(64, 512)
-        out.append(document_line(resource, _SCOPE, [_encoded(s) for s in spans[i : i + n]]))
+        out.append(document_line(resource, scope, [_encoded(s) for s in spans[i : i + n]]))
         i += n
         st.lines += 1
     data = b"".join(out)
@@ -170,12 +180,13 @@ def _worker(
     gen_id: str,
     ws_ns: int,
     rng: random.Random,
-    ids: _Ids,
+    ids: SpanIds,
     plant: Planted,
     aborting: bool,
-) -> tuple[list[_Span], str, int]:
+    turns: int | None = None,
+) -> tuple[list[OtlpSpan], str, int]:
     """One AgentLoopWorker chunk: worker span + every trajectory below it. Returns spans, worker span id, end."""
-    spans: list[_Span] = []
+    spans: list[OtlpSpan] = []
     wid = ids.span()
     stall_at, stall = -1, 0
     if plant.stall[:2] == (step, w):
@@ -186,17 +197,17 @@ def _worker(
         return ns + stall if stall_at >= 0 and ns >= stall_at else ns
 
     base = {sc.VERL_STEP: step, sc.VERL_WORKER_RANK: w}
-    reqs: list[tuple[int, _Span, list[_Span], int]] = []  # end, request span, children, tokens
+    reqs: list[tuple[int, OtlpSpan, list[OtlpSpan], int]] = []  # end, request span, children, tokens
     for r in range(requests):
         rid = f"{step:04d}{w:02d}{r:05d}{rng.getrandbits(48):012x}"
         ev = {**base, sc.VERL_REQUEST_ID: rid}
         req_id = ids.span()
         t = ws_ns + r * 8e6 + rng.uniform(0, 2e6)  # submitted ~8 ms apart
         rs = t
-        kids: list[_Span] = []
+        kids: list[OtlpSpan] = []
         pre = rng.lognormvariate(math.log(0.04), 0.3) * 1e9
         kids.append(
-            _span(
+            otlp_span(
                 trace_id,
                 ids.span(),
                 req_id,
@@ -207,7 +218,7 @@ def _worker(
             )
         )
         t += pre
-        n_turns = _turns(rng)
+        n_turns = turns or _turns(rng)
         slow_turn = plant.slow_turn[:3] == (step, w, r)
         if slow_turn:
             n_turns = max(n_turns, 2)
@@ -237,7 +248,7 @@ def _worker(
                 sc.VERL_ENGINE_NUM_PREEMPTED: 0,
             }
             kids.append(
-                _span(
+                otlp_span(
                     trace_id,
                     ids.span(),
                     turn_id,
@@ -252,7 +263,7 @@ def _worker(
             last = ti == n_turns - 1 or reason == "length"
             tp = rng.uniform(0.5e6, 2e6)
             kids.append(
-                _span(
+                otlp_span(
                     trace_id,
                     ids.span(),
                     turn_id,
@@ -266,7 +277,7 @@ def _worker(
             if not last:
                 tool = rng.lognormvariate(math.log(0.3), 0.5) * 1e9
                 kids.append(
-                    _span(
+                    otlp_span(
                         trace_id,
                         ids.span(),
                         turn_id,
@@ -279,7 +290,7 @@ def _worker(
                 t += tool
                 merge = rng.lognormvariate(math.log(0.02), 0.3) * 1e9
                 kids.append(
-                    _span(
+                    otlp_span(
                         trace_id,
                         ids.span(),
                         turn_id,
@@ -291,7 +302,7 @@ def _worker(
                 )
                 t += merge
             kids.append(
-                _span(trace_id, turn_id, req_id, sc.SPAN_TURN, warp(ts), warp(t), {**ev, sc.VERL_TURN_INDEX: ti})
+                otlp_span(trace_id, turn_id, req_id, sc.SPAN_TURN, warp(ts), warp(t), {**ev, sc.VERL_TURN_INDEX: ti})
             )
             if reason == "length":
                 n_turns = ti + 1
@@ -305,7 +316,7 @@ def _worker(
             if plant.slow_reward[:3] == (step, w, r):
                 rdur = plant.slow_reward[3]
             kids.append(
-                _span(
+                otlp_span(
                     trace_id,
                     ids.span(),
                     req_id,
@@ -330,7 +341,7 @@ def _worker(
             sc.VERL_REQUEST_STATUS: status,
             sc.VERL_REQUEST_NUM_TURNS: n_turns,
         }
-        req = _span(
+        req = otlp_span(
             trace_id,
             req_id,
             wid,
@@ -360,7 +371,7 @@ def _worker(
         spans.extend(kids)
     done = requests - n_abort
     spans.append(
-        _span(
+        otlp_span(
             trace_id,
             wid,
             gen_id,
@@ -390,12 +401,14 @@ def generate(
     run: str = "bench",
     planted: Planted | None = None,
     progress: bool = False,
+    turns: int | None = None,
 ) -> GenStats:
-    """Write ``<out>/<run>/step_<n>/{worker_<rank>,trainer}.jsonl``; returns counts (≈ 11.2 spans per request)."""
+    """Write ``<out>/<run>/step_<n>/{worker_<rank>,trainer}.jsonl``; returns counts (≈ 11.2 spans per request;
+    ``turns``: every request has that many turns instead of the mix, 5·turns + 1 spans each)."""
     t_start = time.perf_counter()
     plant = (planted or Planted()).fit(steps, workers, requests)
     rng = random.Random(seed)
-    ids = _Ids(rng)
+    ids = SpanIds(rng)
     run_dir = Path(out) / run
     st = GenStats(requests=steps * workers * requests)
     st.planted = {
@@ -404,8 +417,8 @@ def generate(
         "slow_turn": plant.slow_turn,
         "aborted_steps": [s for s in range(1, steps + 1) if s % plant.abort_every == 0],
     }
-    res_trainer = _resource("trainer", 1000, run, None)
-    res_workers = [_resource("agent_loop_worker", 2000 + w, run, w) for w in range(workers)]
+    res_trainer = otlp_resource("trainer", 1000, run, None)
+    res_workers = [otlp_resource("agent_loop_worker", 2000 + w, run, w) for w in range(workers)]
     t = T0_NS
     for step in range(1, steps + 1):
         trace_id = ids.trace()
@@ -425,12 +438,13 @@ def generate(
                 ids,
                 plant,
                 step % plant.abort_every == 0,
+                turns,
             )
-            _write(run_dir / f"step_{step}" / f"worker_{w}.jsonl", res_workers[w], spans, rng, st)
+            write_spans(run_dir / f"step_{step}" / f"worker_{w}.jsonl", res_workers[w], spans, rng, st)
         last = max(ends.values())
         slowest = max(ends, key=lambda k: ends[k])
-        trainer: list[_Span] = [
-            _span(
+        trainer: list[OtlpSpan] = [
+            otlp_span(
                 trace_id,
                 ids.span(),
                 wids[w],
@@ -443,7 +457,7 @@ def generate(
         ]
         gen_end = last + int(0.05e9)
         trainer.append(
-            _span(
+            otlp_span(
                 trace_id,
                 gen_id,
                 step_id,
@@ -457,7 +471,7 @@ def generate(
         for name, dur in PHASES_AFTER:
             d = int(dur * rng.uniform(0.95, 1.05) * 1e9)
             trainer.append(
-                _span(
+                otlp_span(
                     trace_id,
                     ids.span(),
                     step_id,
@@ -469,8 +483,8 @@ def generate(
             )
             cur += d
         step_end = cur + int(0.1e9)
-        trainer.append(_span(trace_id, step_id, None, sc.SPAN_STEP, t, step_end, {sc.VERL_STEP: step}))
-        _write(run_dir / f"step_{step}" / "trainer.jsonl", res_trainer, trainer, rng, st)
+        trainer.append(otlp_span(trace_id, step_id, None, sc.SPAN_STEP, t, step_end, {sc.VERL_STEP: step}))
+        write_spans(run_dir / f"step_{step}" / "trainer.jsonl", res_trainer, trainer, rng, st)
         t = step_end + int(0.5e9)
         if progress and step % 10 == 0:
             print(f"  step {step}/{steps}: {st.spans} spans, {st.bytes / 1e6:.0f} MB", file=sys.stderr)
@@ -516,9 +530,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=224, help="trajectories per worker per step (default 224)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--run", default="bench", help="run directory name (default bench)")
+    p.add_argument("--turns", type=int, default=None, help="turns of every request (default: a mix, mean 2.05)")
     a = p.parse_args(argv)
     steps = a.steps or shape_for(a.spans or 2_000_000, a.workers, a.requests)[0]
-    st = generate(a.out, steps=steps, workers=a.workers, requests=a.requests, seed=a.seed, run=a.run, progress=True)
+    st = generate(
+        a.out, steps=steps, workers=a.workers, requests=a.requests, seed=a.seed, run=a.run, progress=True, turns=a.turns
+    )
     print(
         f"wrote {st.spans} spans ({st.requests} requests, {steps} steps × {a.workers} workers × {a.requests}) "
         f"in {st.files} files, {st.lines} lines, {st.bytes / 1e6:.0f} MB to {Path(a.out) / a.run} "

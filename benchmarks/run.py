@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import platform
+import re
 import sys
 import time
 import traceback
@@ -60,6 +61,15 @@ def markdown(rows: list[Result], quick: bool, seconds: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def kept_sections(path: Path) -> str:
+    """Sections a benchmark maintains in the file itself (``<!-- BEGIN … -->`` … ``<!-- END … -->``, e.g.
+    bench_diagnosis's tables): kept, after the table, when the suite rewrites the file."""
+    if not path.exists():
+        return ""
+    blocks = re.findall(r"<!-- BEGIN .*?-->.*?<!-- END .*?-->\n?", path.read_text(), re.S)
+    return "".join("\n" + block for block in blocks)
+
+
 def quote_in_readme(text: str, readme: Path = HERE.parent / "README.md") -> None:
     """Replace the README's results block (between the BEGIN/END RESULTS markers) with ``text``."""
     begin, end = "<!-- BEGIN RESULTS (benchmarks/RESULTS.md) -->", "<!-- END RESULTS -->"
@@ -99,7 +109,7 @@ def main(
         table.add_row(r.label, r.goal, r.measured, "[green]yes[/]" if r.ok else "[red]NO[/]", r.detail)
     console.print(table)
     text = markdown(rows, quick, total)
-    out.write_text(text)
+    out.write_text(text + kept_sections(out))
     console.print(f"written to {out}")
     if not only and out.resolve() == (HERE / "RESULTS.md").resolve():
         quote_in_readme(text)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build Jaeger v2 (`jaeger`, the OTel-Collector-based all-in-one) from its Go module, API only (the UI
 # assets are not embedded: a plain Go build has no `ui` build tag; /api/v3 and /api/* work, the web
-# UI page is a placeholder — use docker compose or Grafana's Jaeger data source for a UI).
+# UI page is a placeholder — set JAEGER_UI_ASSETS_PATH to a built jaeger-ui, docs/backends.md).
 # `go install github.com/jaegertracing/jaeger/cmd/jaeger@<version>` is refused ("go.mod ... contains
 # one or more replace directives"), so the script downloads the module source through the Go module
 # proxy (`go mod download`), copies it to a scratch dir and builds ./cmd/jaeger there as the main

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything tests/backends needs, idempotently (a warm run takes seconds):
 #   - Debian's prometheus + promtool (scrape only) and docker-compose (offline `config -q` validation
-#     of docker-compose.yml) and chromium (report.html in a headless browser), via apt-get, only when missing (needs root or sudo);
+#     of docker-compose.yml) and chromium (report.html and the Jaeger UI in a headless browser), via apt-get, only when missing (needs root or sudo);
 #   - otelcol-verl (scripts/build_collector.sh) and jaeger (scripts/build_jaeger.sh), built with Go and
 #     cached in ${OTEL_VERL_CACHE:-$HOME/.cache/otel_verl}/bin.
 # Tempo is not built (AGPL, and we build or vendor no AGPL program): the Tempo reader is tested against
@@ -21,7 +21,8 @@ missing=()
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v docker-compose >/dev/null || missing+=(docker-compose)
-# report.html is opened in a real headless browser (tests/analysis/test_report_browser.py)
+# report.html and the Jaeger UI are opened in a real headless browser (tests/analysis/test_report_browser.py,
+# tests/backends/test_jaeger_ui.py)
 command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
     pkgs="$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')"
@@ -45,3 +46,10 @@ echo "  jaeger         $(readlink -f "$CACHE/bin/jaeger")"
 echo "  prometheus     $(command -v prometheus) ($(prometheus --version 2>&1 | head -1))"
 echo "  promtool       $(command -v promtool)"
 echo "  docker-compose $(command -v docker-compose) ($(docker-compose version --short 2>/dev/null || docker-compose --version 2>&1 | head -1))"
+# The Jaeger UI is not installed here (a Node build, docs/backends.md); the tests look for it as conftest does.
+JAEGER_UI="${OTEL_VERL_JAEGER_UI:-$(dirname "$ROOT")/shared/jaeger-ui/v1.74.0}"
+if [[ -f "$JAEGER_UI/index.html" ]]; then
+    echo "  jaeger-ui      $JAEGER_UI"
+else
+    echo "  jaeger-ui      absent at $JAEGER_UI: tests/backends/test_jaeger_ui.py skips (docs/backends.md: build it)"
+fi

@@ -6,14 +6,14 @@ Three calls, in the spirit of HolisticTraceAnalysis's ``TraceAnalysis``::
 
     tables = analysis.load("./otel-verl-spool")          # any source: spool, collector file, Jaeger, Tempo
     for cause in analysis.diagnose(tables):              # one per cause, ranked by step seconds lost
-        print(cause.severity, cause.seconds, cause.message)  # cause.symptoms: what else it explains
+        print(cause.severity, cause.seconds, cause.message)  # cause.steps, cause.details['scope']
     result = analysis.analyze(tables, "report")          # findings.json, report.html, one PNG per figure
 
 The stages, one folder each (read → tables → findings → figures → report):
 
 * :mod:`.read` — any trace source → the span table (one row per span, tree resolved)
 * :mod:`.tables` — the span table → steps, workers, requests, events (:class:`Tables`)
-* :mod:`.findings` — one detector per module, ranked by :func:`diagnose`
+* :mod:`.findings` — the step's account and the causes it names (:func:`diagnose`)
 * :mod:`.figures` — one figure per module (reads tables, never findings)
 * :mod:`.report` and :mod:`.pipeline` — report.html; the run of all of them
 * :mod:`.formats` — other formats in and out: the seed's logs, Perfetto, spool writing
@@ -110,8 +110,8 @@ def load(
 
 
 def diagnose(tables: Tables | pd.DataFrame, thresholds: Thresholds | None = None) -> list[Finding]:
-    """Every detector on one run, grouped into one finding per cause (its ``symptoms`` are the findings it
-    explains), warnings first, ranked by the seconds of step rollout time each lost (``Finding.seconds``).
+    """The run's findings: every step's account (:mod:`.findings.account`) told as causes, one per cause (a cause
+    that recurs lists its ``steps``), by severity then the most seconds one step lost; information after.
 
     ``tables``: from :func:`load`, or a span table (``otel_verl.analysis.read.load_spans``), built here.
     ``thresholds``: defaults, or :meth:`Thresholds.with_overrides` of ``--set``/``--thresholds``.
@@ -131,6 +131,8 @@ def analyze(
     top_requests: int = 8,
     trace_url: str | None = None,
     timeline_steps: tuple[int, ...] = (),
+    source_name: str | None = None,
+    plotly_dir: str | Path | None = None,
     **load_options: Any,
 ) -> Analysis:
     """Diagnose a run and write ``findings.json``, ``report.html`` and one PNG per figure under ``out``.
@@ -139,11 +141,15 @@ def analyze(
     already loaded. ``top_requests``: the slowest requests the outlier figure breaks down (besides every
     request a finding names). ``trace_url``: a template with ``{trace_id}`` (a Jaeger or Grafana URL) the
     report links each cause's traces to. ``timeline_steps``: steps drawn as a timeline in the report besides
-    the slowest one. Returns the findings, the summary, each figure's frame and the files written.
+    the slowest one. ``source_name``: the SOURCE the report's "open this step" commands name (default: ``source``
+    when it is a path or URL). ``plotly_dir``: where report.html finds ``plotly-<version>.min.js`` (default:
+    ``out``; a folder several reports share keeps one copy). Returns the findings, the summary, each figure's
+    frame and the files written.
     """
     from otel_verl.analysis.pipeline import write_analysis
 
     if isinstance(source, (str, os.PathLike)):
+        source_name = source_name or os.fspath(source)
         tables = load(source, stats=stats, **load_options)
     else:
         tables = _tables(source)
@@ -156,6 +162,8 @@ def analyze(
         top_requests=top_requests,
         trace_url=trace_url,
         timeline_steps=timeline_steps,
+        source=source_name,
+        plotly_dir=Path(plotly_dir) if plotly_dir is not None else None,
     )
 
 

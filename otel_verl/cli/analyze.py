@@ -15,6 +15,7 @@ from otel_verl.cli.common import (
     exit_fast_after,
     load_source,
     one_line_errors,
+    parse_step_range,
     source_options,
 )
 
@@ -51,7 +52,7 @@ def analyze(
     ] = None,
     thresholds_file: Annotated[
         Path | None,
-        typer.Option("--thresholds", help='JSON file of thresholds: `{"thresholds": {"event_k": 20}}`'),
+        typer.Option("--thresholds", help='JSON file of thresholds: `{"thresholds": {"warning_margin": 5}}`'),
     ] = None,
     top_requests: Annotated[
         int, typer.Option("--top-requests", min=1, help="slowest requests the outlier figure breaks down")
@@ -69,15 +70,24 @@ def analyze(
         list[int] | None,
         typer.Option("--timeline-step", help="also draw this step's timeline in report.html (repeatable)"),
     ] = None,
+    steps: Annotated[
+        str | None,
+        typer.Option(
+            "--steps",
+            help="analyse only these steps, read a step at a time: `A:B` (both included), `A:`, `:B` or `N`; "
+            "Jaeger/Tempo are asked for each step by its `verl.step` attribute",
+        ),
+    ] = None,
 ) -> None:
     from otel_verl import analysis
     from otel_verl.analysis.output_paths import prepare_dir
     from otel_verl.analysis.read import LoadStats
 
     th = Thresholds().with_overrides(set_ or [], thresholds_file)
+    step_range = parse_step_range(steps) if steps is not None else None
     prepare_dir(out)  # before a load that may take minutes
     stats = LoadStats()
-    spans = load_source(src, stats, seed_lines=False)  # only export-legacy reads them
+    spans = load_source(src, stats, seed_lines=False, steps=step_range)  # only export-legacy reads the lines
     result = analysis.analyze(
         spans,
         out,
@@ -87,49 +97,99 @@ def analyze(
         top_requests=top_requests,
         trace_url=trace_url,
         timeline_steps=tuple(timeline_step or ()),
+        source_name=src.source,
     )
-    print_summary(result, stats, out)
+    print_summary(result, stats, out, trace_url=trace_url, source=src.source)
     exit_fast_after()
 
 
-def print_summary(result: Any, stats: Any, out: Path) -> None:
-    """Counts, the verdict and a headline per slow step, the causes worth reading first (warnings and worse,
-    else the first infos) with the seconds each cost its step, where the files are."""
+def print_summary(
+    result: Any, stats: Any, out: Path, *, trace_url: str | None = None, source: str | None = None
+) -> None:
+    """Counts, what the input lacked (skipped lines, steps without workers or requests), the verdict and a
+    headline per slow step, the causes worth reading first (warnings and worse, else the first notes) with the
+    seconds each cost, their full trace ids (linked through ``trace_url``) or the command that opens their
+    steps in ui.perfetto.dev, and where the files are. Words only: no Python dict is printed."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    from otel_verl.analysis import presenting
+
     console = Console()
     s = result.summary
+    found = presenting.as_dicts(result.findings)
     console.print(
         f"[bold]{s['spans']}[/] spans ({stats.seconds:.1f} s to load), {len(s['steps'])} steps, "
         f"{len(s['workers'])} workers, {s['requests']} requests"
-        + (f", [yellow]{stats.bad_lines} bad lines skipped[/]" if stats.bad_lines else "")
     )
+    missing = presenting.missing_parts(s)
+    if missing:
+        console.print("[bold yellow]The input is incomplete; the analysis covers only what arrived:[/]")
+        for line in missing:
+            console.print(f"  [yellow]{escape(line)}[/]", soft_wrap=True)
     console.print(f"[bold]{escape(s['verdict'])}[/]")
     for line in s["headlines"]:
         console.print(f"  [bold red]{escape(line)}[/]")
-    serious = [f for f in result.findings if f.severity != "info"]
-    shown = serious[:10] or result.findings[:5]
+    serious = [f for f in found if f.get("severity") != "info"]
+    shown = serious[:10] or found[:5]
     if shown:
-        table = Table("#", "severity", "lost", "kind", "cause", show_lines=False)
+        table = Table("#", "severity", "lost", "steps", "cause", show_lines=False)
         colors = {"critical": "red", "warning": "yellow", "info": "blue"}
         for i, f in enumerate(shown, 1):
-            lost = f"{f.seconds:.1f} s" if f.seconds else ""
-            table.add_row(str(i), f"[{colors[f.severity]}]{f.severity}[/]", lost, f.kind, escape(f.message))
+            lost = f"{f['seconds']:.1f} s" if f.get("seconds") else ""
+            sev = str(f.get("severity", "info"))
+            steps = presenting.number_ranges(f["steps"])
+            table.add_row(str(i), f"[{colors.get(sev, 'blue')}]{sev}[/]", lost, steps, escape(str(f.get("message"))))
         console.print(table)
-    console.print(
-        f"causes: {s['findings_by_severity'] or 'none'} → {out / 'findings.json'}"
-        + (f", {out / 'report.html'}" if (out / "report.html").exists() else "")
-    )
+        _print_traces(console, shown, trace_url, source)
+    files = f"{out / 'findings.json'}" + (f", {out / 'report.html'}" if (out / "report.html").exists() else "")
+    console.print(f"causes: {presenting.severity_counts(found)} → {files}", soft_wrap=True)
 
 
-def run_analysis(source: str, out: Path) -> None:
-    """Analyze with default thresholds and print the summary (used by ``otel-verl demo``)."""
+def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | None, source: str | None) -> None:
+    """The full trace ids of the causes shown (at most 3 each), linked when ``trace_url`` is given; else the
+    command that writes the first cause's steps for ui.perfetto.dev, and the Jaeger form of ``--trace-url``."""
+    from otel_verl.analysis import presenting
+
+    lines = []
+    for i, f in enumerate(shown, 1):
+        ids = f.get("trace_ids") or []
+        for trace_id in ids[:3]:
+            link = presenting.trace_link(trace_url, trace_id)
+            lines.append(f"  #{i} {presenting.steps_words(f['steps'])}: {link or trace_id}".replace(" :", ":"))
+    if not lines:
+        return
+    console.print("traces:")
+    for line in lines:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    first = next((f for f in shown if f["steps"]), None)
+    if not trace_url and first is not None:
+        cmd = presenting.open_step_command(source, first["steps"])
+        console.print(
+            f"open #1's steps elsewhere: {cmd}, then Open trace file at {presenting.PERFETTO_UI}; or link every "
+            f"trace id to Jaeger with --trace-url '{presenting.JAEGER_TRACE_URL}'",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+
+
+def run_analysis(source: str, out: Path, plotly_dir: Path | None = None) -> None:
+    """Analyze with default thresholds and print the summary (used by ``otel-verl demo``; ``plotly_dir``: the
+    folder its reports share one plotly.js in)."""
     from otel_verl import analysis
     from otel_verl.analysis.read import LoadStats
 
     stats = LoadStats()
     spans = load_source(SourceOptions(str(source)), stats, seed_lines=False)
-    result = analysis.analyze(spans, out, thresholds=Thresholds(), stats=stats, html_report=True)
-    print_summary(result, stats, out)
+    result = analysis.analyze(
+        spans,
+        out,
+        thresholds=Thresholds(),
+        stats=stats,
+        html_report=True,
+        source_name=str(source),
+        plotly_dir=plotly_dir,
+    )
+    print_summary(result, stats, out, source=str(source))

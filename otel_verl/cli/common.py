@@ -191,6 +191,19 @@ def parse_time(value: str | None, name: str) -> int | None:
         raise AnalysisInputError(f"--{name} {value!r}: not ISO-8601 or epoch seconds") from None
 
 
+def parse_step_range(text: str) -> range:
+    """``--steps``: ``A:B`` (steps A to B, both included), ``A:`` (A onwards), ``:B`` (up to B) or ``N``."""
+    lo_text, sep, hi_text = text.partition(":")
+    try:
+        lo = int(lo_text) if lo_text.strip() or not sep else -(2**63)
+        hi = (int(hi_text) if hi_text.strip() else 2**63 - 1) if sep else lo
+    except ValueError:
+        raise AnalysisInputError(f"--steps {text!r}: use A:B (both included), A:, :B or N") from None
+    if hi < lo:
+        raise AnalysisInputError(f"--steps {text!r}: the last step is before the first")
+    return range(lo, hi + 1)
+
+
 def parse_duration(value: str) -> int:
     """``90s``, ``15m``, ``2h``, ``1d`` → ns."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -220,16 +233,26 @@ def fast_exit_requested() -> bool:
     return _FAST_EXIT
 
 
-def load_source(src: SourceOptions, stats: Any = None, seed_lines: bool = True) -> Any:
+def load_source(src: SourceOptions, stats: Any = None, seed_lines: bool = True, steps: range | None = None) -> Any:
     """The span table of ``src`` (a progress bar when interactive); warnings of the load go to stderr.
-    ``seed_lines=False``: a seed log's original lines are left off (see ``load_spans``)."""
+    ``seed_lines=False``: a seed log's original lines are left off (see ``load_spans``). ``steps``: only
+    those steps, read a step at a time (``iter_steps``), so memory holds the range, not the run."""
     from otel_verl.analysis.read import LoadStats, load_spans
     from otel_verl.analysis.read.allocator import use_system_allocator
     from otel_verl.analysis.read.progress import interactive
 
     use_system_allocator()  # before the first table is allocated
     stats = stats if stats is not None else LoadStats()
-    spans = load_spans(src.source, progress=interactive(), stats=stats, seed_lines=seed_lines, **src.load_options())
+    if steps is not None:
+        from otel_verl.analysis.read.step_split import concat_steps
+        from otel_verl.analysis.read.steps import iter_steps
+
+        options = {**src.load_options(), "steps": steps}
+        spans = concat_steps(
+            iter_steps(src.source, progress=interactive(), stats=stats, seed_lines=seed_lines, **options)
+        )
+    else:
+        spans = load_spans(src.source, progress=interactive(), stats=stats, seed_lines=seed_lines, **src.load_options())
     for w in stats.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return spans

@@ -28,8 +28,10 @@ EXPORT_LEGACY_HELP = (
     f"data (a validation rollout goes to `val_step_<n>/`).\n\n{EXIT_CODES}"
 )
 EXPORT_PERFETTO_HELP = (
-    "Chrome/Perfetto trace JSON (open in ui.perfetto.dev): one process per worker, one lane per "
-    f"concurrent request.\n\n{EXIT_CODES}"
+    "Chrome/Perfetto trace JSON (open in ui.perfetto.dev): a trainer track (steps and their phases), one "
+    "process per worker (its barrier wait, one lane per concurrent request), every span's attributes in its "
+    "args. `--steps 7` writes one step: `otel-verl export-perfetto ./spool --steps 7 --out step7.json`."
+    f"\n\n{EXIT_CODES}"
 )
 
 
@@ -87,11 +89,34 @@ def export_legacy(
 def export_perfetto(
     out: Annotated[Path, typer.Option("--out", help="trace JSON file to write (e.g. `trace.json`)")],
     src: SourceOptions,
+    steps: Annotated[
+        str | None,
+        typer.Option("--steps", help="only these training steps: `7` or `5:9` (both ends included)"),
+    ] = None,
 ) -> None:
     from otel_verl.analysis.formats.perfetto import write_perfetto
     from otel_verl.analysis.output_paths import prepare_file
 
+    wanted = parse_steps(steps)
     prepare_file(out)
-    n = write_perfetto(load_source(src), out)
-    print(f"wrote {n} trace events to {out}")
+    n = write_perfetto(load_source(src), out, steps=wanted)
+    print(f"wrote {n} trace events to {out}; open it at https://ui.perfetto.dev (Open trace file)")
     exit_fast_after()
+
+
+def parse_steps(value: str | None) -> tuple[int, int] | None:
+    """``7`` → (7, 7), ``5:9`` → (5, 9); anything else is a one-line error."""
+    from otel_verl.analysis.errors import AnalysisInputError
+
+    if value is None:
+        return None
+    parts = value.split(":")
+    try:
+        if len(parts) not in (1, 2):
+            raise ValueError
+        lo, hi = int(parts[0]), int(parts[-1])
+    except ValueError:
+        raise AnalysisInputError(f"--steps {value!r}: use a step (7) or a range (5:9)") from None
+    if lo > hi:
+        raise AnalysisInputError(f"--steps {value!r}: the first step is after the last")
+    return lo, hi

@@ -141,6 +141,12 @@ class Plan:
     slow_turn: tuple[int, int, int, float] | None = None  # step, worker, request index, turn-1 engine seconds
     aborted: tuple[int, int] | None = None  # step, aborted requests per worker
     pause: tuple[int, int, float, float] | None = None  # step, worker, pause start (s after worker start), length
+    slow_phase: tuple[int, str, float] | None = None  # step, trainer phase, extra seconds
+    late_start: tuple[int, int, float] | None = (
+        None  # step, worker, seconds its requests start late (its preprocessing)
+    )
+    step_reward: tuple[int, float] | None = None  # step, seconds of every reward in it
+    step_decode: tuple[int, float] | None = None  # step, factor on every engine call's seconds (same tokens)
     seed: int = 1
 
 
@@ -181,8 +187,13 @@ def build_run(plan: Plan) -> TraceBuilder:
             worker_spans[w] = wsp
             n_abort = plan.aborted[1] if plan.aborted and plan.aborted[0] == step else 0
             req_ends = []
+            late = plan.late_start[2] if plan.late_start and plan.late_start[:2] == (step, w) else 0.0
+            if late:
+                b.span(
+                    "verl.preprocess", ws, ws + late, wsp, step=step, file=fname, **{"verl.preprocess.kind": "batch"}
+                )
             for r in range(plan.requests):
-                rs = ws + 0.01 * r
+                rs = ws + late + 0.01 * r
                 slow_turn = plan.slow_turn and plan.slow_turn[:3] == (step, w, r)
                 turns = 2 if slow_turn else rng.choice((1, 1, 2, 2, 3))
                 req = b.span("verl.rollout.request", warp(rs), 0, wsp, step=step, file=fname)
@@ -206,6 +217,8 @@ def build_run(plan: Plan) -> TraceBuilder:
                     if slow_turn and ti == 1:
                         dur = plan.slow_turn[3]
                     toks = int(dur * 100)
+                    if plan.step_decode and plan.step_decode[0] == step:
+                        dur *= plan.step_decode[1]
                     out_tokens += toks
                     b.span(
                         "text_completion qwen",
@@ -252,7 +265,7 @@ def build_run(plan: Plan) -> TraceBuilder:
                 if r >= plan.requests - n_abort:
                     status = "aborted"
                 else:
-                    rdur = 0.05
+                    rdur = plan.step_reward[1] if plan.step_reward and plan.step_reward[0] == step else 0.05
                     if plan.slow_reward and plan.slow_reward[:2] == (step, w) and r in _many(plan.slow_reward[2]):
                         rdur = plan.slow_reward[3]
                     b.span(
@@ -312,6 +325,8 @@ def build_run(plan: Plan) -> TraceBuilder:
         cur = gen.end
         for name, dur in PHASES_AFTER:
             d = dur * rng.uniform(0.95, 1.05)
+            if plan.slow_phase and plan.slow_phase[:2] == (step, name):
+                d += plan.slow_phase[2]
             b.span(f"verl.phase {name}", cur, cur + d, step_sp, step=step, **{"verl.phase.name": name})
             cur += d
         step_sp.end = cur + 0.1
@@ -347,8 +362,7 @@ PLANTED = Plan(
 
 
 def all_findings(spans_or_tables: Any, thresholds: Any = None) -> list[Any]:
-    """Every detector's findings, causes and the symptoms grouped under them: these tests check detectors."""
+    """The diagnosis's findings (causes and information) of a span table or tables."""
     from otel_verl.analysis import diagnose
-    from otel_verl.analysis.findings.causes import flatten
 
-    return flatten(diagnose(spans_or_tables, thresholds))
+    return diagnose(spans_or_tables, thresholds)

@@ -2,7 +2,10 @@
 vLLM-shaped ``llm_request`` spans under our ``text_completion`` spans; two replicas behind verl's own load
 balancer, one of which runs 2 requests at once (the rest queue in it). Planted in step 2: sample 0 waits
 8 s in the engine's queue on turn index 0, sample 3's turn index 1 reaches the engine 8 s late, sample 6
-decodes 8 s longer on turn index 1. 1/8 over-sampling in every step (aborted requests get no engine span)."""
+decodes 8 s longer on turn index 1. 1/8 over-sampling in every step (aborted requests get no engine span).
+
+The engine's own account splits each call, so each plant is named by what moved: queueing in the engine, the
+way to the engine, decoding (slower per token, at the usual token count)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import json
 import pytest
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.findings.causes import flatten
+from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.diagnose import diagnose_run
 
 pytestmark = pytest.mark.ray
 
@@ -22,6 +26,7 @@ ENGINE_RUN = {
     "n": 2,
     "ray_cpus": 2,
     "val_before_train": True,
+    "trainer": "legacy",
     "replicas": 2,
     "replica_capacity": {1: 2},
     "seconds_per_token": 0.005,
@@ -83,37 +88,32 @@ def test_engine_spans_are_vllm_shaped_and_nested(engine_run):
     assert ((parts - calls["call_s"]).abs() < 1e-3).all()
 
 
-def _phase_findings(analysis, phase: str) -> list:
-    return [f for f in flatten(analysis.findings) if f.kind == "engine_phase" and f.event == phase and f.step == 2]
+PLANTED = {(k.ENGINE_QUEUE, 0, 0), (k.ENGINE_WAIT, 3, 1), (k.SLOW_DECODE, 6, 1)}
+"""(cause, sample, turn index) planted in step 2."""
 
 
-def test_slow_turns_named_by_engine_phase(engine_run):
+def test_each_engine_plant_is_named_by_what_moved(engine_run):
     _, spans, t, analysis, _ = engine_run
-    turns = t.engine_turns
-    for phase, sample, turn in (("queue", 0, 0), ("before", 3, 1), ("decode", 6, 1)):
-        found = _phase_findings(analysis, phase)
-        named = {r for f in found if f.details["turn_index"] == turn for r in f.details["request_ids"]}
-        # the planted turns the engine answered (a call aborted by over-sampling has no engine span)
-        answered = set(turns.loc[turns["turn_index"] == turn, "request_id"]) & _requests_of(spans, 2, sample)
-        assert answered and answered <= named, (phase, [f.message for f in found])
-    queue = next(f for f in _phase_findings(analysis, "queue") if f.details["turn_index"] == 0)
-    assert "queued in the engine" in queue.message and queue.value >= 7.5
-    before = next(f for f in _phase_findings(analysis, "before") if f.details["turn_index"] == 1)
-    assert "before the engine received the request" in before.message and before.value >= 7.5
-    decode = next(f for f in _phase_findings(analysis, "decode") if f.details["turn_index"] == 1)
-    assert "decod" in decode.message and decode.value >= 7.5
-    assert len(decode.evidence) == 2  # our call and the engine's span
-    # nothing planted outside step 2 is blamed on an engine phase
-    assert not [f for f in flatten(analysis.findings) if f.kind == "engine_phase" and f.step != 2 and f.impact_s >= 5]
-
-
-def test_replica_imbalance(engine_run):
-    _, _, _, analysis, _ = engine_run
-    found = [f for f in flatten(analysis.findings) if f.kind == "replica_imbalance"]
-    assert {1, 3} <= {f.step for f in found}, [f.message for f in flatten(analysis.findings)]
-    for f in found:
-        assert f.details["replica"] == "sim-1" and f.details["idle_replica"] == "sim-0"
-        assert "sticky sessions" in f.message and "sat idle" in f.message
+    d = diagnose_run(t)
+    a = next(a for a in d.accounts if a.step == 2)
+    occ = a.summary.occurrences
+    found = set()
+    for row in a.anomalies.itertuples(index=False):
+        sample, turn = occ["sample_index"].iat[row.occ], occ["turn_index"].iat[row.occ]
+        if row.x >= 5 and sample == sample and turn == turn:
+            found.add((row.cause, int(sample), int(turn)))
+    assert found >= PLANTED, found
+    # the step's excess is those plants' parts: named, not unexplained
+    assert 1 - a.unexplained_s / a.excess_s >= 0.9
+    moved = {p.kind for p in a.parts if p.seconds >= 2}
+    assert moved & {k.PART_ENGINE_QUEUE, k.PART_ENGINE_BEFORE, k.PART_DECODE}, moved
+    # its first finding is one of them, at its sample, and nothing outside step 2 is serious
+    first = next(f for f in analysis.findings if 2 in f.steps and f.kind in k.CAUSES)
+    assert first.kind in {c for c, _, _ in PLANTED} and first.severity in ("warning", "critical"), first.message
+    planted_sample = {c: s for c, s, _ in PLANTED}[first.kind]
+    assert set(first.details["request_ids"]) <= _requests_of(spans, 2, planted_sample), first.message
+    elsewhere = [f for f in analysis.findings if f.kind in k.CAUSES and 2 not in f.steps]
+    assert not [f.message for f in elsewhere if f.severity != "info"]
 
 
 def test_engine_figure_and_per_turn_columns(engine_run):
@@ -129,6 +129,6 @@ def test_engine_figure_and_per_turn_columns(engine_run):
 
 def test_aborted_waste_counts_engine_time(engine_run):
     _, _, _, analysis, _ = engine_run
-    waste = [f for f in flatten(analysis.findings) if f.kind == "aborted_waste"]
+    waste = [f for f in analysis.findings if f.kind == k.ABORTED_WASTE]
     assert waste and all(f.details["engine_seconds_wasted"] > 0 for f in waste)
     assert all("in engine calls" in f.message for f in waste)

@@ -47,7 +47,7 @@ def test_forked_figures_match_inline(planted_spans, tmp_path: Path, monkeypatch:
     forked = _analyze(planted_spans, tmp_path / "forked", "2", monkeypatch)
     assert started == [False, True]  # the knob decides, whatever the table's size
     assert _report(tmp_path / "inline") == _report(tmp_path / "forked")
-    assert list(forked.frames) == [name for name, *_ in FIGURES]
+    assert list(forked.frames) == ["step_account", *(name for name, *_ in FIGURES)]
     for name, frame in inline.frames.items():
         pd.testing.assert_frame_equal(frame, forked.frames[name])
     assert [p.name for p in forked.files] == [p.name for p in inline.files]

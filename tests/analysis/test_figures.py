@@ -109,8 +109,13 @@ def test_analyze_writes_everything(planted_spans, tmp_path: Path) -> None:
     res = analyze(planted_spans, tmp_path)
     for name, *_ in FIGURES:
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
+    from otel_verl.analysis.report import plotly_file_name
+
     html = (tmp_path / "report.html").read_text()
-    assert "<script src=" not in html and "Plotly.newPlot" in html  # plotly.js inlined, no CDN
+    # plotly.js once beside the report, loaded by a relative path (no CDN), not inlined in the page
+    assert f"<script src='{plotly_file_name()}'>" in html and "Plotly.newPlot" in html and len(html) < 1_000_000
+    assert (tmp_path / plotly_file_name()).stat().st_size > 1_000_000
+    assert "<h2 id='trainer_phases'>The trainer&#x27;s phases per step</h2>" in html  # a title in words
     data = json.loads((tmp_path / "findings.json").read_text())
     assert len(data["findings"]) == len(res.findings)
     keys = {
@@ -119,7 +124,10 @@ def test_analyze_writes_everything(planted_spans, tmp_path: Path) -> None:
         "step",
         "worker",
         "request_id",
-        "event",
+        "steps",
+        "workers",
+        "seconds",
+        "details",
         "metric",
         "value",
         "baseline",
@@ -167,7 +175,8 @@ def test_turn_counts_are_bars_and_durations_lines(planted_spans, tmp_path: Path,
     assert ax_counts.get_ylabel() == "requests"
     lines = {line.get_label(): line for line in ax_dur.get_lines()}
     for nt, g in df.groupby("num_turns"):
-        np.testing.assert_allclose(lines[f"{nt} turns"].get_ydata(), g.sort_values("step")["mean_duration_s"])
+        label = "1 turn" if nt == 1 else f"{nt} turns"
+        np.testing.assert_allclose(lines[label].get_ydata(), g.sort_values("step")["mean_duration_s"])
 
 
 def test_no_aborted_requests_says_so(clean_spans, tmp_path: Path, monkeypatch) -> None:
@@ -230,3 +239,35 @@ def test_a_span_name_that_is_not_a_string_is_drawn_as_its_text(planted_spans, tm
     df = outliers.compute_outliers(spans, max_requests=1, named=[rid])
     assert "-1" in set(df["label"])
     assert outliers.plot_outliers(df, tmp_path / "outliers.png").stat().st_size > 0
+
+
+def test_no_negative_seconds_on_any_axis(planted_spans, tmp_path: Path, monkeypatch) -> None:
+    """Every seconds axis of every figure, PNG and plotly, starts at 0 or above (issue 29: autorange and
+    matplotlib's margins put -1 s under bars and CDFs that start at 0)."""
+    from otel_verl.analysis import Tables
+    from otel_verl.analysis.figures import _style
+    from otel_verl.analysis.figures.catalog import FIGURES
+
+    t = Tables.build(planted_spans)
+    cap = _Captured(monkeypatch)
+    checked = 0
+    for name, compute, plot, plotly_fn in FIGURES:
+        df = compute(planted_spans, tables=t)
+        plot(df, tmp_path / f"{name}.png")
+        fig = plotly_fn(df)
+        if _style.note_of(fig):
+            continue
+        for key in [k for k in fig.layout if k.startswith(("xaxis", "yaxis"))]:
+            axis = fig.layout[key]
+            if axis.title.text and "second" in axis.title.text:
+                assert axis.rangemode == "nonnegative", (name, key, axis.title.text)
+                checked += 1
+    for fig in cap.figs:
+        for ax in fig.axes:
+            if "second" in ax.get_ylabel():
+                assert ax.get_ylim()[0] >= 0, ax.get_ylabel()
+                checked += 1
+            if "second" in ax.get_xlabel():
+                assert ax.get_xlim()[0] >= 0, ax.get_xlabel()
+                checked += 1
+    assert checked >= 15

@@ -85,7 +85,7 @@ def test_cli_writes_it_and_counts_it(tmp_path: Path) -> None:
 
 
 def test_rows_without_a_step_or_rank_are_ignored():
-    """A span whose step or rank attribute was unreadable (fuzzed, retyped) never breaks the detector."""
+    """A span whose rank attribute was unreadable (fuzzed, retyped) never breaks the finding."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -93,7 +93,14 @@ def test_rows_without_a_step_or_rank_are_ignored():
 
     from otel_verl.analysis.findings.worker_absent_from_step import find_missing_workers
 
-    workers = pd.DataFrame({"step": [1.0, 2.0, np.nan, 2.0, 1.0], "worker": [0.0, 0.0, 1.0, np.nan, 1.0]})
-    steps = pd.DataFrame({"step": [1.0, 2.0, np.nan], "trace_id": ["a", "b", "c"], "span_id": ["x", "y", "z"]})
-    found = find_missing_workers(SimpleNamespace(workers=workers, steps=steps))
+    def step(n: int, ranks: list[float]) -> SimpleNamespace:
+        return SimpleNamespace(
+            step=n,
+            trace_id="t",
+            span_id=str(n),
+            workers=pd.DataFrame({"worker": ranks}),
+            requests=pd.DataFrame({"worker": [np.nan]}),
+        )
+
+    found = find_missing_workers([step(1, [0.0, 1.0]), step(2, [0.0, np.nan]), step(3, [-1.0, 0.0, 1.0])])
     assert [(f.step, f.worker) for f in found] == [(2, 1)]

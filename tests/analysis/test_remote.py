@@ -37,6 +37,18 @@ def _traces(spool: Path) -> dict[str, list[dict]]:
     return out
 
 
+def _has(rs: dict, service: str, wanted) -> bool:
+    """A span of ``service`` with every wanted attribute, compared as strings (Jaeger's memory store)."""
+    if _service(rs) != service:
+        return False
+    for ss in rs["scopeSpans"]:
+        for sp in ss["spans"]:
+            attrs = {a["key"]: str(next(iter(a["value"].values()))) for a in sp.get("attributes", [])}
+            if all(attrs.get(k) == v for k, v in wanted):
+                return True
+    return False
+
+
 def _service(rs: dict) -> str:
     return next(a["value"]["stringValue"] for a in rs["resource"]["attributes"] if a["key"] == "service.name")
 
@@ -58,12 +70,17 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urlparse(self.path)
         q = {k: v[0] for k, v in parse_qs(url.query).items()}
-        if self.kind == "jaeger" and url.path == "/api/v3/services":
+        jaeger = self.kind in ("jaeger", "jaeger_attributes")
+        if jaeger and url.path == "/api/v3/services":
             services = sorted({_service(rs) for t in self.traces.values() for rs in t})
             return self._send(200, {"services": [*services, "jaeger-all-in-one"]})
-        if self.kind == "jaeger" and url.path == "/api/v3/traces":
+        if jaeger and url.path == "/api/v3/traces":
             svc, limit = q["query.service_name"], int(q["query.num_traces"])
-            hits = [t for t in self.traces.values() if any(_service(rs) == svc for rs in t)][:limit]
+            hits = [t for t in self.traces.values() if any(_service(rs) == svc for rs in t)]
+            if self.kind == "jaeger_attributes" and "query.attributes" in q:  # Jaeger >= 2.19
+                wanted = json.loads(q["query.attributes"]).items()
+                hits = [t for t in hits if any(_has(rs, svc, wanted) for rs in t)]
+            hits = hits[:limit]
             return self._send(200, {"result": {"resourceSpans": [rs for t in hits for rs in t]}})
         if self.kind == "tempo" and url.path == "/api/echo":
             return self._send(200, b"echo")
@@ -80,7 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
 def backends(planted_spool: Path) -> Iterator[dict[str, str]]:
     traces = _traces(planted_spool)
     servers, urls = [], {}
-    for kind in ("jaeger", "tempo", "neither"):
+    for kind in ("jaeger", "jaeger_attributes", "tempo", "neither"):
         handler = type(f"{kind}Handler", (_Handler,), {"traces": traces, "kind": kind})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -170,3 +187,15 @@ def test_fetch_progress(backends, planted_spans) -> None:
     with Bar(interactive(), "x", 10) as off:
         off.advance(5)
         assert off._bar is None
+
+
+def test_jaeger_step_by_step_by_attribute(backends, planted_spans) -> None:
+    """Jaeger >= 2.19 filters ``/api/v3/traces`` by ``query.attributes``: a step is one search per service."""
+    from steps_compare import assert_same_steps
+
+    from otel_verl.analysis.read.steps import iter_steps
+
+    whole = load_spans(backends["jaeger_attributes"], since_ns=0)
+    assert_same_steps(list(iter_steps(backends["jaeger_attributes"], since_ns=0)), whole)
+    with pytest.raises(AnalysisInputError, match="searches neither by attribute"):
+        list(iter_steps(backends["jaeger"], since_ns=0))  # ignores query.attributes and has no /api/traces

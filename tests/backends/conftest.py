@@ -4,6 +4,8 @@ The binaries come from ``${OTEL_VERL_CACHE:-$HOME/.cache/otel_verl}/bin`` (built
 scripts/install_backends.sh) and Prometheus from PATH (Debian's package). The repo's own config files
 are used unchanged; ports are moved with env vars only (collector/config.yaml, jaeger/config.yaml).
 Prometheus gets a copy of prometheus/prometheus.yml with only targets and intervals changed.
+Jaeger serves the built Jaeger UI (``$OTEL_VERL_JAEGER_UI``, default ``../shared/jaeger-ui/v1.74.0`` beside
+the checkout) through ``JAEGER_UI_ASSETS_PATH`` when it is there; without it, its placeholder page.
 No Tempo runs here: the collector's Tempo exporter points at a closed port, which is the documented
 "Tempo absent" case (bounded queue + retry, the other exporters keep working).
 """
@@ -26,10 +28,19 @@ from pathlib import Path
 
 import pytest
 
+from .emitters import EmitterRun, run_emitter
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("OTEL_VERL_CACHE") or Path.home() / ".cache" / "otel_verl")
 BIN = CACHE / "bin"
 INSTALL_HINT = "run scripts/install_backends.sh (builds otelcol-verl and jaeger, installs prometheus)"
+JAEGER_UI = Path(os.environ.get("OTEL_VERL_JAEGER_UI") or REPO.parent / "shared" / "jaeger-ui" / "v1.74.0")
+"""The built Jaeger UI (jaegertracing/jaeger-ui's ``packages/jaeger-ui/build``; docs/backends.md says how)."""
+
+
+def jaeger_ui_assets() -> Path | None:
+    """JAEGER_UI when it holds a built UI (its index.html), else None."""
+    return JAEGER_UI if (JAEGER_UI / "index.html").is_file() else None
 
 
 def load_dashboards():
@@ -158,6 +169,7 @@ class Backends:
     prometheus_url: str
     archive_dir: Path
     workdir: Path
+    jaeger_ui: Path | None  # the UI files Jaeger serves at jaeger_url, None: its placeholder page
     procs: dict[str, Proc] = field(default_factory=dict)
 
     def logs(self) -> str:
@@ -195,6 +207,9 @@ def backends(tmp_path_factory) -> Iterator[Backends]:
         "JAEGER_HEALTH_PORT": str(j_health),
         "JAEGER_METRICS_PORT": str(j_metrics),
     }
+    ui = jaeger_ui_assets()
+    if ui is not None:
+        env_jaeger["JAEGER_UI_ASSETS_PATH"] = str(ui)
     env_collector = {
         "OTEL_VERL_COLLECTOR_BIND": "127.0.0.1",
         "OTEL_VERL_OTLP_GRPC_PORT": str(c_grpc),
@@ -226,6 +241,7 @@ def backends(tmp_path_factory) -> Iterator[Backends]:
         prometheus_url=f"http://127.0.0.1:{prom}",
         archive_dir=archive,
         workdir=work,
+        jaeger_ui=ui,
         procs=procs,
     )
     try:
@@ -256,3 +272,18 @@ def backends(tmp_path_factory) -> Iterator[Backends]:
     finally:
         for p in reversed(list(procs.values())):
             p.stop()
+
+
+@pytest.fixture(scope="session")
+def emitter_runs(backends: Backends, tmp_path_factory):
+    """``run(kind, args=(), env=None) -> EmitterRun``: each distinct run once per session, through the collector."""
+    runs: dict[tuple, EmitterRun] = {}
+
+    def run(kind: str, args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> EmitterRun:
+        key = (kind, tuple(args), tuple(sorted((env or {}).items())))
+        if key not in runs:
+            spool = tmp_path_factory.mktemp(f"spool-{kind}")
+            runs[key] = run_emitter(kind, backends.collector_otlp_grpc, spool, args, env)
+        return runs[key]
+
+    return run

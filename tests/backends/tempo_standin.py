@@ -8,9 +8,11 @@ and Tempo's query frontend:
 - ``GET /api/search?q=<TraceQL>&start&end&limit&spss`` → ``{"traces": [{"traceID", "rootServiceName",
   "rootTraceName", "startTimeUnixNano", "durationMs", "spanSets": [{"spans", "matched"}], "spanSet"}],
   "metrics": {...}}``; trace ids without leading zeros, as Tempo prints them; newest first; a trace is a hit
-  when its time range overlaps ``[start, end]`` (unix seconds). Only the two TraceQL forms the reader sends are
-  understood (``{ resource.service.name = "..." }``, ``{ name =~ "..." }``); anything else is a 400, so a
-  reader change shows up here;
+  when its time range overlaps ``[start, end]`` (unix seconds). Only the TraceQL the reader sends is understood
+  (a spanset filter of ``resource.service.name = "..."``, ``name =~ "..."`` and ``span.<attribute> = <int>``
+  joined by ``&&``, all holding on one span); anything else is a 400, so a reader change shows up here;
+- ``GET /api/v2/search/tag/span.<attribute>/values?start&end`` (Tempo >= 2) → ``{"tagValues": [{"type",
+  "value"}]}``, the attribute's distinct values in the window;
 - ``GET /api/traces/<id>`` → ``{"batches": [ResourceSpans]}`` and (Tempo >= 2.5) ``GET /api/v2/traces/<id>`` →
   ``{"trace": {"resourceSpans": [...]}, "metrics": {...}}`` plus ``"status": "PARTIAL", "message"`` for a trace
   over ``max_bytes_per_trace``. Both in protobuf's JSON mapping as Tempo writes it: base64 ids, enum names, int64
@@ -40,8 +42,9 @@ from urllib.parse import parse_qs, urlparse
 SPAN_KINDS = ["SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER", "SPAN_KIND_CLIENT"]
 SPAN_KINDS += ["SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER"]
 STATUS_CODES = ["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"]
-_TRACEQL_SERVICE = re.compile(r'\{\s*resource\.service\.name\s*=\s*"((?:[^"\\]|\\.)*)"\s*\}')
-_TRACEQL_NAME = re.compile(r'\{\s*name\s*=~\s*"((?:[^"\\]|\\.)*)"\s*\}')
+_TRACEQL_SERVICE = re.compile(r'resource\.service\.name\s*=\s*"((?:[^"\\]|\\.)*)"')
+_TRACEQL_NAME = re.compile(r'name\s*=~\s*"((?:[^"\\]|\\.)*)"')
+_TRACEQL_SPAN_INT = re.compile(r"span\.([A-Za-z0-9_.]+)\s*=\s*(-?\d+)")
 
 
 def _b64(hex_id: str) -> str:
@@ -100,6 +103,13 @@ class StoredTrace:
                 for r, s, sps in groups.values()
             ]
         return [{"resource": r, "scopeSpans": [{"scope": s, "spans": sps}]} for r, s, sps in groups.values()]
+
+
+def _int_attr(span: dict, key: str) -> int | None:
+    for kv in span.get("attributes", []):
+        if kv.get("key") == key and "intValue" in kv.get("value", {}):
+            return int(kv["value"]["intValue"])
+    return None
 
 
 def _service(resource: dict) -> str:
@@ -176,6 +186,8 @@ class TempoStandIn:
             return 200, b"echo"
         if url.path == "/api/search":
             return self.search(q)
+        if url.path.startswith("/api/v2/search/tag/") and url.path.endswith("/values") and self.version != "1.5":
+            return self.tag_values(url.path[len("/api/v2/search/tag/") : -len("/values")], q)
         if url.path.startswith("/api/v2/traces/") and self.version not in ("1.5", "2.4"):
             return self.trace_by_id(url.path.rsplit("/", 1)[1], v2=True)
         if url.path.startswith("/api/traces/"):
@@ -225,14 +237,47 @@ class TempoStandIn:
         return 200, {"traces": hits[:limit], "metrics": metrics}
 
     def _matcher(self, q: dict[str, str]):
+        """A spanset filter ``{ cond && cond ... }`` of the forms the reader sends: ``resource.service.name = "x"``,
+        ``name =~ "re"``, ``span.<attribute> = <int>`` (an int attribute; every condition holds on one span)."""
         query = q.get("q", "{}").strip()
-        if m := _TRACEQL_SERVICE.fullmatch(query):
-            want = _unquote(m.group(1))
-            return lambda res, sp: _service(res) == want
-        if m := _TRACEQL_NAME.fullmatch(query):
-            pattern = re.compile(_unquote(m.group(1)))
-            return lambda res, sp: pattern.fullmatch(sp["name"]) is not None
-        return 400, f"invalid TraceQL query (stand-in knows two forms): {query}".encode()
+        if not (query.startswith("{") and query.endswith("}")):
+            return 400, f"invalid TraceQL query: {query}".encode()
+        tests = []
+        for cond in query[1:-1].split("&&"):
+            cond = cond.strip()
+            if m := _TRACEQL_SERVICE.fullmatch(cond):
+                service = _unquote(m.group(1))
+                tests.append(lambda res, sp, want=service: _service(res) == want)
+            elif m := _TRACEQL_NAME.fullmatch(cond):
+                pattern = re.compile(_unquote(m.group(1)))
+                tests.append(lambda res, sp, pattern=pattern: pattern.fullmatch(sp["name"]) is not None)
+            elif m := _TRACEQL_SPAN_INT.fullmatch(cond):
+                key, value = m.group(1), int(m.group(2))
+                tests.append(lambda res, sp, key=key, want=value: _int_attr(sp, key) == want)
+            else:
+                return 400, f"invalid TraceQL query (stand-in knows three conditions): {query}".encode()
+        if not tests:
+            return 400, f"invalid TraceQL query (empty spanset filter): {query}".encode()
+        return lambda res, sp: all(test(res, sp) for test in tests)
+
+    def tag_values(self, tag: str, q: dict[str, str]) -> tuple[int, Any]:
+        """``/api/v2/search/tag/<scope>.<name>/values``: distinct values of a span attribute in ``[start, end]``
+        (unix seconds), ``{"tagValues": [{"type", "value"}], "metrics"}``; only the ``span`` scope here."""
+        scope, _, key = tag.partition(".")
+        if scope != "span" or not key:
+            return 400, f"stand-in serves span-scoped tag values only: {tag}".encode()
+        start, end = int(q.get("start", 0)) * 10**9, int(q.get("end", 2**62 // 10**9)) * 10**9
+        values: dict[str, str] = {}
+        for trace in self.traces.values():
+            lo, hi = trace.bounds()
+            if hi < start or lo > end:
+                continue
+            for _res, _scope, sp in trace.spans:
+                for kv in sp.get("attributes", []):
+                    if kv.get("key") == key:
+                        kind, value = next(iter(kv["value"].items()))
+                        values[str(value)] = {"intValue": "int", "stringValue": "string"}.get(kind, "keyword")
+        return 200, {"tagValues": [{"type": t, "value": v} for v, t in values.items()], "metrics": {}}
 
     def _tag_matcher(self, tags: str):
         """Tempo 1.x logfmt tag search: case-insensitive substring of a span or resource attribute."""

@@ -8,25 +8,19 @@ instrumentation.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 import time
 import urllib.parse
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import pytest
 
 from otel_verl import semconv as sc
 
-from .conftest import REPO, Backends, http_get, load_dashboards, wait_until
+from .conftest import Backends, http_get, load_dashboards, wait_until
+from .emitters import otlp_spans, read_otlp_jsonl
 
 pytestmark = pytest.mark.backends
-
-HERE = Path(__file__).resolve().parent
 
 # Every span kind of the semconv tree (prefix match for the parameterised names).
 REQUIRED_KINDS = [
@@ -48,48 +42,6 @@ def _kind_present(names: set[str], kind: str) -> bool:
     return kind in names
 
 
-def _spans_of_request(req: dict):
-    for rs in req.get("resourceSpans", []):
-        svc = next(
-            (
-                a["value"].get("stringValue")
-                for a in rs.get("resource", {}).get("attributes", [])
-                if a["key"] == "service.name"
-            ),
-            None,
-        )
-        for ss in rs.get("scopeSpans", []):
-            for sp in ss.get("spans", []):
-                yield svc, sp
-
-
-def read_otlp_jsonl(paths) -> dict[str, dict]:
-    """span id → {trace, parent, name, service} from OTLP/JSON lines files (hex ids)."""
-    spans = {}
-    for path in paths:
-        for line in Path(path).read_text().splitlines():
-            if not line.strip():
-                continue
-            for svc, sp in _spans_of_request(json.loads(line)):
-                spans[sp["spanId"].lower()] = {
-                    "trace": sp["traceId"].lower(),
-                    "parent": (sp.get("parentSpanId") or "").lower(),
-                    "name": sp["name"],
-                    "service": svc,
-                }
-    return spans
-
-
-def emitter_command(kind: str, spool: Path) -> list[str]:
-    if kind == "standin":
-        return [sys.executable, str(HERE / "standin_demo.py"), "--steps", "2", "--spool", str(spool)]
-    if importlib.util.find_spec("otel_verl.demo") is None:
-        pytest.skip("otel-verl demo not available")
-    exe = Path(sys.executable).with_name("otel-verl")
-    cmd = [str(exe)] if exe.exists() else ["uv", "run", "otel-verl"]
-    return [*cmd, "demo", "--steps", "2", "--spool", str(spool)]
-
-
 def jaeger_json(b: Backends, path: str, params: dict | None = None):
     url = f"{b.jaeger_url}{path}"
     if params:
@@ -103,7 +55,7 @@ def jaeger_trace_spans(b: Backends, trace_id: str) -> dict[str, dict]:
     if status != 200 or not doc:
         return {}
     out = {}
-    for svc, sp in _spans_of_request(doc.get("result", doc)):
+    for svc, sp in otlp_spans(doc.get("result", doc)):
         out[sp["spanId"].lower()] = {
             "trace": sp["traceId"].lower(),
             "parent": (sp.get("parentSpanId") or "").lower(),
@@ -121,31 +73,10 @@ def prom_query(b: Backends, expr: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module", params=["standin", "demo"])
-def emitted(request, backends: Backends, tmp_path_factory):
-    """Run one emitter against the collector; returns (kind, spool spans, started_at)."""
-    kind = request.param
-    spool = tmp_path_factory.mktemp(f"spool-{kind}")
-    cmd = emitter_command(kind, spool)
-    env = {
-        **os.environ,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": backends.collector_otlp_grpc,
-        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-        "OTEL_EXPORTER_OTLP_INSECURE": "true",
-        "OTEL_BSP_SCHEDULE_DELAY": "200",
-        "OTEL_SDK_DISABLED": "false",
-    }
-    started = time.time()
-    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"{cmd} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
-    files = sorted(spool.rglob("*.jsonl"))
-    assert files, f"{kind} wrote no spool under {spool}"
-    for f in files:
-        rel = f.relative_to(spool).parts
-        # <run>/step_<n>/*.jsonl; spans without a verl.step attribute go to <run>/no_step/
-        assert len(rel) == 3 and (rel[1].startswith("step_") or rel[1] == "no_step"), f"unexpected spool layout {rel}"
-    spans = read_otlp_jsonl(files)
-    assert spans, "spool is empty"
-    return kind, spans, started
+def emitted(request, emitter_runs):
+    """One emitter's run against the collector (shared with other modules): (kind, spool spans, started_at)."""
+    run = emitter_runs(request.param)
+    return run.kind, run.spans, run.started
 
 
 def test_jaeger_has_complete_traces(backends: Backends, emitted):
@@ -194,7 +125,7 @@ def test_jaeger_has_complete_traces(backends: Backends, emitted):
         },
     )
     assert status == 200, doc
-    found = {sp["traceId"].lower() for _, sp in _spans_of_request(doc.get("result", doc))}
+    found = {sp["traceId"].lower() for _, sp in otlp_spans(doc.get("result", doc))}
     step_traces = {
         s["trace"] for s in spool.values() if s["name"] == sc.SPAN_STEP and s["service"] == step_root["service"]
     }

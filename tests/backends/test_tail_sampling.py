@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from .conftest import REPO, binary, free_ports, http_get, start, wait_until
-from .test_pipeline import read_otlp_jsonl
+from .emitters import read_otlp_jsonl
 
 pytestmark = pytest.mark.backends
 

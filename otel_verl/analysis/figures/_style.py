@@ -61,8 +61,41 @@ def plotly_integer_steps(fig: Any, steps: Iterable[Any], axis: str = "xaxis") ->
 
 
 def plotly_note(fig: Any, text: str) -> Any:
-    """A centred note on an otherwise empty interactive figure (instead of blank axes)."""
+    """A figure with nothing to draw: the report shows ``text`` as one line instead of empty axes
+    (``layout.meta.note``, read by :func:`note_of`); opened on its own it is a centred note."""
     fig.add_annotation(text=text, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 16})
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
+    fig.update_layout(meta={"note": text}, height=200)
     return fig
+
+
+def note_of(fig: Any) -> str | None:
+    """The note of a :func:`plotly_note` figure, else None."""
+    meta = fig.layout.meta
+    return meta.get("note") if isinstance(meta, dict) else None
+
+
+def seconds_from_zero(ax: Any, axis: str = "y") -> None:
+    """A seconds axis starts at 0: matplotlib's 5 % margin put -1 s under bars and CDFs that start at 0."""
+    if axis == "y":
+        ax.set_ylim(bottom=0)
+    else:
+        ax.set_xlim(left=0)
+
+
+def plotly_seconds(fig: Any, *axes: str) -> Any:
+    """Seconds (and counts) never go below 0 on these plotly axes (``xaxis``, ``yaxis``, ``yaxis2``): autorange
+    pads a line that starts at 0 down to -0.5 s otherwise."""
+    fig.update_layout({axis: {"rangemode": "nonnegative"} for axis in axes})
+    return fig
+
+
+def handles(keys: Iterable[str]) -> tuple[list[Any], list[str]]:
+    """Legend patches and labels of span kinds, from the one mapping (:mod:`otel_verl.analysis.labels`)."""
+    from matplotlib.patches import Patch
+
+    from otel_verl.analysis.labels import style
+
+    styles = [style(k) for k in keys]
+    return [Patch(facecolor=s.color, hatch=s.hatch, edgecolor="white") for s in styles], [s.label for s in styles]

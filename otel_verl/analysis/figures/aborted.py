@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.labels import color
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -37,11 +38,14 @@ def plot_aborted(df: pd.DataFrame, path: str | Path) -> Path:
     ):
         ax.bar(df["step"], df[col], color="indianred", label=title)
         if col == "seconds_wasted" and "engine_seconds_wasted" in df:
-            ax.bar(df["step"], df["engine_seconds_wasted"], color="#1f77b4", width=0.5, label="of it in engine calls")
+            ax.bar(
+                df["step"], df["engine_seconds_wasted"], color=color("engine"), width=0.5, label="of it in engine calls"
+            )
             ax.legend(fontsize=7)
         ax.set_title(title)
         ax.set_xlabel("step")
         _style.integer_steps(ax)
+        _style.seconds_from_zero(ax)
         ax.grid(alpha=0.3)
     return _style.save(fig, path)
 
@@ -61,5 +65,8 @@ def plotly_aborted(df: pd.DataFrame) -> Any:
             hovertemplate="%{y} aborted<br>%{customdata[0]} tokens<br>%{customdata[1]:.1f} s",
         )
     )
-    fig.update_layout(title="Aborted / over-sampled requests per step", xaxis_title="step")
+    fig.update_layout(
+        title="Aborted / over-sampled requests per step", xaxis_title="step", yaxis_title="aborted requests"
+    )
+    _style.plotly_seconds(fig, "yaxis")
     return _style.plotly_integer_steps(fig, df["step"])

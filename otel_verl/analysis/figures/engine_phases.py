@@ -10,19 +10,14 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
-from otel_verl.analysis.tables.engine_calls import PHASE_COLUMNS, PHASE_LABELS, PHASES
+from otel_verl.analysis.labels import color, readable
+from otel_verl.analysis.tables.engine_calls import PHASE_COLUMNS, PHASES
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
 
-COLORS = {
-    "before": "#9e9e9e",
-    "queue": "#d62728",
-    "prefill": "#ff7f0e",
-    "decode": "#1f77b4",
-    "other": "#bcbd22",
-    "after": "#c7c7c7",
-}
+KEYS = {"before": "engine_before", "queue": "engine_queue", "other": "engine_other", "after": "engine_after"}
+"""The label mapping's key of each part of an engine call (prefill and decode are their own)."""
 COLUMNS = ["group", "key", "calls", "completion_tokens", *PHASE_COLUMNS]
 NONE = "no engine spans (vLLM llm_request) joined to our engine calls"
 
@@ -60,10 +55,12 @@ def plot_engine_phases(df: pd.DataFrame, path: str | Path) -> Path:
         bottom = pd.Series(0.0, index=part.index)
         for phase, col in zip(PHASES, PHASE_COLUMNS, strict=True):
             values = part[col].fillna(0.0)
-            ax.bar(part["key"], values, bottom=bottom, color=COLORS[phase], label=PHASE_LABELS[phase])
+            key = KEYS.get(phase, phase)
+            ax.bar(part["key"], values, bottom=bottom, color=color(key), label=readable(key))
             bottom = bottom + values
         ax.set_xlabel(group)
         ax.set_ylabel(ylabel)
+        _style.seconds_from_zero(ax)
         ax.set_title(f"Engine calls by {group}: where the time went")
         ax.grid(alpha=0.3)
         keys = sorted(part["key"].unique())
@@ -83,21 +80,23 @@ def plotly_engine_phases(df: pd.DataFrame) -> Any:
     for col_index, group in ((1, "turn index"), (2, "step")):
         part = df[df["group"] == group]
         for phase, col in zip(PHASES, PHASE_COLUMNS, strict=True):
+            key = KEYS.get(phase, phase)
             fig.add_trace(
                 go.Bar(
                     x=part["key"],
                     y=part[col],
-                    name=PHASE_LABELS[phase],
-                    marker_color=COLORS[phase],
+                    name=readable(key),
+                    marker_color=color(key),
                     legendgroup=phase,
                     showlegend=col_index == 1,
                     customdata=part[["calls", "completion_tokens"]].to_numpy(),
-                    hovertemplate=f"{PHASE_LABELS[phase]}: %{{y:.3f}} s<br>%{{customdata[0]}} calls, "
+                    hovertemplate=f"{readable(key)}: %{{y:.3f}} s<br>%{{customdata[0]}} calls, "
                     "%{customdata[1]:.0f} tokens decoded<extra></extra>",
                 ),
                 row=1,
                 col=col_index,
             )
         fig.update_xaxes(title_text=group, tickformat="d", row=1, col=col_index)
+        fig.update_yaxes(rangemode="nonnegative", title_text="seconds", row=1, col=col_index)
     fig.update_layout(barmode="stack", title="Engine calls: before the engine, queued, prefill, decode")
     return fig

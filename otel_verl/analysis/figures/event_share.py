@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.labels import color, readable
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -53,18 +54,20 @@ def plot_event_share(df: pd.DataFrame, path: str | Path) -> Path:
     t = event_share_table(df)
     ax1.axis("off")
     ax1.table(
-        cellText=[[e, f"{p:.2f}%"] for e, p in zip(t["event"], t["avg_percent"], strict=True)],
-        colLabels=["event", "avg % of step time"],
+        cellText=[[readable(e), f"{p:.2f}%"] for e, p in zip(t["event"], t["avg_percent"], strict=True)],
+        cellColours=[[color(e), "white"] for e in t["event"]] or None,
+        colLabels=["what the workers did", "average % of step time"],
         loc="center",
     )
     for e, g in df.groupby("event"):
-        ax2.plot(g["step"], g["percent"], marker=".", label=e)
+        ax2.plot(g["step"], g["percent"], marker=".", label=readable(e), color=color(e))
     _style.integer_steps(ax2)
+    _style.seconds_from_zero(ax2)
     ax2.set_xlabel("step")
-    ax2.set_ylabel("% of worker step time")
+    ax2.set_ylabel("% of the workers' step time")
     ax2.grid(alpha=0.3)
     _style.legend(ax2)
-    fig.suptitle("Share of step time per event (barrier wait included)")
+    fig.suptitle("Share of the workers' step time per kind of work (barrier wait included)")
     return _style.save(fig, path)
 
 
@@ -73,6 +76,22 @@ def plotly_event_share(df: pd.DataFrame) -> Any:
 
     fig = go.Figure()
     for e, g in df.groupby("event"):
-        fig.add_trace(go.Scatter(x=g["step"], y=g["percent"], mode="lines+markers", name=e))
-    fig.update_layout(title="Share of step time per event per step", xaxis_title="step", yaxis_title="%")
+        fig.add_trace(
+            go.Scatter(
+                x=g["step"],
+                y=g["percent"],
+                mode="lines+markers",
+                name=readable(e),
+                line_color=color(e),
+                customdata=g["seconds"],
+                hovertemplate=f"{readable(e)}: %{{y:.1f}} % (%{{customdata:.1f}} worker-seconds)"
+                "<extra>step %{x}</extra>",
+            )
+        )
+    fig.update_layout(
+        title="Share of the workers' step time per kind of work, per step",
+        xaxis_title="step",
+        yaxis_title="% of the workers' step time",
+    )
+    _style.plotly_seconds(fig, "yaxis")
     return _style.plotly_integer_steps(fig, df["step"])

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from otel_verl import semconv as sc
 from otel_verl.analysis.figures import _style
-from otel_verl.analysis.labels import readable
+from otel_verl.analysis.labels import color, readable
 from otel_verl.analysis.tables.events import event_label
 from otel_verl.analysis.tables.requests import requests_table
 
@@ -111,11 +112,15 @@ def _depths(sub: pd.DataFrame) -> np.ndarray:
     return np.array([depth(s) for s in sub["span_id"]], dtype=np.int64)
 
 
+def _name(label: str) -> str:
+    """The label mapping's name for a row label: the request row is the whole request span, not the
+    event-share bucket ``request`` (time in a request with no event span)."""
+    return sc.SPAN_REQUEST if label == "request" else label
+
+
 def _colors(labels: Iterable[str]) -> dict[str, Any]:
-    fixed = {"request": "#dddddd", "turn": "#c9d6ea"}
-    rest = [x for x in sorted(set(labels), key=str) if x not in fixed]  # str key: a corrupt label stays sortable
-    cmap = _style.plt.get_cmap("tab10" if len(rest) <= 10 else "tab20")  # seed logs have ~17 kinds: no repeats
-    return {**fixed, **{x: cmap(i % cmap.N) for i, x in enumerate(rest)}}
+    """Each label's colour from the one mapping (seed logs' ~17 event names get theirs by name)."""
+    return {x: color(_name(x)) for x in sorted(set(labels), key=str)}  # str key: a corrupt label stays sortable
 
 
 def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
@@ -126,12 +131,13 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
     blocks = [(rid, int(df.loc[df["request_id"] == rid, "depth"].max()) + 1) for rid in reqs]
     n_rows = sum(d for _, d in blocks) + len(blocks)
     fig, ax = _style.new((11, min(40, 1 + 0.28 * n_rows)))
+    longest = float(df["request_duration_s"].max())
     y, ticks, names = 0, [], []
     for rid, n_depth in blocks:
         g = df[df["request_id"] == rid]
         for d in range(n_depth):
             row = g[g["depth"] == d]
-            wide = row["duration_s"] >= 0.08 * row["request_duration_s"]  # room for a label
+            wide = row["duration_s"] >= 0.08 * longest  # room for a label at the figure's scale
             # one collection per row: a Rectangle patch per span made this figure the slowest of the report
             ax.broken_barh(
                 list(zip(row["start_rel_s"], row["duration_s"], strict=True)),
@@ -153,11 +159,12 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
         y += 1
     ax.set_yticks(ticks, names, fontsize=7)
     ax.invert_yaxis()
-    shown = [x for x in colors if x in set(df["label"])]
+    shown = list({readable(_name(x)): x for x in colors if x in set(df["label"])}.values())  # one entry per label
     _style.legend(
-        ax, [_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], [readable(x) for x in shown]
+        ax, [_style.plt.Rectangle((0, 0), 1, 1, color=colors[x]) for x in shown], [readable(_name(x)) for x in shown]
     )
     ax.set_xlabel("seconds since request start")
+    _style.seconds_from_zero(ax, "x")
     ax.set_title("Slowest requests and requests named by findings, broken into turns and events")
     return _style.save(fig, path)
 
@@ -175,25 +182,29 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
     # drew "turn index 0" over itself ("turn indexx 00")
     turn_no = df["turn_index"].map(lambda t: "" if pd.isna(t) else f"turn index {int(t)}")
     text = turn_no.where(df["label"] == "turn", "")
-    for label, g in df.groupby("label", sort=False):
+    for label, g in df.groupby(
+        df["label"].map(lambda x: readable(_name(x))), sort=False
+    ):  # kinds that read alike share a trace
         fig.add_trace(
             go.Bar(
                 y=ycat[g.index],
                 x=g["duration_s"],
                 base=g["start_rel_s"],
                 orientation="h",
-                name=readable(label),
+                name=label,
+                marker_color=color(_name(g["label"].iloc[0])),
                 text=text[g.index],
                 textposition="inside",
                 insidetextanchor="start",
                 customdata=g[["request_id", "why"]].to_numpy(),
-                hovertemplate="%{customdata[0]} (%{customdata[1]})<br>" + readable(label) + "<br>%{x:.2f} s",
+                hovertemplate="%{customdata[0]} (%{customdata[1]})<br>" + label + "<br>%{x:.2f} s",
             )
         )
     fig.update_layout(
         barmode="overlay",
         title="Slowest requests and requests named by findings, broken into turns and events",
         xaxis_title="seconds since request start",
+        xaxis={"rangemode": "nonnegative"},
         yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": list(dict.fromkeys(ycat))},
         height=max(400, 22 * ycat.nunique()),
     )

@@ -9,6 +9,7 @@ in the parent instead, so the report is the same either way.
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from otel_verl.analysis.figures import _style
 from otel_verl.analysis.output_paths import writing
 from otel_verl.analysis.tables import Tables
 
@@ -23,7 +25,8 @@ FigureSpec = tuple[str, Callable[..., pd.DataFrame], Callable[..., Path], Callab
 """(name, compute(spans, tables=, **options), plot(frame, png path), plotly(frame))."""
 
 Rendered = tuple[pd.DataFrame, Path, str | None]
-"""A figure's frame, its PNG and its HTML fragment (None without HTML or without data)."""
+"""A figure's frame, its PNG and its HTML fragment (None without HTML or without data; a ``<p class='note'>``
+when it has nothing to draw)."""
 
 PARALLEL_MIN_SPANS = 200_000
 """Below this the whole analysis takes a few seconds and a fork is not worth it."""
@@ -37,7 +40,12 @@ def render(spec: FigureSpec, spans: pd.DataFrame, t: Tables, out: Path, html_rep
         png = plot(df, out / f"{name}.png")
     fragment = None
     if html_report and not df.empty:
-        fragment = plotly_fn(df).to_html(full_html=False, include_plotlyjs=False)
+        fig = plotly_fn(df)
+        note = _style.note_of(fig)
+        if note:  # nothing to draw: one line, not an empty plot
+            fragment = f"<p class='note'>{html.escape(note)}</p>"
+        else:
+            fragment = fig.update_layout(template="plotly_white").to_html(full_html=False, include_plotlyjs=False)
     return df, png, fragment
 
 

@@ -48,6 +48,8 @@ def plot_request_cdf(df: pd.DataFrame, path: str | Path) -> Path:
         ax.scatter(q.loc[s].to_numpy(), list(_style.QUANTILES), color=cmap(i / max(1, len(steps) - 1)), s=10)
     ax.set_xlabel("seconds since rollout start")
     ax.set_ylabel("fraction of requests completed")
+    _style.seconds_from_zero(ax, "x")
+    _style.seconds_from_zero(ax, "y")
     ax.set_title("Request completion CDF per step (dots: P50/80/90/95/99/99.9)")
     if len(steps) <= 12:
         _style.legend(ax)
@@ -102,4 +104,4 @@ def plotly_request_cdf(df: pd.DataFrame):  # -> plotly Figure
         xaxis_title="seconds since rollout start",
         yaxis_title="fraction completed",
     )
-    return fig
+    return _style.plotly_seconds(fig, "xaxis", "yaxis")

@@ -48,6 +48,7 @@ def plot_step_timing(df: pd.DataFrame, path: str | Path) -> Path:
     _style.integer_steps(ax)
     ax.set_xlabel("step")
     ax.set_ylabel("seconds")
+    _style.seconds_from_zero(ax)
     ax.set_title("Step duration vs interval between steps")
     ax.legend()
     return _style.save(fig, path)
@@ -74,4 +75,5 @@ def plotly_step_timing(df: pd.DataFrame) -> Any:
         )
     )
     fig.update_layout(title="Step duration vs interval between steps", xaxis_title="step", yaxis_title="seconds")
+    _style.plotly_seconds(fig, "yaxis")
     return _style.plotly_integer_steps(fig, df["step"])

@@ -27,6 +27,10 @@ def compute_turn_counts(spans: pd.DataFrame, tables: Tables | None = None) -> pd
     return df
 
 
+def _turns(n: object) -> str:
+    return f"{n} turn" if str(n) == "1" else f"{n} turns"
+
+
 def plot_turn_counts(df: pd.DataFrame, path: str | Path) -> Path:
     """Stacked bars: requests per step by number of turns; lines: their mean duration (seconds)."""
     if df.empty:
@@ -41,9 +45,9 @@ def plot_turn_counts(df: pd.DataFrame, path: str | Path) -> Path:
         g = df[df["num_turns"] == nt].set_index("step").reindex(steps)
         color = cmap(i / max(1, len(turns) - 1))
         counts = g["requests"].fillna(0).to_numpy(dtype=float)
-        ax1.bar(x, counts, bottom=bottom, color=color, label=f"{nt} turns")
+        ax1.bar(x, counts, bottom=bottom, color=color, label=_turns(nt))
         bottom += counts
-        ax2.plot(x, g["mean_duration_s"].to_numpy(dtype=float), marker="o", color=color, label=f"{nt} turns")
+        ax2.plot(x, g["mean_duration_s"].to_numpy(dtype=float), marker="o", color=color, label=_turns(nt))
     every = max(1, len(steps) // 15)  # tick labels of 3-digit steps overlap beyond ~15
     for ax in (ax1, ax2):
         ax.set_xticks(x[::every], [str(int(s)) for s in steps[::every]])
@@ -51,6 +55,7 @@ def plot_turn_counts(df: pd.DataFrame, path: str | Path) -> Path:
         ax.grid(alpha=0.3)
         _style.legend(ax)
     ax1.set_ylabel("requests")
+    _style.seconds_from_zero(ax2)
     ax1.set_title("Requests by number of turns")
     ax2.set_ylabel("seconds")
     ax2.set_title("Mean request duration by number of turns")
@@ -62,12 +67,12 @@ def plotly_turn_counts(df: pd.DataFrame) -> Any:
 
     fig = go.Figure()
     for nt, g in df.groupby("num_turns"):
-        fig.add_trace(go.Bar(x=g["step"], y=g["requests"], name=f"{nt} turns: requests"))
+        fig.add_trace(go.Bar(x=g["step"], y=g["requests"], name=f"{_turns(nt)}: requests"))
         fig.add_trace(
             go.Scatter(
                 x=g["step"],
                 y=g["mean_duration_s"],
-                name=f"{nt} turns: mean s",
+                name=f"{_turns(nt)}: mean s",
                 mode="lines+markers",
                 yaxis="y2",
                 hovertemplate="mean %{y:.2f} s",
@@ -77,7 +82,15 @@ def plotly_turn_counts(df: pd.DataFrame) -> Any:
         barmode="stack",
         title="Requests (bars) and mean duration (lines) by number of turns",
         xaxis_title="step",
-        yaxis={"title": "requests"},
-        yaxis2={"title": "mean seconds", "overlaying": "y", "side": "right"},
+        yaxis={"title": "requests", "rangemode": "nonnegative"},
+        yaxis2={
+            "title": "mean seconds",
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "nonnegative",
+            "showgrid": False,
+            "tickformat": ".1f",
+        },
+        legend={"x": 1.08},
     )
     return _style.plotly_integer_steps(fig, df["step"])

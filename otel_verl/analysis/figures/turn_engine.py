@@ -37,6 +37,7 @@ def plot_turn_engine(df: pd.DataFrame, path: str | Path) -> Path:
     _style.integer_steps(ax)
     ax.set_xlabel("step")
     ax.set_ylabel("mean engine seconds per turn")
+    _style.seconds_from_zero(ax)
     ax.set_title("Engine generation time per turn index")
     ax.legend()
     return _style.save(fig, path)
@@ -57,5 +58,8 @@ def plotly_turn_engine(df: pd.DataFrame) -> Any:
                 hovertemplate="mean %{y:.2f} s, max %{customdata:.2f} s",
             )
         )
-    fig.update_layout(title="Engine time per turn index", xaxis_title="step", yaxis_title="mean engine s")
+    fig.update_layout(
+        title="Engine time per turn index", xaxis_title="step", yaxis_title="mean seconds in engine calls per turn"
+    )
+    _style.plotly_seconds(fig, "yaxis")
     return _style.plotly_integer_steps(fig, df["step"])

@@ -58,6 +58,8 @@ def plot_worker_cdf(df: pd.DataFrame, path: str | Path, step: int | None = None)
         ax.step(wg["t_rel_s"], wg["frac"], where="post", label=f"worker {w}")
     ax.set_xlabel("seconds since the worker started")
     ax.set_ylabel("fraction of the worker's requests completed")
+    _style.seconds_from_zero(ax, "x")
+    _style.seconds_from_zero(ax, "y")
     ax.set_title(f"Request completion per worker, step {step}")
     _style.legend(ax)
     return _style.save(fig, path)
@@ -81,4 +83,4 @@ def plotly_worker_cdf(df: pd.DataFrame, step: int | None = None) -> Any:
         xaxis_title="seconds since worker start",
         yaxis_title="fraction completed",
     )
-    return fig
+    return _style.plotly_seconds(fig, "xaxis", "yaxis")

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.labels import color, hatch, readable
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -17,15 +18,6 @@ if TYPE_CHECKING:
 PHASES = ("engine", "tool", "reward", "preprocess", "other", "idle", "barrier")
 """Stack order; ``other`` gathers tool parsing, unknown spans, request time without an event span and
 worker-level events after the barrier (the seed's broadcast)."""
-COLORS = {
-    "engine": "#4c72b0",
-    "tool": "#dd8452",
-    "reward": "#55a868",
-    "preprocess": "#c44e52",
-    "other": "#8172b3",
-    "idle": "#eeeeee",
-    "barrier": "#b0b0b0",
-}
 
 
 def _phase(label: str) -> str:
@@ -87,12 +79,21 @@ def plot_worker_phases(df: pd.DataFrame, path: str | Path) -> Path:
         for p in PHASES:
             h = g[p].to_numpy(dtype=float)
             h = np.where(np.isnan(h), 0.0, h)
-            label = p if j == 0 else None
+            label = readable(p) if j == 0 else None
             if many:
-                ax.vlines(x, bottom, bottom + h, colors=COLORS[p], lw=lw, label=label)
+                ax.vlines(x, bottom, bottom + h, colors=color(p), lw=lw, label=label)
             else:
-                hatch = "//" if p == "barrier" else None
-                ax.bar(x, h, width, bottom=bottom, color=COLORS[p], hatch=hatch, edgecolor="white", lw=0.3, label=label)
+                ax.bar(
+                    x,
+                    h,
+                    width,
+                    bottom=bottom,
+                    color=color(p),
+                    hatch=hatch(p) or None,
+                    edgecolor="white",
+                    lw=0.3,
+                    label=label,
+                )
             bottom += h
         if len(steps) * len(workers) <= 48:  # worker labels on the bars only while they stay readable
             for xi, top in zip(x, bottom, strict=True):
@@ -102,7 +103,8 @@ def plot_worker_phases(df: pd.DataFrame, path: str | Path) -> Path:
     ax.set_xticks(ticks + 0.4 - width / 2, [str(int(steps[i])) for i in ticks])
     ax.set_xlabel("step (one bar per worker)")
     ax.set_ylabel("seconds")
-    ax.set_title("Per-worker step time by event, barrier wait hatched")
+    _style.seconds_from_zero(ax)
+    ax.set_title("Each worker's step by what its requests were doing, then its barrier wait (hatched)")
     _style.legend(ax)
     return _style.save(fig, path)
 
@@ -113,6 +115,22 @@ def plotly_worker_phases(df: pd.DataFrame) -> Any:
     fig = go.Figure()
     x = [df["step"].astype(int).astype(str), "w" + df["worker"].astype(int).astype(str)]
     for p in PHASES:
-        fig.add_trace(go.Bar(x=x, y=df[p], name=p, marker_color=COLORS[p]))
-    fig.update_layout(barmode="stack", title="Per-worker step time by event per step", yaxis_title="seconds")
-    return fig
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=df[p],
+                name=readable(p),
+                marker_color=color(p),
+                marker_pattern_shape="/" if hatch(p) else "",
+                customdata=df[["step", "worker"]].to_numpy(),
+                hovertemplate=f"{readable(p)}: %{{y:.2f}} s<extra>step %{{customdata[0]}}, "
+                "worker %{customdata[1]}</extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        title="Each worker's step by what its requests were doing, then its barrier wait",
+        yaxis_title="seconds",
+        xaxis_title="step, then worker (w0 = worker 0)",
+    )
+    return _style.plotly_seconds(fig, "yaxis")

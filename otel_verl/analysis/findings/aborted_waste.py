@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from otel_verl.analysis.findings import kinds
 from otel_verl.analysis.findings.record import Finding, evidence, fmt_s
 from otel_verl.analysis.findings.thresholds import Thresholds
 from otel_verl.analysis.tables import Tables
@@ -23,13 +24,12 @@ def find_aborted_waste(t: Tables, th: Thresholds) -> list[Finding]:
         evs = [e for _, x in ex.head(5).iterrows() for e in evidence(x["trace_id"], x["span_id"])]
         out.append(
             Finding(
-                kind="aborted_waste",
+                kind=kinds.ABORTED_WASTE,
                 severity="warning" if frac >= th.aborted_warn_fraction else "info",
                 step=step,
                 metric="seconds_wasted",
                 value=float(row["seconds_wasted"]),
                 baseline=float(row["request_seconds"]),
-                impact_s=float(row["seconds_wasted"]),
                 evidence=evs,
                 details={
                     "aborted": int(row["aborted"]),

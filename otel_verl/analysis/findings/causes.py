@@ -1,199 +1,379 @@
-"""One finding per cause: the detectors' findings that tell one story are grouped under the most specific one.
+"""The causes a step's account names: :func:`name_causes`.
 
-Why: one stalled engine call used to come out five ways (the call's turn, its wrapper spans, the straggling
-worker, the slow step, the tail request), and the real culprits of other steps fell below the top ranks.
-Here each group becomes one finding (the *cause*) with the others as its ``symptoms``, and causes are
-ranked by the seconds of step rollout time they lost (:attr:`Finding.seconds`).
+A cause is a part of a step's account that moved (``Part.seconds`` > 0), told by what moved and where:
 
-Grouping, step by step (only findings of the same step are grouped):
+* the anomalies that cost the step that part's time (:mod:`.anomalies`, :mod:`.peel`) name it and its scope —
+  the whole step (every worker moved: the step's cause, told once), a replica, a worker, one prompt's rollouts
+  (a sample group), one request;
+* what the anomalies do not cover is the usual critical path running long (more turns, a longer answer than the
+  usual path's): told on the request that ended the rollout, marked ``details.tail``;
+* a trainer phase is its own cause (``slow_phase``).
 
-1. *Primary* findings (an idle gap or process stall, a slow engine call of a turn, a slow reward, tool,
-   preprocess or tool parse) are causes; a slow *unknown* span (the seed's ``main_loop``, ``turn_end``,
-   ``engine_async_generate_actual`` wrappers) on the same worker, overlapping in time and sharing a request
-   (or overlapping an idle gap) is a symptom of the more specific one.
-2. A tail request is a symptom of the cause naming it (or of the idle gap it was in flight across).
-3. A straggling worker is a symptom of the cause on that worker that lost its step most time.
-4. A slow step is a symptom of its costliest cause.
-Whatever is left over (a straggler with no specific event, a slow step of its own) is a cause itself.
+A cause never claims more than its step lost (its step's excess). One that recurs (the same kind at the same place:
+a phase, a worker, a replica, every worker) is one finding listing its ``steps``. Severity is earned by seconds
+lost against the run's step-to-step spread (:func:`severity`); a part far outside its norm on every worker is a
+warning even when overlapping requests hid its cost (a degraded service, before it costs more).
 """
 
 from __future__ import annotations
 
-from otel_verl.analysis.findings.record import SEVERITIES, Finding, fmt_s
-from otel_verl.analysis.tables import Tables
+from dataclasses import dataclass, field
+from typing import Any
 
-SPECIFIC_EVENT_KINDS = ("idle_gap", "turn_anomaly", "slow_event")
-ENGINE_ACCOUNT_KIND = "engine_phase"
-"""The engine's own split of a slow call (queued / prefill / decode / before it arrived): it refines the
-cause naming that call, or is a cause itself when nothing else named it."""
-"""Detector kinds that name a call or a gap (causes); the rest describe what a cause did to a step."""
+import numpy as np
+import pandas as pd
 
-_KNOWN_EVENTS = ("engine", "reward", "preprocess", "tool_parse")
-"""slow_event labels of spans otel_verl knows (events.event_label, plus ``tool <name>``); any other label is
-an unknown span."""
+from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.account import Part, StepAccount, StepSpread
+from otel_verl.analysis.findings.baselines import Baselines
+from otel_verl.analysis.findings.messages import describe
+from otel_verl.analysis.findings.record import Finding, evidence, sort_findings
+from otel_verl.analysis.findings.step_summary import BARE_WORKER, METRIC_RATE, METRIC_TOKENS
+from otel_verl.analysis.findings.thresholds import Thresholds
 
-
-def specificity(f: Finding) -> int:
-    """0 = names the call or the gap, 1 = an unknown (wrapper) span, 2 = a request, 3 = a worker, 4 = a step."""
-    if f.kind == "idle_gap" or f.kind == "turn_anomaly":
-        return 0
-    if f.kind == "slow_event":
-        label = str(f.event or "")
-        return 0 if label in _KNOWN_EVENTS or label.startswith("tool ") else 1
-    return {"tail_request": 2, "straggler_worker": 3, "slow_step": 4}.get(f.kind, 0)
+MERGED_SCOPES = (k.SCOPE_STEP, k.SCOPE_PHASE, k.SCOPE_WORKER, k.SCOPE_REPLICA)
+"""Causes at these scopes recur as one finding (same kind, same place); a request or a prompt is new each step."""
 
 
-def group_causes(t: Tables, findings: list[Finding]) -> list[Finding]:
-    """The detectors' findings grouped into causes, each with its symptoms, ranked by :func:`rank`."""
-    ends = _worker_ends(t)
-    causes: list[Finding] = []
-    by_kind: dict[int, list[Finding]] = {}
-    for f in findings:
-        by_kind.setdefault(specificity(f) if f.step is not None else 0, []).append(f)
-    accounts = [f for f in by_kind.get(0, []) if f.kind == ENGINE_ACCOUNT_KIND]
-    for f in sorted(by_kind.get(0, []) + by_kind.get(1, []), key=lambda f: (specificity(f), -f.impact_s)):
-        if f.kind == ENGINE_ACCOUNT_KIND:
+@dataclass
+class Cause:
+    """One cause in one step, before recurring ones are merged."""
+
+    kind: str
+    scope: str
+    where: str
+    step: int
+    seconds: float
+    part: str
+    workers: list[int] = field(default_factory=list)
+    requests: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """The requests it happened in (``request_span``, ``request_id``, ``worker``, ``sample_index``...)."""
+    details: dict[str, Any] = field(default_factory=dict)
+    evidence: list[dict[str, str]] = field(default_factory=list)
+
+
+def name_causes(accounts: list[StepAccount], spread: StepSpread, b: Baselines, th: Thresholds) -> list[Finding]:
+    """Every cause of every step, recurring ones merged, ranked (:func:`.record.sort_findings`)."""
+    if len(accounts) < th.min_steps:
+        return []  # too few steps to tell a step's excess from the run's own variation
+    phases = _phase_spreads(accounts)
+    causes: list[Cause] = []
+    for a in accounts:
+        if not np.isfinite(a.baseline_s):
             continue
-        host = next((c for c in causes if specificity(f) == 1 and _same_story(c, f)), None)
-        if host is None:
-            causes.append(f)
-        else:
-            host.symptoms.append(f)
-    for f in accounts:  # the engine's own account of a slow call refines the cause that names that call
-        host = next((c for c in causes if _same_engine_call(c, f)), None)
-        if host is None:
-            causes.append(f)
-        else:
-            host.symptoms.append(f)
-            if account := f.details.get("engine_account"):
-                host.message += f"; by the engine's own account, {account}"
-    for f in by_kind.get(2, []):
-        host = next((c for c in causes if _explains_request(c, f)), None)
-        (host.symptoms if host else causes).append(f)
-    for c in causes:
-        c.seconds = _step_seconds_lost(ends, c.step, c.worker, _delay(c))
-    for f in by_kind.get(3, []):
-        host = _costliest([c for c in causes if c.step == f.step and c.worker == f.worker and c.seconds > 0])
-        if host is None:
-            f.seconds = _step_seconds_lost(ends, f.step, f.worker, f.impact_s)
-            causes.append(f)
-        else:
-            host.symptoms.append(f)
-    for f in by_kind.get(4, []):
-        host = _costliest([c for c in causes if c.step == f.step and c.seconds > 0])
-        if host is None:
-            f.seconds = max(0.0, f.impact_s)
-            causes.append(f)
-        else:
-            host.symptoms.append(f)
-    for c in causes:  # severity stays the cause's own (what it cost, docs/analyzer.md), not its symptoms'
-        if c.kind == "idle_gap" and (turns := stretched_turns(c)):
-            c.message += f"; every one of them was in the engine call of turn index {turns}, far slower than usual"
-        if c.seconds >= 0.05 and c.step is not None:
-            c.message += f"; this cost step {c.step} {fmt_s(c.seconds)} of rollout time"
-    return rank(causes)
+        causes.extend(_step_causes(a, b, th, phases))
+    kept = [c for c in causes if _reported(c, accounts, spread, th)]
+    return sort_findings(_merge(kept, accounts, spread, th))
 
 
-def rank(causes: list[Finding]) -> list[Finding]:
-    """Warnings and worse first, then by seconds of step time lost, then severity, then the detector's cost."""
-    return sorted(
-        causes,
-        key=lambda f: (f.severity == "info", -f.seconds, SEVERITIES.index(f.severity), -(f.impact_s or 0.0), f.kind),
-    )
+def severity(seconds: float, usual_step_s: float, spread: StepSpread, th: Thresholds) -> str:
+    """``critical`` / ``warning`` / ``info`` from the seconds a cause lost one step: a warning beyond how far the run's
+    steps naturally stray (:class:`.account.StepSpread`) and a share of a usual step; critical from half a step."""
+    warn = max(spread.warn_s, th.warning_fraction * usual_step_s, th.warning_min_s)
+    if seconds < warn:
+        return "info"
+    return "critical" if seconds >= th.critical_fraction * usual_step_s else "warning"
 
 
-def flatten(causes: list[Finding]) -> list[Finding]:
-    """Every detector finding, causes and symptoms alike (for code that looks for one kind)."""
-    return [f for c in causes for f in c.with_symptoms()]
+def _severity(c: Cause, a: StepAccount, spread: StepSpread, th: Thresholds) -> str:
+    """A cause's severity: the seconds it lost, but never more than its step lost against its usual (a step within
+    the run's normal variation gets no warning, whatever one part did)."""
+    if c.details.get("degraded"):
+        return "warning"
+    return severity(min(c.seconds, max(a.excess_s, 0.0)), a.baseline_s, spread, th)
 
 
-def stretched_turns(gap: Finding) -> str:
-    """``1`` when every request in flight across a gap was in a slow engine call of turn index 1 (slow
-    engine calls of many requests at once leave a gap too); else empty."""
-    listed = [x for x in gap.details.get("stretched", []) if x.get("kind") == "turn_anomaly"]
-    turns = {x.get("turn_index") for x in listed}
-    if not listed or len({x["request_id"] for x in listed}) < gap.details.get("in_flight", 0) or None in turns:
-        return ""
-    return ", ".join(str(t) for t in sorted(turns))
-
-
-def _same_story(cause: Finding, f: Finding) -> bool:
-    """``f`` (an unknown span) overlaps ``cause`` on the same worker and shares a request, or sits in its gap."""
-    if (cause.step, cause.worker) != (f.step, f.worker) or not _overlap(cause, f):
-        return False
-    return cause.kind == "idle_gap" or bool(_requests(cause) & _requests(f))
-
-
-def _same_engine_call(cause: Finding, account: Finding) -> bool:
-    """``account`` (engine_phase) splits the slow engine call that ``cause`` names: same step and worker, a
-    shared request, and the cause is about that call (a slow turn, a gap spent in engine calls, a slow
-    engine event)."""
-    if (cause.step, cause.worker) != (account.step, account.worker):
-        return False
-    stretched = {x.get("request_id") for x in cause.details.get("stretched", [])}
-    if cause.kind == "idle_gap" and (
-        _requests(account) & stretched or str(account.details.get("turn_index")) in stretched_turns(cause).split(", ")
-    ):
-        return True  # a gap spent in slow engine calls of that turn index
-    if not (_requests(cause) & _requests(account)):
-        return False
-    return cause.kind in ("turn_anomaly", "idle_gap") or (cause.kind == "slow_event" and cause.event == "engine")
-
-
-def _explains_request(cause: Finding, tail: Finding) -> bool:
-    if cause.step != tail.step:
-        return False
-    if tail.request_id in _requests(cause):
-        return True
-    return cause.kind == "idle_gap" and cause.worker == tail.worker and _overlap(cause, tail)
-
-
-def _requests(f: Finding) -> set[str]:
-    ids = set(f.details.get("request_ids", []))
-    return ids | {f.request_id} if f.request_id else ids
-
-
-def _overlap(a: Finding, b: Finding) -> bool:
-    if a.window_ns is None or b.window_ns is None:
-        return False
-    return min(a.window_ns[1], b.window_ns[1]) > max(a.window_ns[0], b.window_ns[0])
-
-
-def _costliest(items: list[Finding]) -> Finding | None:
-    return max(items, key=lambda c: c.seconds, default=None)
-
-
-def _delay(c: Finding) -> float:
-    """How much later the cause made its worker finish: a gap's length, a slow call's worker delay."""
-    if c.kind in SPECIFIC_EVENT_KINDS:
-        return max(0.0, float(c.impact_s or 0.0))
-    return 0.0
-
-
-def _worker_ends(t: Tables) -> dict[int, dict[int, int]]:
-    """Per step: each worker's end (ns)."""
-    out: dict[int, dict[int, int]] = {}
-    w = t.workers
-    for step, worker, end in zip(w["step"], w["worker"], w["end_ns"], strict=True):
-        if step == step and worker == worker and end == end:
-            out.setdefault(int(step), {})[int(worker)] = int(end)
+def _step_causes(a: StepAccount, b: Baselines, th: Thresholds, phases: dict[str, tuple[float, float]]) -> list[Cause]:
+    out: list[Cause] = []
+    limit = max(a.excess_s, 0.0)
+    an = a.anomalies
+    cost = an["cost"].to_numpy(dtype=float) if len(an) else np.zeros(0)
+    account_part = np.where(an["cause"].to_numpy() == k.STALL, k.PART_STALL, an["part"].to_numpy()) if len(an) else []
+    for p in a.parts:
+        if p.seconds <= 0:
+            continue
+        if p.kind == k.PART_PHASE:
+            out.append(_phase_cause(a, p, phases.get(p.phase)))
+            continue
+        mine = np.flatnonzero((np.asarray(account_part) == p.kind) & (cost > 0)) if len(an) else np.zeros(0, int)
+        total = float(cost[mine].sum()) if len(mine) else 0.0
+        # what an anomaly cost is how much sooner the step would have ended without it (the peel's drop), even
+        # when the step's usual path happened to be short this time; only its severity is held to the excess
+        out.extend(_anomaly_causes(a, an.iloc[mine]))
+        rest = p.seconds - min(total, p.seconds)
+        if rest > 0 and a.path is not None:
+            out.append(_tail_cause(a, p, min(rest, limit), b))
+    out.extend(_degraded(a, th))
     return out
 
 
-def _step_seconds_lost(ends: dict[int, dict[int, int]], step: int | None, worker: int | None, delay: float) -> float:
-    """How much sooner the step's rollout would have ended had ``worker`` finished ``delay`` s sooner.
+def _requests_of(a: StepAccount, occ_rows: np.ndarray) -> pd.DataFrame:
+    occ = a.summary.occurrences
+    spans = occ["request_span"].to_numpy()[occ_rows]
+    req = a.summary.requests.set_index("request_span")
+    return req.reindex(pd.unique(spans[spans >= 0])).reset_index()
 
-    The rollout ends with its last worker; without the cause, this worker would have ended ``delay`` s
-    earlier and the step when the later of it and every other worker was done. A cause on a worker that
-    was not the last one lost the step nothing, however slow it was.
-    """
-    if delay <= 0 or step is None or worker is None:
+
+def _anomaly_causes(a: StepAccount, rows: pd.DataFrame) -> list[Cause]:
+    """The part's anomalies that cost the step, one cause per (kind, place): a group's own place (the step, a
+    replica, a worker, a sample group), else for single requests their prompt when they are most of its rollouts,
+    else their worker (two workers' outliers are two causes, not one)."""
+    out = []
+    if rows.empty:
+        return out
+    occ = a.summary.occurrences
+    place = _places(a, rows)
+    for (cause, scope, where), g in rows.assign(_scope=place[0], _where=place[1]).groupby(
+        ["cause", "_scope", "_where"], sort=False
+    ):
+        occ_rows = g["occ"].to_numpy(dtype=np.int64)
+        reqs = _requests_of(a, occ_rows)
+        workers = sorted({int(w) for w in occ["worker"].to_numpy(dtype=float)[occ_rows] if np.isfinite(w)})
+        top = g.loc[g["cost"].idxmax()]
+        # what it did is told by the occurrences that cost the step (a sample group's other turns moved less)
+        told = g[g["cost"].to_numpy() >= 0.5 * float(top["cost"])] if float(top["cost"]) > 0 else g
+        details = {
+            "metric": str(top["metric"]),
+            "value": float(np.median(told["value"])),
+            "usual": float(np.median(told["usual"])),
+            "ratio": float(np.median(told["ratio"])),
+            "occurrences": int(g["occ"].nunique()),
+            "key": str(occ["key"].iat[int(top["occ"])]),
+        }
+        turn = occ["turn_index"].to_numpy(dtype=float)[told["occ"].to_numpy(dtype=np.int64)]
+        turns = sorted({int(x) for x in turn if np.isfinite(x)})
+        if turns:
+            details["turn_index"] = turns[0] if len(turns) == 1 else turns
+        still = _stood_still(a, occ_rows, float(g["x"].max())) if scope in (k.SCOPE_REQUEST, k.SCOPE_SAMPLE) else 0.0
+        if still:
+            details["stalled_s"] = still
+        ev = a.summary.evidence_of(occ_rows[np.argsort(-g["cost"].to_numpy())][:5])
+        seconds = float(g["cost"].sum())
+        out.append(Cause(cause, scope, where, a.step, seconds, str(top["part"]), workers, reqs, details, ev))
+    return out
+
+
+def _places(a: StepAccount, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(scope, where) of each anomaly row: its group's, or for a request's own anomaly its prompt (when the rows of
+    that cause hold at least half of the prompt's rollouts in the step) or its worker."""
+    occ = a.summary.occurrences
+    scope = rows["scope"].to_numpy(dtype=object).copy()
+    where = rows["group"].astype(str).to_numpy(dtype=object).copy()
+    where[scope == k.SCOPE_STEP] = ""
+    idx = rows["occ"].to_numpy(dtype=np.int64)
+    own = occ["request_span"].to_numpy()[idx] < 0  # a worker's own part: its start, its finish
+    causes = rows["cause"].to_numpy(dtype=object)
+    everyone = {float(w) for w in a.summary.workers["worker"]}
+    for cause in set(causes[own & (scope == k.SCOPE_WORKER)]):
+        mine = own & (scope == k.SCOPE_WORKER) & (causes == cause)
+        if len(everyone) > 1 and {float(w) for w in occ["worker"].to_numpy(dtype=float)[idx][mine]} >= everyone:
+            scope[mine], where[mine] = k.SCOPE_STEP, ""  # every worker's: the step's cause, told once
+    spans = occ["request_span"].to_numpy()[idx]
+    # a sample group that moved with one rollout of it in the step is that request
+    for smp in set(where[scope == k.SCOPE_SAMPLE]):
+        mine = (scope == k.SCOPE_SAMPLE) & (where == smp)
+        if len(set(spans[mine])) < 2:
+            scope[mine] = k.SCOPE_REQUEST
+    single = scope == k.SCOPE_REQUEST
+    if not single.any():
+        return scope, where
+    sample = occ["sample_index"].to_numpy(dtype=float)[idx]
+    worker = occ["worker"].to_numpy(dtype=float)[idx]
+    rollouts = pd.Series(a.summary.requests["sample_index"].to_numpy(dtype=float)).value_counts()
+    for cause in set(causes[single]):
+        mine = single & (causes == cause)
+        for smp in {x for x in sample[mine] if np.isfinite(x)}:
+            group = mine & (sample == smp)
+            hit = len(set(spans[group]))
+            if hit > 1 and hit * 2 >= rollouts.get(smp, 0):
+                scope[group], where[group] = k.SCOPE_SAMPLE, str(int(smp))
+    rest = single & (scope == k.SCOPE_REQUEST)
+    where[rest] = [str(int(w)) if np.isfinite(w) else "" for w in worker[rest]]
+    scope[rest & (causes == k.STALL)] = k.SCOPE_WORKER  # an answer the worker took late: the worker stalled
+    # a worker span without request spans stood in for a request: its anomalies are the worker's
+    status = a.summary.requests.set_index("request_span")["status"].reindex(spans).to_numpy(dtype=object)
+    scope[rest & (status == BARE_WORKER)] = k.SCOPE_WORKER
+    return scope, where
+
+
+def _stood_still(a: StepAccount, occ_rows: np.ndarray, x: float) -> float:
+    """Seconds nothing moved on the worker while these occurrences held it (two or more requests in flight, the
+    stretch inside them and at least half their excess), else 0: a stall of one prompt's rollouts is told by its
+    part, with this as the telling detail."""
+    q = a.summary.quiet
+    if q.empty or x <= 0:
         return 0.0
-    mine = ends.get(int(step), {})
-    if int(worker) not in mine:
-        return delay
-    end = mine[int(worker)]
-    others = [e for w, e in mine.items() if w != int(worker)]
-    step_end = max(mine.values())
-    without = max([end - delay * 1e9, *others])
-    return max(0.0, min(delay, (step_end - without) / 1e9))
+    occ = a.summary.occurrences
+    starts = occ["start_ns"].to_numpy(dtype=float)[occ_rows]
+    ends = occ["end_ns"].to_numpy(dtype=float)[occ_rows]
+    best = 0.0
+    for w in q.itertuples(index=False):
+        slack = 0.2 * (w.end_ns - w.start_ns)
+        if w.in_flight < 2 or w.seconds < 0.5 * x:
+            continue
+        if ((starts <= w.start_ns + slack) & (ends >= w.end_ns - slack)).any():
+            best = max(best, float(w.seconds))
+    return best
+
+
+def _phase_spreads(accounts: list[StepAccount]) -> dict[str, tuple[float, float]]:
+    """Per trainer phase: the median and robust spread (1.4826 × MAD) of its seconds over the steps it ran in."""
+    values: dict[str, list[float]] = {}
+    for a in accounts:
+        for p in a.parts:
+            if p.kind == k.PART_PHASE and p.phase is not None:
+                values.setdefault(p.phase, []).append(p.value_s)
+    out = {}
+    for name, vs in values.items():
+        arr = np.asarray(vs, dtype=float)
+        med = float(np.median(arr))
+        out[name] = (med, float(np.median(np.abs(arr - med))) * 1.4826)
+    return out
+
+
+def _phase_cause(a: StepAccount, p: Part, norm: tuple[float, float] | None) -> Cause:
+    """A trainer phase that took longer than usual: its excess is what it cost (the trainer's phases run one
+    after another). Far outside the phase's own step-to-step spread it is an anomaly; else the phase's own
+    variation (``details.tail``)."""
+    ph = a.summary.phases
+    row = ph[(ph["name"] == p.phase).to_numpy() & ~ph["rollout"].to_numpy(dtype=bool)]
+    ev = evidence(row["trace_id"].iat[0], row["span_id"].iat[0]) if len(row) else []
+    details: dict[str, Any] = {"phase": p.phase, "metric": "s", "value": p.value_s, "usual": p.baseline_s}
+    details["ratio"] = p.value_s / p.baseline_s if p.baseline_s > 0 else float("inf")
+    med, spread = norm if norm is not None else (p.baseline_s, 0.0)
+    scale = max(spread, PHASE_SPREAD_FLOOR * max(med, 0.0), 1e-3)
+    if (p.value_s - med) / scale < PHASE_Z or details["ratio"] < PHASE_MIN_RATIO:
+        details["tail"] = True
+    return Cause(k.SLOW_PHASE, k.SCOPE_PHASE, str(p.phase), a.step, p.seconds, p.kind, details=details, evidence=ev)
+
+
+PHASE_Z = 4.0
+"""A phase this many of its robust standard deviations above its median is an anomaly..."""
+PHASE_MIN_RATIO = 1.25
+"""...and this multiple of its median..."""
+PHASE_SPREAD_FLOOR = 0.02
+"""...its spread never taken below this share of its median (a phase that always takes the same time)."""
+
+
+def _tail_cause(a: StepAccount, p: Part, seconds: float, b: Baselines) -> Cause:
+    """The usual critical path ran long in this part: told on the request (or worker) that ended the rollout."""
+    path = a.path
+    occ = a.summary.occurrences
+    rs = path.usual_request if path.usual_request is not None else -1
+    kind = k.CAUSE_OF_PART.get(p.kind, k.SLOW_ENGINE)
+    details: dict[str, Any] = {"tail": True, "metric": "s", "value": p.value_s, "usual": p.baseline_s}
+    details["ratio"] = p.value_s / p.baseline_s if p.baseline_s > 0 else float("inf")
+    if p.kind == k.PART_DECODE:
+        kind, details = _decode_tail(occ[occ["request_span"].to_numpy() == rs], b, details)
+    reqs = a.summary.requests[a.summary.requests["request_span"] == rs]
+    workers = [path.usual_worker] if path.usual_worker is not None else []
+    ev = []
+    if len(reqs):
+        ev = evidence(reqs["trace_id"].iat[0], reqs["span_id"].iat[0])
+        turns = reqs["num_turns"].to_numpy(dtype=float)
+        if np.isfinite(turns).all():
+            details["turns"] = int(turns[0])
+    bare = len(reqs) and reqs["status"].iat[0] == BARE_WORKER
+    if p.kind in (k.PART_START, k.PART_FINISH) or rs < 0 or bare:
+        return Cause(kind, k.SCOPE_WORKER, str(path.usual_worker), a.step, seconds, p.kind, workers, reqs, details, ev)
+    return Cause(kind, k.SCOPE_REQUEST, "", a.step, seconds, p.kind, workers, reqs, details, ev)
+
+
+def _decode_tail(mine: pd.DataFrame, b: Baselines, details: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A long decode on the usual path: a long answer or a slow rate, whichever is further above usual."""
+    dec = mine[(mine["part"] == k.PART_DECODE).to_numpy() & (mine["tokens"].to_numpy(dtype=float) > 0)]
+    if dec.empty:
+        return k.SLOW_DECODE, details
+    n = float(dec["tokens"].sum())
+    n0 = sum((x.median if (x := b.norm(k.PART_DECODE, key, METRIC_TOKENS)) else 0.0) for key in dec["key"])
+    r0 = np.nanmedian([(x.median if (x := b.norm(k.PART_DECODE, key, METRIC_RATE)) else np.nan) for key in dec["key"]])
+    rate = float(dec["value_s"].sum()) / n
+    by_tokens = n0 > 0 and (n / n0) >= (rate / r0 if r0 and np.isfinite(r0) else 0.0)
+    if by_tokens:
+        return k.LONG_RESPONSE, details | {"metric": METRIC_TOKENS, "value": n, "usual": n0, "ratio": n / n0}
+    return k.SLOW_DECODE, details | {"metric": METRIC_RATE, "value": rate, "usual": float(r0), "ratio": rate / r0}
+
+
+def _degraded(a: StepAccount, th: Thresholds) -> list[Cause]:
+    """Parts far outside their norm on every worker that cost the step little: still a cause, at no seconds."""
+    an = a.anomalies
+    if an.empty:
+        return []
+    step_wide = an[(an["scope"] == k.SCOPE_STEP).to_numpy() & (an["cost"].to_numpy(dtype=float) <= 0)]
+    out = []
+    for (cause, part), g in step_wide.groupby(["cause", "part"], sort=False):
+        occ_rows = g["occ"].to_numpy(dtype=np.int64)
+        ratio = float(np.median(g["ratio"]))
+        if float(np.median(g["x"])) < 3 * th.occurrence_min_s:
+            continue  # far outside its norm in ratio, but a few milliseconds a request
+        details = {
+            "metric": str(g["metric"].iat[0]),
+            "value": float(np.median(g["value"])),
+            "usual": float(np.median(g["usual"])),
+            "ratio": ratio,
+            "degraded": True,
+            "occurrences": len(g),
+        }
+        out.append(Cause(cause, k.SCOPE_STEP, "", a.step, 0.0, str(part), [], _requests_of(a, occ_rows), details))
+    return out
+
+
+def _reported(c: Cause, accounts: list[StepAccount], spread: StepSpread, th: Thresholds) -> bool:
+    a = next(x for x in accounts if x.step == c.step)
+    if c.details.get("degraded"):
+        return c.details.get("ratio", 0.0) >= th.degraded_ratio
+    sp = spread.spread if np.isfinite(spread.spread) else 0.0
+    # an anomaly (an occurrence or a group beyond its own norm) is worth reporting from half a spread; the usual
+    # path running long only from a whole one
+    k_spread = th.info_spread * (1.0 if c.details.get("tail") else 0.5)
+    return c.seconds >= max(k_spread * sp, th.info_fraction * a.baseline_s, 1e-3)
+
+
+def _merge(causes: list[Cause], accounts: list[StepAccount], spread: StepSpread, th: Thresholds) -> list[Finding]:
+    groups: dict[tuple, list[Cause]] = {}
+    for c in causes:
+        key = (c.kind, c.scope, c.where) if c.scope in MERGED_SCOPES else (c.kind, c.scope, c.where, c.step, id(c))
+        groups.setdefault(key, []).append(c)
+    by_step = {a.step: a for a in accounts}
+    out = []
+    for group in groups.values():
+        group.sort(key=lambda c: -c.seconds)
+        top = group[0]
+        sev_rank = min(("critical", "warning", "info").index(_severity(c, by_step[c.step], spread, th)) for c in group)
+        steps = sorted({c.step for c in group})
+        workers = sorted({w for c in group for w in c.workers})
+        reqs = (
+            pd.concat([c.requests for c in group if len(c.requests)], ignore_index=True)
+            if any(len(c.requests) for c in group)
+            else pd.DataFrame()
+        )
+        ids = [r for r in dict.fromkeys(reqs["request_id"]) if isinstance(r, str)] if len(reqs) else []
+        details = dict(top.details) | {"scope": top.scope, "part": top.part, "request_ids": ids[:20]}
+        if top.scope in (k.SCOPE_REPLICA, k.SCOPE_SAMPLE):
+            details["replica" if top.scope == k.SCOPE_REPLICA else "sample_index"] = top.where
+        if len(reqs) and top.scope != k.SCOPE_REPLICA:
+            replicas = {r for r in reqs.get("replica", pd.Series(dtype=object)) if isinstance(r, str)}
+            if len(replicas) == 1:
+                details["replica"] = replicas.pop()
+        if len(group) > 1:
+            details["per_step"] = {str(c.step): round(c.seconds, 3) for c in sorted(group, key=lambda c: c.step)}
+        f = Finding(
+            kind=top.kind,
+            severity=("critical", "warning", "info")[sev_rank],
+            message="",
+            metric=str(details.get("metric", "")),
+            value=float(details.get("value", float("nan"))),
+            baseline=details.get("usual"),
+            step=steps[0] if len(steps) == 1 else None,
+            steps=steps,
+            worker=workers[0] if len(workers) == 1 else None,
+            workers=workers,
+            request_id=ids[0] if len(ids) == 1 else None,
+            seconds=float(sum(c.seconds for c in group)),
+            peak_s=float(top.seconds),
+            evidence=[e for c in group for e in c.evidence][:10],
+            details=details,
+        )
+        f.message = describe(f, by_step[top.step], reqs)
+        out.append(f)
+    return out

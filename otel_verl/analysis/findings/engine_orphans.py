@@ -7,6 +7,7 @@ One ``info`` finding says so, so a user who expected the engine's view knows why
 
 from __future__ import annotations
 
+from otel_verl.analysis.findings import kinds
 from otel_verl.analysis.findings.record import Finding, evidence
 from otel_verl.analysis.findings.thresholds import Thresholds
 from otel_verl.analysis.tables import Tables
@@ -22,7 +23,7 @@ def find_engine_orphans(t: Tables, th: Thresholds) -> list[Finding]:
     evs = [e for _, o in orphans.head(5).iterrows() for e in evidence(o["trace_id"], o["span_id"])]
     return [
         Finding(
-            kind="engine_orphans",
+            kind=kinds.ENGINE_ORPHANS,
             severity="info",
             metric="orphan_engine_spans",
             value=float(len(orphans)),

@@ -31,8 +31,11 @@ PART_ENGINE_QUEUE: Final = "engine_queue"
 PART_PREFILL: Final = "prefill"
 PART_DECODE: Final = "decode"
 """Decoding: tokens × seconds per token (split into :data:`LONG_RESPONSE` and :data:`SLOW_DECODE` when it moved)."""
+PART_ENGINE_OTHER: Final = "engine_other"
+"""The engine's own time that is neither queue, prefill nor decode (input processing, detokenisation)."""
 PART_ENGINE_AFTER: Final = "engine_after"
-"""The engine's other time and the answer's way back (engine end → our call's end)."""
+"""From the engine's end to our call's end: the answer's way back, and the worker taking it (a worker whose event
+loop or process is held takes it late: a stall)."""
 PART_ENGINE: Final = "engine"
 """An engine call with no engine spans and no token count to split it by."""
 PART_TOOL_PARSE: Final = "tool_parse"
@@ -53,6 +56,7 @@ ROLLOUT_PARTS: Final = (
     PART_ENGINE_QUEUE,
     PART_PREFILL,
     PART_DECODE,
+    PART_ENGINE_OTHER,
     PART_ENGINE_AFTER,
     PART_ENGINE,
     PART_TOOL_PARSE,
@@ -100,7 +104,8 @@ CAUSE_OF_PART: Final = {
     PART_ENGINE_BEFORE: ENGINE_WAIT,
     PART_ENGINE_QUEUE: ENGINE_QUEUE,
     PART_PREFILL: SLOW_PREFILL,
-    PART_ENGINE_AFTER: SLOW_ENGINE,
+    PART_ENGINE_OTHER: SLOW_ENGINE,
+    PART_ENGINE_AFTER: STALL,
     PART_ENGINE: SLOW_ENGINE,
     PART_TOOL_PARSE: SLOW_TOOL_PARSE,
     PART_TOOL: SLOW_TOOL,

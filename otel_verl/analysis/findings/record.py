@@ -1,6 +1,4 @@
-"""Finding records, their ordering, and the words their messages are written with.
-
-Detectors live one per module beside this one; :mod:`.diagnose` runs them all."""
+"""The finding record, its ordering, and the words its messages are written with."""
 
 from __future__ import annotations
 
@@ -8,70 +6,51 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SEVERITIES = ("critical", "warning", "info")
-KINDS = (
-    "slow_step",
-    "straggler_worker",
-    "idle_gap",
-    "tail_request",
-    "slow_event",
-    "turn_anomaly",
-    "aborted_waste",
-    "incomplete_worker",
-    "missing_worker",
-    "engine_phase",
-    "replica_imbalance",
-    "engine_queueing",
-    "engine_orphans",
-)
+from otel_verl.analysis.findings import kinds
+
+SEVERITIES = kinds.SEVERITIES
 
 
 @dataclass
 class Finding:
-    """One diagnosis. ``impact_s`` (seconds the anomaly cost) orders findings within a severity."""
+    """One finding: a cause (a part of the step's account that moved, named by what moved) or information.
+
+    ``seconds`` is the step time it lost (summed over ``steps``); ``peak_s`` the most it lost in one step, which
+    ranks causes of equal severity (a cause that recurs is one finding, not one per step)."""
 
     kind: str
     severity: str
     message: str
-    metric: str
-    value: float
+    metric: str = ""
+    value: float = float("nan")
     baseline: float | None = None
     step: int | None = None
+    steps: list[int] = field(default_factory=list)
     worker: int | None = None
+    workers: list[int] = field(default_factory=list)
     request_id: str | None = None
-    event: str | None = None
-    impact_s: float = 0.0
+    seconds: float = 0.0
+    peak_s: float = 0.0
     evidence: list[dict[str, str]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
-    """Seconds of step rollout time this cause lost: how much sooner the step would have ended without it
-    (set by :mod:`.causes`; 0 when other workers finished later anyway)."""
-    symptoms: list[Finding] = field(default_factory=list)
-    """The detector findings this cause explains (a straggler, a slow step, tail requests, the wrapper spans
-    around the slow call): :mod:`.causes` groups them here."""
-    window_ns: tuple[int, int] | None = field(default=None, repr=False, compare=False)
-    """Absolute [start, end] of what the finding is about (a gap, a stall): for matching, not written out."""
+
+    def __post_init__(self) -> None:
+        if not self.steps and self.step is not None:
+            self.steps = [self.step]
+        if not self.workers and self.worker is not None:
+            self.workers = [self.worker]
 
     def to_json(self) -> dict[str, Any]:
-        d = {k: v for k, v in asdict(self).items() if k not in ("window_ns", "symptoms")}
-        for k, v in list(d.items()):
+        d = asdict(self)
+        for key, v in list(d.items()):
             if isinstance(v, float):
-                d[k] = None if math.isnan(v) else round(v, 6)
-        d["trace_ids"] = list(dict.fromkeys(e["trace_id"] for e in self.all_evidence()))
-        d["evidence"] = self.all_evidence()
-        d["symptoms"] = [s.to_json() for s in self.symptoms]
+                d[key] = None if math.isnan(v) else round(v, 6)
+        d["trace_ids"] = list(dict.fromkeys(e["trace_id"] for e in self.evidence))
         return d
 
-    def all_evidence(self) -> list[dict[str, str]]:
-        """Its own evidence, then its symptoms' (each span once): every span a user may want to open."""
-        seen: dict[tuple[str, str], dict[str, str]] = {}
-        for e in [*self.evidence, *(e for s in self.symptoms for e in s.all_evidence())]:
-            seen.setdefault((e["trace_id"], e["span_id"]), e)
-        return list(seen.values())
-
-    def with_symptoms(self) -> list[Finding]:
-        """This finding and every symptom below it, depth first."""
-        return [self, *(f for s in self.symptoms for f in s.with_symptoms())]
+    @property
+    def serious(self) -> bool:
+        return self.severity in ("critical", "warning")
 
 
 def evidence(trace_id: Any, span_id: Any) -> list[dict[str, str]]:
@@ -82,8 +61,14 @@ def evidence(trace_id: Any, span_id: Any) -> list[dict[str, str]]:
 
 
 def sort_findings(items: list[Finding]) -> list[Finding]:
-    """Severity first (critical → info), then impact in seconds, largest first."""
-    return sorted(items, key=lambda f: (SEVERITIES.index(f.severity), -(f.impact_s or 0.0), f.kind))
+    """Severity (critical → info), then causes before information, causes an anomaly backs before the usual tail
+    running long (``details.tail``), then the most one step lost, largest first."""
+
+    def key(f: Finding) -> tuple:
+        tail = bool(f.details.get("tail"))
+        return (SEVERITIES.index(f.severity), f.kind in kinds.INFORMATION, tail, -(f.peak_s or f.seconds or 0.0))
+
+    return sorted(items, key=key)
 
 
 def fmt_range(lo: float, hi: float) -> str:
@@ -92,7 +77,9 @@ def fmt_range(lo: float, hi: float) -> str:
 
 
 def fmt_s(seconds: float) -> str:
-    """Seconds in plain words: 0.25 s, 12.3 s, 140 s."""
+    """Seconds in plain words: 0.25 s, 12.3 s, 140 s (``?`` when unknown)."""
+    if seconds is None or seconds != seconds:
+        return "? s"
     if seconds >= 100:
         return f"{seconds:.0f} s"
     if seconds >= 1:

@@ -14,49 +14,47 @@ from collections import defaultdict
 
 import pandas as pd
 
+from otel_verl.analysis.findings import kinds
 from otel_verl.analysis.findings.record import Finding, evidence
-from otel_verl.analysis.tables import Tables
+from otel_verl.analysis.findings.step_summary import StepSummary
 
 MIN_OTHER_STEPS = 1
 """A rank is expected in a step once it sent spans in at least this many other steps: a single-step run
 cannot tell a worker that died from one that never existed, so it reports nothing."""
 
 
-def find_missing_workers(t: Tables) -> list[Finding]:
+def find_missing_workers(summaries: list[StepSummary]) -> list[Finding]:
     """One warning per (step, rank) with no worker or request span, for ranks seen in other steps."""
-    w = t.workers
-    if w.empty or t.steps.empty:
-        return []
     present: set[tuple[int, int]] = set()
     steps_of: dict[int, set[int]] = defaultdict(set)
-    for step, rank in zip(w["step"], w["worker"], strict=True):
-        if pd.isna(step) or pd.isna(rank) or int(rank) < 0:  # no step/rank read, or -1: the process did not know
-            continue
-        present.add((int(step), int(rank)))
-        steps_of[int(rank)].add(int(step))
-    steps = t.steps[t.steps["step"].notna()].drop_duplicates("step").set_index("step")
+    for s in summaries:
+        ranks = {*s.workers["worker"].to_numpy(dtype=float), *s.requests["worker"].to_numpy(dtype=float)}
+        for rank in ranks:
+            if pd.isna(rank) or int(rank) < 0:  # no rank read, or -1: the process did not know
+                continue
+            present.add((s.step, int(rank)))
+            steps_of[int(rank)].add(s.step)
     out: list[Finding] = []
-    for step, row in steps.iterrows():
-        step = int(step)
-        here = sum(1 for rank in steps_of if (step, rank) in present)
+    for s in summaries:
+        here = sum(1 for rank in steps_of if (s.step, rank) in present)
         for rank in sorted(steps_of):
             seen = len(steps_of[rank])  # all of them other steps: the rank is not in this one
-            if (step, rank) in present or seen < MIN_OTHER_STEPS:
+            if (s.step, rank) in present or seen < MIN_OTHER_STEPS:
                 continue
             plural = "" if seen == 1 else "s"
             out.append(
                 Finding(
-                    kind="missing_worker",
+                    kind=kinds.MISSING_WORKER,
                     severity="warning",
-                    step=step,
+                    step=s.step,
                     worker=rank,
                     metric="steps_with_worker",
                     value=float(seen),
-                    baseline=float(len(steps) - 1),
-                    evidence=evidence(row["trace_id"], row["span_id"]),
+                    baseline=float(len(summaries) - 1),
+                    evidence=evidence(s.trace_id, s.span_id),
                     details={"steps_with_worker": seen, "workers_in_step": here, "workers_in_run": len(steps_of)},
                     message=(
-                        f"worker {rank} sent no spans for step {step} (it did in {seen} other step{plural}): "
+                        f"worker {rank} sent no spans for step {s.step} (it did in {seen} other step{plural}): "
                         "it may have died mid-rollout (OOM, node loss) while holding its finished requests in "
                         "memory; its requests are not in this step's figures"
                     ),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from otel_verl import semconv
+from otel_verl.analysis.findings import kinds
 from otel_verl.analysis.findings.record import Finding, evidence
 from otel_verl.analysis.read.id_lookup import lookup
 
@@ -30,7 +31,7 @@ def find_incomplete_workers(spans: pd.DataFrame) -> list[Finding]:
         when = f" in step {step}" if step is not None else ""
         found.append(
             Finding(
-                kind="incomplete_worker",
+                kind=kinds.INCOMPLETE_WORKER,
                 severity="critical",
                 message=(
                     f"{who}{when} never finished: its worker span is missing while {len(group)} of its requests "

@@ -1,8 +1,15 @@
-"""``export-perfetto``: Chrome/Perfetto trace JSON (``traceEvents``).
+"""``export-perfetto``: Chrome/Perfetto trace JSON (``traceEvents``) for ui.perfetto.dev.
 
-One process per (step, worker) — pid = worker, named ``worker <rank>`` — and one lane (tid) per
-concurrent request, assigned greedily so that a lane never holds two overlapping requests. The
-request's turns and events go on the same lane (Perfetto nests complete events by time).
+Processes (tracks): ``trainer`` (pid 0: the steps on one lane, their phases below on lanes of their own,
+validation passes), one ``worker <rank>`` per worker (pid 10 + rank: the worker span and its barrier wait on
+lane 0, then one lane per concurrent request, packed greedily so that a lane never holds two overlapping
+requests; a request's turns and events nest under it on its lane), and ``spans of no worker`` for the rest
+(an engine span no call of ours parented). Every lane is named (``thread_name`` metadata).
+
+Every slice is named by the one label mapping (:mod:`otel_verl.analysis.labels`: ``engine call``,
+``tool: calculator``, ``phase: update_actor``, ``barrier wait``): Perfetto colours slices by name (it ignores
+``cname``, google/perfetto#624), so one kind is one colour there too. ``args`` holds the raw span name, its
+ids and every attribute the span had (contract attributes under their OTel keys, the rest as recorded).
 """
 
 from __future__ import annotations
@@ -10,13 +17,24 @@ from __future__ import annotations
 import heapq
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from otel_verl import semconv as sc
+from otel_verl.analysis.labels import readable
 from otel_verl.analysis.output_paths import prepare_file, writing
+from otel_verl.analysis.read.span_columns import ATTR_COLUMNS
 
+TRAINER_PID = 0
+UNATTRIBUTED_PID = 1
+WORKER_PID_BASE = 10
+STEP_TID = 1
+VALIDATION_TID = 2
+PHASE_TID_BASE = 10
 BARRIER_TID = 0
+STATUS = {1: "OK", 2: "ERROR"}
 
 
 def assign_lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -35,55 +53,148 @@ def assign_lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return lanes
 
 
-def perfetto_events(spans: pd.DataFrame) -> list[dict]:
-    """Trace events (ph=X complete events, µs) plus process/thread name metadata."""
-    sp = spans[spans["worker"].notna()]
-    if sp.empty:
-        return []
-    t0 = int(spans["start_ns"].min())
-    events: list[dict] = []
-    req = sp[sp["kind"] == "request"]
-    lane_of: dict[int, int] = {}
-    for (_step, _worker), g in req.groupby([sp.loc[req.index, "step"], sp.loc[req.index, "worker"]], dropna=False):
-        lanes = assign_lanes(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())
-        lane_of.update(zip(g.index.tolist(), lanes.tolist(), strict=True))
-    workers = sorted({int(w) for w in sp["worker"]})
-    for w in workers:
-        events.append({"ph": "M", "name": "process_name", "pid": w, "tid": 0, "args": {"name": f"worker {w}"}})
-        events.append(
-            {"ph": "M", "name": "thread_name", "pid": w, "tid": BARRIER_TID, "args": {"name": "worker / barrier"}}
-        )
-    for row in sp.itertuples(index=True):
-        if row.kind in ("request",):
-            tid = lane_of[row.Index]
-        elif row.request_span >= 0:
-            tid = lane_of.get(int(row.request_span), BARRIER_TID)
+def _meta(name: str, pid: int, tid: int, value: str) -> dict[str, Any]:
+    return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": {"name": value}}
+
+
+def _slice_names(sp: pd.DataFrame) -> list[str]:
+    """``step 7``, ``worker 0``, ``request``, ``engine call``, ``phase: ref`` … (labels, per distinct name)."""
+    labels = {n: readable(n) for n in pd.unique(sp["name"].astype(object))}
+    out = []
+    for kind, name, step, worker in zip(sp["kind"], sp["name"], sp["step"], sp["worker"], strict=True):
+        if kind == "step" and pd.notna(step):
+            out.append(f"step {int(step)}")
+        elif kind == "worker" and pd.notna(worker):
+            out.append(f"worker {int(worker)}")
+        elif kind == "tool" or kind == "engine":
+            out.append(readable(name) if kind == "tool" else readable("engine"))
         else:
-            tid = BARRIER_TID
-        args = {"step": int(row.step) if pd.notna(row.step) else None, "span_id": row.span_id, "trace_id": row.trace_id}
-        if pd.notna(row.request_id):
-            args["request_id"] = row.request_id
-        if pd.notna(row.turn_index):
-            args["turn"] = int(row.turn_index)
-        events.append(
-            {
-                "ph": "X",
-                "name": row.name,
-                "cat": row.kind,
-                "pid": int(row.worker),
-                "tid": int(tid),
-                "ts": (int(row.start_ns) - t0) / 1000.0,
-                "dur": max(0.0, (row.end_ns - row.start_ns) / 1000.0),
-                "args": args,
-            }
+            out.append(labels.get(name, readable(kind)))
+    return out
+
+
+def _args(sp: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per span: its raw name and ids, then every attribute it carried (one pass per column, not per cell)."""
+    args: list[dict[str, Any]] = [
+        {"span.name": n, "trace_id": t, "span_id": s}
+        for n, t, s in zip(sp["name"].tolist(), sp["trace_id"].tolist(), sp["span_id"].tolist(), strict=True)
+    ]
+    columns = [(col, key) for key, (col, _) in ATTR_COLUMNS.items() if col in sp]
+    columns += [("service", "service")] if "service" in sp else []
+    for col, key in columns:
+        values = sp[col]
+        mask = values.notna().to_numpy(copy=True)
+        for i, v in zip(np.flatnonzero(mask).tolist(), values[mask].tolist(), strict=True):
+            args[i][key] = v if isinstance(v, (str, int, float, bool, list)) else str(v)
+    if "status" in sp:  # OTel status codes: 0 unset (left out), 1 ok, 2 error
+        status = pd.to_numeric(sp["status"], errors="coerce").to_numpy()
+        for i in np.flatnonzero(status > 0).tolist():
+            args[i]["status"] = STATUS.get(int(status[i]), str(status[i]))
+    if "extra" in sp:
+        extra = sp["extra"]
+        has = (extra.notna() & (extra.astype(str) != "")).to_numpy()
+        for i, v in zip(np.flatnonzero(has).tolist(), extra[has].tolist(), strict=True):
+            try:
+                more = json.loads(v) if isinstance(v, str) else v
+            except ValueError:
+                more = {"extra": v}
+            if isinstance(more, dict):
+                args[i].update({k: val for k, val in more.items() if k not in args[i]})
+    return args
+
+
+def perfetto_events(spans: pd.DataFrame) -> list[dict]:
+    """Trace events (ph=X complete events, µs since the first span) plus process and lane names."""
+    if spans.empty:
+        return []
+    sp = spans.reset_index(drop=True)
+    t0 = int(sp["start_ns"].min())
+    n = len(sp)
+    pid = np.full(n, UNATTRIBUTED_PID, dtype=np.int64)
+    tid = np.zeros(n, dtype=np.int64)
+    meta: list[dict[str, Any]] = []
+    kind = sp["kind"].to_numpy(dtype=object)
+    worker = sp["worker"]
+    has_worker = worker.notna().to_numpy()
+    pid[has_worker] = WORKER_PID_BASE + worker[has_worker].astype("int64").to_numpy()
+    # workers: the worker span and barrier on lane 0, requests packed on lanes 1.., their spans on theirs
+    row_of = {int(r): i for i, r in enumerate(spans.index)}  # request_span holds the original row labels
+    req = np.flatnonzero(has_worker & (kind == "request"))
+    lane_of: dict[int, int] = {}
+    max_lane: dict[int, int] = {}
+    if len(req):
+        keys = sp.loc[req, ["step", "worker"]].astype("float64").fillna(-1.0)
+        for _, idx in keys.groupby(["step", "worker"]).indices.items():
+            rows = req[idx]
+            lanes = assign_lanes(sp["start_ns"].to_numpy()[rows], sp["end_ns"].to_numpy()[rows])
+            lane_of.update(zip(rows.tolist(), lanes.tolist(), strict=True))
+            p = int(pid[rows[0]])
+            max_lane[p] = max(max_lane.get(p, 0), int(lanes.max()))
+    request_span = sp["request_span"].to_numpy() if "request_span" in sp else np.full(n, -1)
+    for i in np.flatnonzero(has_worker).tolist():
+        if kind[i] == "request":
+            tid[i] = lane_of[i]
+        elif request_span[i] >= 0:
+            tid[i] = lane_of.get(row_of.get(int(request_span[i]), -1), BARRIER_TID)
+    for w in sorted({int(x) for x in worker[has_worker]}):
+        p = WORKER_PID_BASE + w
+        meta += [
+            _meta("process_name", p, 0, f"worker {w}"),
+            _meta("thread_name", p, BARRIER_TID, "worker, barrier wait"),
+        ]
+        meta += [_meta("thread_name", p, lane, f"requests, lane {lane}") for lane in range(1, max_lane.get(p, 0) + 1)]
+    # the trainer: steps, then phases packed on lanes of their own, validation passes
+    names = sp["name"].astype(object)
+    trainer = ~has_worker & ((kind == "step") | (kind == "phase") | (names == sc.SPAN_VALIDATE).to_numpy())
+    pid[trainer] = TRAINER_PID
+    tid[~has_worker & (kind == "step")] = STEP_TID
+    tid[trainer & (names == sc.SPAN_VALIDATE).to_numpy()] = VALIDATION_TID
+    phases = np.flatnonzero(~has_worker & (kind == "phase"))
+    if trainer.any():
+        meta += [
+            _meta("process_name", TRAINER_PID, 0, "trainer"),
+            _meta("thread_name", TRAINER_PID, STEP_TID, "steps"),
+            _meta("thread_name", TRAINER_PID, VALIDATION_TID, "validation"),
+        ]
+    if len(phases):
+        lanes = assign_lanes(sp["start_ns"].to_numpy()[phases], sp["end_ns"].to_numpy()[phases])
+        tid[phases] = PHASE_TID_BASE + lanes
+        for lane in range(1, int(lanes.max()) + 1):
+            label = "phases" if lane == 1 else f"phases (nested or overlapping, {lane})"
+            meta.append(_meta("thread_name", TRAINER_PID, PHASE_TID_BASE + lane, label))
+    # spans of no worker and no trainer: lanes of their own
+    rest = np.flatnonzero(pid == UNATTRIBUTED_PID)
+    if len(rest):
+        lanes = assign_lanes(sp["start_ns"].to_numpy()[rest], sp["end_ns"].to_numpy()[rest])
+        tid[rest] = lanes
+        meta.append(_meta("process_name", UNATTRIBUTED_PID, 0, "spans of no worker"))
+        meta += [
+            _meta("thread_name", UNATTRIBUTED_PID, lane, f"lane {lane}") for lane in range(1, int(lanes.max()) + 1)
+        ]
+    ts = (sp["start_ns"].to_numpy(dtype=np.int64) - t0) / 1000.0
+    dur = np.maximum(0.0, (sp["end_ns"].to_numpy(dtype=np.int64) - sp["start_ns"].to_numpy(dtype=np.int64)) / 1000.0)
+    slices = [
+        {"ph": "X", "name": name, "cat": str(k), "pid": int(p), "tid": int(t), "ts": a, "dur": d, "args": arg}
+        for name, k, p, t, a, d, arg in zip(
+            _slice_names(sp), kind, pid.tolist(), tid.tolist(), ts.tolist(), dur.tolist(), _args(sp), strict=True
         )
-    return events
+    ]
+    return meta + slices
 
 
-def write_perfetto(spans: pd.DataFrame, out: str | Path) -> int:
-    """Write ``{"traceEvents": [...]}``; returns the number of complete events."""
+def select_steps(spans: pd.DataFrame, steps: tuple[int, int] | None) -> pd.DataFrame:
+    """The spans of steps ``lo..hi`` (both included; spans of no step are left out), or all."""
+    if steps is None:
+        return spans
+    lo, hi = steps
+    step = pd.to_numeric(spans["step"], errors="coerce")
+    return spans[((step >= lo) & (step <= hi)).to_numpy()]
+
+
+def write_perfetto(spans: pd.DataFrame, out: str | Path, steps: tuple[int, int] | None = None) -> int:
+    """Write ``{"traceEvents": [...]}`` of ``steps`` (all when None); returns the number of slices."""
     out = prepare_file(out)
-    events = perfetto_events(spans)
+    events = perfetto_events(select_steps(spans, steps))
     with writing(out):
         out.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
     return sum(e["ph"] == "X" for e in events)

@@ -12,6 +12,11 @@ hierarchy         span kinds and step/worker/request/turn of every span, through
 window            ``--since``/``--until``: whole traces and steps
 id_lookup         Arrow hash lookup of span ids
 stats, progress   what a load read and skipped; the progress bar
+steps             :func:`~.steps.iter_steps`: a run a step at a time (which spans belong to a step)
+step_files        spool and collector archive split by step (forked readers, first pass)
+remote_steps      Jaeger and Tempo fetched step by step (``verl.step`` search)
+step_split        the same split of a table in memory; step tables joined back
+spill, parts      spans waiting for their step, on disk; rows of span-table parts
 ================  ===========================================================================
 """
 

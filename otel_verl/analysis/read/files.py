@@ -19,6 +19,7 @@ from otel_verl.analysis.read.otlp_json import SpanColumns
 from otel_verl.analysis.read.stats import LoadStats
 
 TRACE_SUFFIXES = (".jsonl", ".json")
+READ_BUFFER = 1 << 20
 
 
 def trace_files(root: Path) -> list[Path]:
@@ -61,7 +62,9 @@ def _read_file(
 ) -> None:
     stats.files += 1
     try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below, read line by line for file:line errors
+        # closed below, read line by line for file:line errors; a 1 MiB buffer, as a spool line is up to ~2 MB
+        # (one batch): 8 KiB reads cost 0.5 µs a span, 1 MiB 0.15 µs (13 MB of real-size lines, CPU time)
+        fh = open(path, "rb", buffering=READ_BUFFER)  # noqa: SIM115
     except OSError as exc:
         raise AnalysisInputError(f"{path}: cannot open: {exc.strerror}") from None
     add, loads = cols.add_document, _loads

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.semconv import VERL_STEP
 
 TIMEOUT_S = 30.0
 
@@ -176,15 +177,26 @@ def _search_hits(url: str, body: bytes) -> list[dict[str, Any]]:
     return hits
 
 
-def tempo_trace_ids(base: str, service: str | None, since_ns: int, until_ns: int, limit: int = 10000) -> list[str]:
-    """Trace ids in the window: TraceQL search (Tempo >= 2), else the legacy tag search (Tempo 1.x).
+def tempo_trace_ids(
+    base: str,
+    service: str | None,
+    since_ns: int,
+    until_ns: int,
+    limit: int = 10000,
+    step: int | None = None,
+) -> list[str]:
+    """Trace ids in the window (of ``step`` only: ``{ span.verl.step = N }``): TraceQL search (Tempo >= 2),
+    else the legacy tag search (Tempo 1.x).
 
     One request cannot carry both (Tempo >= 2 answers 400 to ``q`` with ``tags``). Tempo 1.x ignores
     ``q`` and lists every trace of the window; its hits then lack the ``spanSet(s)`` a TraceQL answer
     always has, which is how the older API is recognised and asked again with ``tags``.
     """
     window = {"start": since_ns // 10**9, "end": until_ns // 10**9 + 1, "limit": limit}
-    traceql = f"{{ resource.service.name = {_traceql_string(service)} }}" if service else '{ name =~ "verl\\..*" }'
+    conditions = [f"resource.service.name = {_traceql_string(service)}"] if service else []
+    if step is not None:
+        conditions.append(f"span.{VERL_STEP} = {int(step)}")
+    traceql = f"{{ {' && '.join(conditions)} }}" if conditions else '{ name =~ "verl\\..*" }'
     url = f"{base}/api/search?{urllib.parse.urlencode({'q': traceql, 'spss': 1, **window})}"
     status, body = _request(url)
     if status == 200:
@@ -194,8 +206,11 @@ def tempo_trace_ids(base: str, service: str | None, since_ns: int, until_ns: int
     elif status not in (400, 404):
         raise _http_error(url, status, body)
     params: dict[str, Any] = dict(window)
-    if service:
-        params["tags"] = f"service.name={_logfmt_value(service)}"
+    tags = [f"service.name={_logfmt_value(service)}"] if service else []
+    if step is not None:
+        tags.append(f"{VERL_STEP}={int(step)}")
+    if tags:
+        params["tags"] = " ".join(tags)
     url = f"{base}/api/search?{urllib.parse.urlencode(params)}"
     return [h["traceID"] for h in _search_hits(url, _get(url))]
 
@@ -208,8 +223,10 @@ def tempo_documents(
     limit: int = 10000,
     bar: Any = None,
     warn: Callable[[str], None] | None = None,
+    step: int | None = None,
 ) -> Iterator[Any]:
-    """Each trace of the window as an OTLP/JSON document: ``/api/v2/traces/<id>``, else ``/api/traces/<id>``.
+    """Each trace of the window (that holds spans of ``step``, when given) as an OTLP/JSON document:
+    ``/api/v2/traces/<id>``, else ``/api/traces/<id>``.
 
     v2 (Tempo >= 2.5, and 3.x) wraps the trace as ``{"trace": {...}, "status": ...}``; v1 answers
     ``{"batches": [...]}``. Both carry base64 ids and enum names: both go through the spool's decoder.
@@ -221,7 +238,7 @@ def tempo_documents(
     """
     base = base_url(base)
     paths = ["/api/v2/traces/", "/api/traces/"]
-    ids = tempo_trace_ids(base, service, since_ns, until_ns, limit)
+    ids = tempo_trace_ids(base, service, since_ns, until_ns, limit, step)
     if warn is not None and len(ids) >= limit:
         warn(
             f"Tempo's search returned {len(ids)} traces, the limit (--max-traces {limit}): the window may hold "

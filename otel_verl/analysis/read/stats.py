@@ -19,3 +19,12 @@ class LoadStats:
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     """Things the user must know about the data (e.g. a backend's trace limit reached); shown and saved."""
+    steps: int = 0
+    """Steps read by a step-at-a-time read (:func:`otel_verl.analysis.read.steps.iter_steps`)."""
+    no_step_spans: int = 0
+    """Spans of no step (their trace holds no step): yielded once, after the steps."""
+    late_spans: int = 0
+    """Spans of a step read after that step was yielded (a file out of the spool's layout); yielded with the
+    spans of no step, and a warning says so."""
+    outside_steps: int = 0
+    """Spans of steps outside ``--steps`` that were read anyway (they shared a file with steps inside)."""

@@ -35,8 +35,10 @@ def requests_table(
         "trace_id",
         "span_id",
         "worker_span",
+        "sample_index",
+        "rollout_n",
     ]
-    req = sp.loc[kind == "request", cols]
+    req = sp.loc[kind == "request", [c for c in cols if c in sp.columns]]
     req["step"] = whole_numbers(req["step"])
     req["worker"] = whole_numbers(req["worker"])
     req["request_status"] = req["request_status"].fillna("completed").astype(object)

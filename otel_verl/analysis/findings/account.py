@@ -1,0 +1,179 @@
+"""The step's account: where every second of a step went, against what it usually costs (:func:`step_accounts`).
+
+A step's wall time is a sum of parts: the trainer's phases (each top-level ``verl.phase``, with the time no
+earlier phase held), the time outside any phase, and the rollout along its critical path (:mod:`.peel`: what each
+anomaly cost, the usual path's start, preprocess, engine parts, tools, reward, gaps and finish, the rollout's
+overhead after its last worker). Each part's *baseline* is its median over the run's steps where it ran (a
+validation pass is judged against the validation passes); the step's baseline is the sum of its parts'
+baselines, so its excess splits exactly into the parts' excesses. The excess of the parts no span accounts for
+(a request's time between its spans, the step's time outside any phase) is the *unexplained* rest.
+
+The run's *spread* is the robust spread of the steps' excesses, and how far the largest of them naturally strays
+(:class:`StepSpread`): what "within the run's normal variation" means when a cause is judged (:mod:`.causes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.anomalies import step_anomalies
+from otel_verl.analysis.findings.baselines import Baselines
+from otel_verl.analysis.findings.peel import RolloutPath, rollout_path
+from otel_verl.analysis.findings.step_summary import StepSummary
+from otel_verl.analysis.findings.thresholds import Thresholds
+
+UNEXPLAINED_PARTS = (k.PART_GAP, k.PART_OUTSIDE_PHASES)
+"""Parts no span accounts for: their excess is the account's unexplained rest."""
+
+
+@dataclass
+class Part:
+    """One part of a step's account."""
+
+    kind: str
+    value_s: float
+    phase: str | None = None
+    baseline_s: float = float("nan")
+    seconds: float = 0.0
+    """This part's share of the step's excess (value − baseline; negative when it took less than usual)."""
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return (self.kind, self.phase)
+
+
+@dataclass
+class StepAccount:
+    summary: StepSummary
+    parts: list[Part]
+    anomalies: pd.DataFrame
+    """:mod:`.anomalies` rows with ``cost``: seconds of the rollout each cost (:mod:`.peel`)."""
+    path: RolloutPath | None
+    baseline_s: float = float("nan")
+    rollout_baseline_s: float = float("nan")
+    phase_name: str | None = None
+    """The rollout phase's name (``gen``), when a phase held the workers."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def step(self) -> int:
+        return self.summary.step
+
+    @property
+    def duration_s(self) -> float:
+        return self.summary.duration_s
+
+    @property
+    def excess_s(self) -> float:
+        return self.duration_s - self.baseline_s
+
+    @property
+    def unexplained_s(self) -> float:
+        return float(sum(p.seconds for p in self.parts if p.kind in UNEXPLAINED_PARTS))
+
+    @property
+    def rollout_s(self) -> float:
+        return self.path.rollout_s if self.path is not None else float("nan")
+
+    def part(self, kind: str, phase: str | None = None) -> Part | None:
+        return next((p for p in self.parts if p.kind == kind and p.phase == phase), None)
+
+
+GUMBEL_SCALE_PER_SPREAD = 1 / 1.1372
+"""A Gumbel's scale per 1.4826 × its median absolute deviation."""
+GUMBEL_MEDIAN = 0.3665
+"""The standard Gumbel's median (−ln ln 2)."""
+
+
+@dataclass(frozen=True)
+class StepSpread:
+    """How the run's steps stray from their baselines: ``spread`` (1.4826 × the median absolute deviation of their
+    excesses, what findings.json reports) and ``warn_s``, the excess beyond which a step is not the run's own
+    variation (:meth:`of`)."""
+
+    spread: float
+    warn_s: float
+
+    @classmethod
+    def of(cls, accounts: list[StepAccount], th: Thresholds) -> StepSpread:
+        """A rollout waits for its slowest request, so a step's excess has the right tail of a maximum: a Gumbel's,
+        whose scale the median absolute deviation gives (robust to the slow steps themselves, up to half of them).
+        The largest of ``n`` clean steps passes ``median + scale × (ln n + m)`` with probability about e^−m:
+        ``th.warning_margin`` is m, so a longer run does not raise more false alarms."""
+        excess = np.array([a.excess_s for a in accounts], dtype=float)
+        ok = np.isfinite(excess)
+        if ok.sum() < th.min_steps:
+            return cls(float("nan"), 0.0)
+        spread = _mad(excess[ok])
+        # steps that anomalies made slow are not the run's own variation: leave them out and measure again (a run
+        # with several slow steps would otherwise call its own noise larger than it is)
+        cost = np.array([float(a.anomalies["cost"].sum()) if len(a.anomalies) else 0.0 for a in accounts])
+        slow = (excess > np.median(excess[ok]) + 3 * spread) & (cost >= 0.5 * np.maximum(excess, 0))
+        if (ok & ~slow).sum() >= th.min_steps:
+            spread = _mad(excess[ok & ~slow])
+        scale = spread * GUMBEL_SCALE_PER_SPREAD
+        return cls(spread, scale * (GUMBEL_MEDIAN + np.log(int(ok.sum())) + th.warning_margin))
+
+
+def _mad(values: np.ndarray) -> float:
+    """1.4826 × the median absolute deviation (a normal's standard deviation)."""
+    return float(np.median(np.abs(values - np.median(values)))) * 1.4826
+
+
+def step_accounts(summaries: list[StepSummary], b: Baselines, th: Thresholds) -> tuple[list[StepAccount], StepSpread]:
+    """Every step's account and how the run's steps stray (no baseline with fewer than ``th.min_steps`` steps)."""
+    accounts = [_account(s, b, th) for s in summaries]
+    _judge(accounts, th)
+    return accounts, StepSpread.of(accounts, th)
+
+
+def _account(s: StepSummary, b: Baselines, th: Thresholds) -> StepAccount:
+    anomalies = step_anomalies(s, b, th)
+    path = rollout_path(s, anomalies)
+    anomalies = anomalies.assign(cost=path.cost.reindex(anomalies.index).fillna(0.0) if path else 0.0)
+    parts: list[Part] = []
+    ph = s.phases
+    rollout_phase = ph[ph["rollout"].to_numpy(dtype=bool)] if len(ph) else ph
+    for row in ph.itertuples(index=False):
+        if not row.rollout:
+            parts.append(Part(k.PART_PHASE, float(row.seconds), phase=str(row.name)))
+    covered = float(ph["seconds"].sum()) if len(ph) else 0.0
+    if path is not None:
+        parts.extend(Part(kind, float(v)) for kind, v in path.parts.items())
+        if rollout_phase.empty:  # the workers ran in no phase: their window is the rollout's
+            covered += path.rollout_s
+    parts.append(Part(k.PART_OUTSIDE_PHASES, s.duration_s - covered))
+    name = str(rollout_phase["name"].iloc[0]) if len(rollout_phase) else None
+    return StepAccount(s, parts, anomalies, path, phase_name=name)
+
+
+def _judge(accounts: list[StepAccount], th: Thresholds) -> None:
+    """Each part's baseline (its median over the steps where it ran), each step's baseline and excess."""
+    values: dict[tuple[str, str | None], list[float]] = {}
+    rollout_steps = sum(1 for a in accounts if a.path is not None)
+    for a in accounts:
+        for p in a.parts:
+            values.setdefault(p.key, []).append(p.value_s)
+    medians = {}
+    for key, vs in values.items():
+        arr = np.asarray(vs, dtype=float)
+        if key[0] in k.ROLLOUT_PARTS:  # a rollout part missing from a step's path took 0 s there
+            arr = np.concatenate([arr, np.zeros(max(rollout_steps - len(arr), 0))])
+        medians[key] = float(np.median(arr)) if len(arr) else float("nan")
+    for a in accounts:
+        if a.path is not None:
+            have = {p.key for p in a.parts}
+            a.parts.extend(
+                Part(kind, 0.0) for kind, phase in medians if kind in k.ROLLOUT_PARTS and (kind, phase) not in have
+            )
+        for p in a.parts:
+            p.baseline_s = medians.get(p.key, float("nan"))
+            p.seconds = p.value_s - p.baseline_s
+        a.baseline_s = float(sum(p.baseline_s for p in a.parts))
+        if a.path is not None:
+            a.rollout_baseline_s = float(sum(p.baseline_s for p in a.parts if p.kind in k.ROLLOUT_PARTS))
+        a.parts.sort(key=lambda p: -p.seconds)

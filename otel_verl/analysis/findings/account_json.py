@@ -1,0 +1,80 @@
+"""findings.json's ``steps``: every step's account as plain data (:func:`accounts_json`).
+
+Each entry: ``step``, ``duration_s``, ``baseline_s``, ``excess_s``, ``rollout_s``, ``rollout_baseline_s``, ``parts``
+(each ``kind``, ``seconds`` = its share of the excess, ``value_s``, ``baseline_s``, and where: ``phase``,
+``workers``, ``requests``, ``cause``), ``unexplained_s`` (the excess of the time no span accounts for), with
+``sum(parts.seconds) + unexplained_s == excess_s``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.account import UNEXPLAINED_PARTS, Part, StepAccount
+
+
+def accounts_json(accounts: list[StepAccount]) -> list[dict[str, Any]]:
+    return [account_json(a) for a in accounts]
+
+
+def account_json(a: StepAccount) -> dict[str, Any]:
+    return {
+        "step": a.step,
+        "duration_s": _r(a.duration_s),
+        "baseline_s": _r(a.baseline_s),
+        "excess_s": _r(a.excess_s),
+        "rollout_s": _r(a.rollout_s),
+        "rollout_baseline_s": _r(a.rollout_baseline_s),
+        "rollout_phase": a.phase_name,
+        "parts": [_part(a, p) for p in a.parts if p.kind not in UNEXPLAINED_PARTS],
+        "unexplained_s": _r(a.unexplained_s),
+        "unexplained": {p.kind: _r(p.seconds) for p in a.parts if p.kind in UNEXPLAINED_PARTS},
+        "trace_id": a.summary.trace_id,
+    }
+
+
+def _part(a: StepAccount, p: Part) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "kind": p.kind,
+        "seconds": _r(p.seconds),
+        "value_s": _r(p.value_s),
+        "baseline_s": _r(p.baseline_s),
+    }
+    if p.kind == k.PART_PHASE:
+        out["phase"] = p.phase
+        return out
+    out["phase"] = a.phase_name
+    workers, requests, cause = _where(a, p.kind)
+    out |= {"workers": workers, "requests": requests, "cause": cause}
+    return out
+
+
+def _where(a: StepAccount, part: str) -> tuple[list[int], list[str], str | None]:
+    """Who held this part on the critical path: the requests whose anomalies cost it, else the usual path's."""
+    an = a.anomalies
+    occ = a.summary.occurrences
+    req = a.summary.requests.set_index("request_span")["request_id"]
+    cause = None
+    rows = np.zeros(0, dtype=np.int64)
+    if len(an):
+        account_part = np.where(an["cause"].to_numpy() == k.STALL, k.PART_STALL, an["part"].to_numpy())
+        mine = an[(account_part == part) & (an["cost"].to_numpy(dtype=float) > 0)]
+        if len(mine):
+            cause = str(mine.groupby("cause")["cost"].sum().idxmax())
+            rows = mine["occ"].to_numpy(dtype=np.int64)
+    workers = {int(w) for w in occ["worker"].to_numpy(dtype=float)[rows] if np.isfinite(w)}
+    spans = [int(s) for s in occ["request_span"].to_numpy()[rows] if s >= 0]
+    path = a.path
+    if path is not None and path.usual_request is not None and path.usual_request >= 0:
+        spans.append(path.usual_request)
+    if path is not None and path.usual_worker is not None:
+        workers.add(path.usual_worker)
+    ids = [str(r) for r in req.reindex(list(dict.fromkeys(spans))).to_numpy() if isinstance(r, str)]
+    return sorted(workers), ids[:20], cause
+
+
+def _r(x: float) -> float | None:
+    return None if x is None or not np.isfinite(x) else round(float(x), 6)

@@ -1,0 +1,154 @@
+"""What each part usually takes in this run: :func:`run_baselines` over the steps' summaries.
+
+Two questions are answered per part (and per key: an engine call's turn index, a tool's name):
+
+* **Is one occurrence far outside the run's own spread?** Its value is above the *fence*: where the largest of
+  the run's values of that part would fall, given the width of its tail (:func:`fence`), and at least
+  ``3 × median``. Heavy tails move the fence out with them, so the long answers and slow tools every multi-turn
+  run has stay inside it, while a stalled call or a 30 s reward lands far beyond. Quantiles come from the steps'
+  histograms (:mod:`.histograms`), so a streamed run gets the same fences.
+* **Did a whole group move?** The median of a step, a worker, a replica or a sample group, divided by the run's
+  median, is compared with how far such groups usually stray (a robust z on log ratios across all groups of that
+  type in the run): a reward 3× slower on every worker is nowhere near any single reward's fence, but every worker
+  moved together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis.findings.histograms import LogHistogram
+from otel_verl.analysis.findings.step_summary import StepSummary
+from otel_verl.analysis.findings.thresholds import Thresholds
+
+MIN_KEY_COUNT = 30
+"""A (part, key) with fewer occurrences in the run is judged by its part's values over every key."""
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A part's usual value (``median``) and the fence an occurrence must pass to be far outside it."""
+
+    median: float
+    fence: float
+    count: int
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far a group type's medians usually stray from the run's: centre and robust scale of their log ratios."""
+
+    center: float
+    scale: float
+    groups: int
+
+
+@dataclass
+class Baselines:
+    norms: dict[tuple[str, str, str], Norm] = field(default_factory=dict)
+    """(part, key, metric) → its norm (a sparse key falls back to its part's norm over every key)."""
+    part_norms: dict[tuple[str, str], Norm] = field(default_factory=dict)
+    spreads: dict[tuple[str, str, str], Spread] = field(default_factory=dict)
+    """(group type, part, metric) → the spread of such groups' log ratios in the run."""
+    stall_fence: float = float("inf")
+    """A stretch of nothing moving heavier than this (seconds × requests in flight) is far outside the run's usual."""
+
+    def norm(self, part: str, key: str, metric: str) -> Norm | None:
+        found = self.norms.get((part, key, metric))
+        if found is not None and found.count >= MIN_KEY_COUNT:
+            return found
+        return self.part_norms.get((part, metric), found)
+
+
+def fence(h: LogHistogram, th: Thresholds) -> Norm:
+    """The norm of one part: its median, and the fence beyond which an occurrence is not the run's own tail.
+
+    The tail's width is read in log space between the median and ``fence_quantile`` (robust to a few per cent
+    of the values being the anomalies themselves); the fence lies where the largest of ``n`` such values would
+    fall (``z`` of 1 − 1/n) plus ``fence_margin`` widths, and at least ``fence_min_ratio`` × the median.
+
+    A part that usually takes nothing (its median below ``occurrence_min_s``: the engine's queue, the way to the
+    engine) has no width in log space: its fence is ``q + fence_additive × (q − median)`` instead (a replica that
+    sometimes queues must not hide a 8 s wait on one that never does)."""
+    med, q = h.median(), h.quantile(th.fence_quantile)
+    n = h.n
+    if not np.isfinite(med):
+        return Norm(med, float("inf"), n)
+    if med < th.occurrence_min_s:
+        floor = med + th.occurrence_min_s * th.fence_min_ratio
+        return Norm(med, max(q + th.fence_additive * (q - med), floor), n)
+    width = max(np.log(q / med), 0.0) / NormalDist().inv_cdf(th.fence_quantile)
+    z_max = NormalDist().inv_cdf(1.0 - 1.0 / max(n, 2))
+    return Norm(med, max(med * np.exp(width * (z_max + th.fence_margin)), med * th.fence_min_ratio), n)
+
+
+def run_baselines(summaries: list[StepSummary], th: Thresholds) -> Baselines:
+    """The run's norms per part and the spreads of its groups, from every step's summary."""
+    merged: dict[tuple[str, str, str], LogHistogram] = {}
+    by_part: dict[tuple[str, str], LogHistogram] = {}
+    for s in summaries:
+        for key, h in s.histograms.items():
+            merged.setdefault(key, LogHistogram()).merge(h)
+            by_part.setdefault((key[0], key[2]), LogHistogram()).merge(h)
+    b = Baselines(
+        norms={key: fence(h, th) for key, h in merged.items()},
+        part_norms={key: fence(h, th) for key, h in by_part.items()},
+    )
+    b.spreads = _spreads(summaries, b)
+    b.stall_fence = _stall_fence(summaries, th)
+    return b
+
+
+def group_log_ratios(groups: pd.DataFrame, b: Baselines) -> pd.DataFrame:
+    """Per (group type, group, part, metric): the count-weighted mean over keys of log(group median / run
+    median), the group's count, and the count-weighted means of its medians and of the run's (what a move is worth
+    in seconds). Groups of a part whose run median is 0 are left out."""
+    if groups.empty:
+        return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count", "median", "usual"])
+    codes, uniques = pd.MultiIndex.from_arrays([groups["part"], groups["key"], groups["metric"]]).factorize()
+    med = np.array([(n.median if (n := b.norm(*u)) is not None else np.nan) for u in uniques], dtype=float)
+    g = groups.assign(base=med[codes])
+    g = g[(g["base"] > 0).to_numpy() & (g["median"] > 0).to_numpy()]
+    if g.empty:
+        return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count", "median", "usual"])
+    g = g.assign(w=np.log(g["median"] / g["base"]) * g["count"])
+    by = [c for c in ("summary", "group_type", "group", "part", "metric") if c in g]
+    g = g.assign(wm=g["median"] * g["count"], wb=g["base"] * g["count"])
+    agg = g.groupby(by, sort=False)[["w", "wm", "wb", "count"]].sum().reset_index()
+    agg["log_ratio"] = agg["w"] / agg["count"]
+    agg["median"] = agg["wm"] / agg["count"]
+    agg["usual"] = agg["wb"] / agg["count"]
+    return agg.drop(columns=["w", "wm", "wb"])
+
+
+def _spreads(summaries: list[StepSummary], b: Baselines) -> dict[tuple[str, str, str], Spread]:
+    frames = [s.groups for s in summaries if len(s.groups)]
+    if not frames:
+        return {}
+    allg = group_log_ratios(pd.concat(frames, keys=range(len(frames)), names=["summary"]).reset_index(level=0), b)
+    out = {}
+    for (gt, part, metric), g in allg.groupby(["group_type", "part", "metric"], sort=False):
+        x = g["log_ratio"].to_numpy(dtype=float)
+        center = float(np.median(x))
+        scale = float(np.median(np.abs(x - center))) * 1.4826
+        out[(gt, part, metric)] = Spread(center, scale, len(x))
+    return out
+
+
+def _stall_fence(summaries: list[StepSummary], th: Thresholds) -> float:
+    """The fence over each worker-step's heaviest stretch of nothing moving (seconds × requests in flight, two or
+    more in flight): a stall holds many requests still for long; a rollout's tail holds one or two."""
+    heaviest = []
+    for s in summaries:
+        q = s.quiet
+        if len(q):
+            busy = q[q["in_flight"].to_numpy() >= th.stall_min_in_flight]
+            if len(busy):
+                heaviest.extend(busy.groupby("worker")["weight"].max().to_numpy(dtype=float))
+    if not heaviest:
+        return float("inf")
+    return fence(LogHistogram.of(np.asarray(heaviest)), th).fence

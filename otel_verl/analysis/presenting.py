@@ -1,0 +1,113 @@
+"""How findings.json reads to a person: the words report.html and the CLI summary share.
+
+Both read findings as the JSON dicts of findings.json (``kind``, ``severity``, ``steps``, ``workers``,
+``seconds``, ``message``, ``evidence``, ``trace_ids``, ``details``): :func:`as_dicts` turns today's finding
+objects into them (``to_json()``), and fills ``steps``/``workers`` from a lone ``step``/``worker``, so the same
+code shows the old findings and the new diagnosis's. Nothing here prints a Python dict or a shortened id.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+SEVERITY_WORDS = {"critical": ("critical", "critical"), "warning": ("warning", "warnings"), "info": ("note", "notes")}
+PERFETTO_UI = "https://ui.perfetto.dev"
+JAEGER_TRACE_URL = "http://JAEGER-HOST:16686/trace/{trace_id}"
+
+
+def as_dicts(findings: Iterable[Any]) -> list[dict[str, Any]]:
+    """Findings as findings.json dicts (objects through ``to_json()``), with ``steps`` and ``workers`` lists."""
+    out = []
+    for f in findings:
+        d = dict(f.to_json() if hasattr(f, "to_json") else f)
+        if not d.get("steps"):
+            d["steps"] = [d["step"]] if d.get("step") is not None else []
+        if not d.get("workers"):
+            d["workers"] = [d["worker"]] if d.get("worker") is not None else []
+        if not d.get("trace_ids"):
+            d["trace_ids"] = list(dict.fromkeys(e["trace_id"] for e in d.get("evidence") or [] if e.get("trace_id")))
+        d.setdefault("details", {})
+        out.append(d)
+    return out
+
+
+def severity_counts(findings: Iterable[Mapping[str, Any]]) -> str:
+    """``1 critical, 2 warnings, 3 notes`` (``none`` when empty)."""
+    counts = Counter(f.get("severity") for f in findings)
+    words = [
+        f"{counts[s]} {one if counts[s] == 1 else many}" for s, (one, many) in SEVERITY_WORDS.items() if counts.get(s)
+    ]
+    return ", ".join(words) or "none"
+
+
+def number_ranges(values: Iterable[Any]) -> str:
+    """``1, 3-5, 9`` from whole numbers (empty for none)."""
+    nums = sorted({int(v) for v in values if v is not None})
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def steps_words(steps: Iterable[Any]) -> str:
+    """``step 7`` or ``steps 3-5, 9``."""
+    nums = {int(v) for v in steps if v is not None}
+    return f"{'step' if len(nums) == 1 else 'steps'} {number_ranges(nums)}" if nums else ""
+
+
+def where(f: Mapping[str, Any]) -> str:
+    """``worker 3``, ``workers 0-7 (the whole step)``, ``the trainer (phase update_actor)``."""
+    details = f.get("details") or {}
+    workers = f.get("workers") or []
+    if details.get("scope") == "phase" or (details.get("phase") and not workers):
+        return f"the trainer (phase {details['phase']})" if details.get("phase") else "the trainer"
+    if not workers:
+        return ""
+    one = "worker" if len(workers) == 1 else "workers"
+    whole = " (the whole step)" if details.get("scope") == "step" else ""
+    replica = f", replica {details['replica']}" if details.get("replica") is not None else ""
+    return f"{one} {number_ranges(workers)}{whole}{replica}"
+
+
+def trace_link(trace_url: str | None, trace_id: str) -> str | None:
+    """The URL of one trace from a ``--trace-url`` template, else None."""
+    return trace_url.replace("{trace_id}", trace_id) if trace_url else None
+
+
+def open_step_command(source: str | None, steps: Iterable[Any]) -> str:
+    """The command that writes these steps for ui.perfetto.dev: ``otel-verl export-perfetto SRC --steps 7:7 --out
+    step7.json``."""
+    nums = sorted({int(s) for s in steps if s is not None})
+    src = shlex.quote(str(source)) if source else "SOURCE"
+    if not nums:
+        return f"otel-verl export-perfetto {src} --out trace.json"
+    lo, hi = nums[0], nums[-1]
+    name = f"step{lo}" if lo == hi else f"steps{lo}-{hi}"
+    return f"otel-verl export-perfetto {src} --steps {lo}:{hi} --out {name}.json"
+
+
+def missing_parts(summary: Mapping[str, Any]) -> list[str]:
+    """What the input lacked, in words: skipped bad lines (with the first), load warnings, steps without
+    workers or requests. Empty when the data is whole."""
+    out: list[str] = []
+    load = summary.get("load") or {}
+    bad = int(load.get("bad_lines_skipped") or 0)
+    if bad:
+        first = (load.get("first_bad_lines") or [None])[0]
+        lines = "1 bad line was" if bad == 1 else f"{bad} bad lines were"
+        out.append(f"{lines} skipped (--skip-bad-lines)" + (f"; the first: {first}" if first else ""))
+    out += [str(w) for w in load.get("warnings") or []]
+    gaps = summary.get("missing") or {}
+    if gaps.get("steps_without_workers"):
+        out.append(f"no worker spans in {steps_words(gaps['steps_without_workers'])}: the rollout there is unseen")
+    if gaps.get("steps_without_requests"):
+        out.append(f"no request spans in {steps_words(gaps['steps_without_requests'])}")
+    return out

@@ -1,0 +1,227 @@
+"""Jaeger v2 and Tempo, fetched a step at a time by the ``verl.step`` attribute.
+
+A search by ``verl.step = N`` finds every trace that holds a span of step N, whatever its shape: the step's
+own trace, or traces cut per request or per sample group that carry ``verl.step`` on their spans. Each trace
+comes whole (the engine's spans under our calls with it), so :mod:`.steps` can resolve and route it.
+
+* **Tempo**: TraceQL ``{ span.verl.step = N }`` (Tempo 1.x: the tag search ``verl.step=N``), then each trace
+  by id, as :func:`otel_verl.analysis.read.remote.tempo_documents`. The steps come from Tempo's tag values API
+  (``/api/v2/search/tag/span.verl.step/values``), else they are probed as for Jaeger.
+* **Jaeger**: ``/api/v3/traces`` with ``query.attributes={"verl.step":"N"}`` (Jaeger >= 2.19). Older Jaeger
+  v2 (2.13, the module built here) ignores that parameter; it is detected with one search for a step that
+  cannot exist, and then the internal ``/api/traces?tags=`` search (kept until 2.20) gives the trace ids,
+  each fetched from ``/api/v3/traces/<id>``. Jaeger has no API listing an attribute's values: steps are
+  probed upwards from the first of ``--steps`` (default 0) until :data:`PROBE_MISSES` steps in a row are
+  empty; a resumed run that starts later needs ``--steps FIRST:``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.read import remote
+from otel_verl.analysis.read.otlp_json import SpanColumns, normalize_id
+from otel_verl.analysis.read.parts import Part
+from otel_verl.analysis.read.stats import LoadStats
+from otel_verl.semconv import VERL_STEP
+
+PROBE_MISSES = 3
+"""Empty steps in a row after which probing stops (verl counts steps one by one; a gap of a step or two is a
+crashed or skipped step, not the end)."""
+_IMPOSSIBLE_STEP = "otel-verl-probe-no-such-step"
+
+
+def _spans(doc: Any) -> Iterator[tuple[dict[str, Any], list[Any]]]:
+    """(resourceSpans entry, its scopeSpans' span lists) of one OTLP/JSON answer."""
+    inner = doc.get("result", doc) if isinstance(doc, dict) else None
+    for rs in (inner or {}).get("resourceSpans") or []:
+        yield rs, [(ss or {}).get("spans") or [] for ss in (rs or {}).get("scopeSpans") or []]
+
+
+def _keep_traces(doc: Any, skip: set[str]) -> tuple[Any, set[str]]:
+    """``doc`` without the spans of traces in ``skip`` (already fetched for this step), and the traces it has."""
+    found: set[str] = set()
+    for _rs, span_lists in _spans(doc):
+        for spans in span_lists:
+            kept = [sp for sp in spans if normalize_id(sp.get("traceId"), 16) not in skip]
+            found.update(normalize_id(sp.get("traceId"), 16) for sp in kept)
+            spans[:] = kept
+    return doc, found
+
+
+class JaegerSteps:
+    """Jaeger's query API, one step at a time."""
+
+    def __init__(self, base: str, service: str | None, lo: int, hi: int, limit: int, stats: LoadStats) -> None:
+        self.base, self.lo, self.hi, self.limit, self.stats = remote.base_url(base), lo, hi, limit, stats
+        self.services = [service] if service else self._services()
+        self.v3_attributes = self._supports_v3_attributes()
+
+    def _services(self) -> list[str]:
+        services: list[str] = []
+        for doc in remote._json_documents(self.base, remote._get(f"{self.base}/api/v3/services")):
+            services.extend(doc.get("services", []) if isinstance(doc, dict) else [])
+        services = [s for s in services if not s.startswith("jaeger")]
+        if not services:
+            raise AnalysisInputError(f"{self.base}: Jaeger knows no services; is this the right URL?")
+        return services
+
+    def _v3_search(self, service: str, attributes: dict[str, str], limit: int) -> Iterator[Any]:
+        query = {
+            "query.service_name": service,
+            "query.start_time_min": remote._rfc3339(self.lo),
+            "query.start_time_max": remote._rfc3339(self.hi),
+            "query.search_depth": limit,
+            "query.num_traces": limit,
+            "query.attributes": json.dumps(attributes, separators=(",", ":")),
+        }
+        url = f"{self.base}/api/v3/traces?{urllib.parse.urlencode(query)}"
+        for doc in remote._json_documents(url, remote._get(url, accept=(404,))):
+            if isinstance(doc, dict) and "error" in doc and "result" not in doc:
+                if "not found" in str(doc["error"]).lower():
+                    continue
+                raise AnalysisInputError(f"{url}: Jaeger error: {doc['error']}")
+            yield doc
+
+    def _supports_v3_attributes(self) -> bool:
+        """Whether ``/api/v3/traces`` filters by ``query.attributes``: a search for a step no span has finds
+        nothing where it does, and any trace where the parameter is ignored (Jaeger < 2.19)."""
+        for doc in self._v3_search(self.services[0], {VERL_STEP: _IMPOSSIBLE_STEP}, 1):
+            if any(spans for _rs, lists in _spans(doc) for spans in lists):
+                return False
+        return True
+
+    def _v1_trace_ids(self, service: str, step: int) -> list[str]:
+        query = {
+            "service": service,
+            "tags": json.dumps({VERL_STEP: str(step)}),
+            "start": self.lo // 1000,
+            "end": self.hi // 1000,
+            "limit": self.limit,
+        }
+        url = f"{self.base}/api/traces?{urllib.parse.urlencode(query)}"
+        status, body = remote._request(url)
+        if status == 404:
+            raise AnalysisInputError(
+                f"{url}: this Jaeger searches neither by attribute on /api/v3/traces nor on /api/traces; "
+                "analyze it whole (without --steps) or upgrade Jaeger to >= 2.19"
+            )
+        if status != 200:
+            raise remote._http_error(url, status, body)
+        ids = []
+        for doc in remote._json_documents(url, body):
+            for trace in (doc.get("data") or []) if isinstance(doc, dict) else []:
+                if isinstance(trace, dict) and trace.get("traceID"):
+                    ids.append(normalize_id(trace["traceID"], 16))
+        return ids
+
+    def documents(self, step: int, warn: Any) -> Iterator[Any]:
+        """Every trace holding a span of ``step``, each once (a trace found under several services too)."""
+        seen: set[str] = set()
+        for service in self.services:
+            found: set[str] = set()
+            if self.v3_attributes:
+                for doc in self._v3_search(service, {VERL_STEP: str(step)}, self.limit):
+                    doc, traces = _keep_traces(doc, seen)
+                    found |= traces
+                    yield doc
+            else:
+                for tid in self._v1_trace_ids(service, step):
+                    if tid in seen or tid in found:
+                        continue
+                    found.add(tid)
+                    url = f"{self.base}/api/v3/traces/{tid}"
+                    yield from remote._json_documents(url, remote._get(url))
+            if len(found) >= self.limit:
+                warn(
+                    f"Jaeger returned {len(found)} traces of step {step} for service {service!r}, its limit "
+                    f"(--max-traces {self.limit}): the step may hold more; raise --max-traces"
+                )
+            seen |= found
+
+
+class RemoteSteps:
+    """Jaeger or Tempo as a step source for :func:`otel_verl.analysis.read.steps.iter_steps`."""
+
+    total_bytes = 0
+
+    def __init__(
+        self,
+        source: str,
+        kind: str,
+        stats: LoadStats,
+        steps: range | None,
+        service: str | None,
+        window: tuple[int | None, int | None],
+        max_traces: int,
+    ) -> None:
+        now = time.time_ns()
+        self.lo = window[0] if window[0] is not None else now - 24 * 3600 * 10**9
+        self.hi = window[1] if window[1] is not None else now
+        self.source, self.kind, self.stats, self.steps = source, kind, stats, steps
+        self.service, self.limit = service, max_traces
+        self.known: list[int] | None = None
+        self.misses = 0
+        self.jaeger: JaegerSteps | None = None
+
+    def start(self, spill_dir: Path, register: Any, advance: Any) -> None:
+        if self.kind == "jaeger":
+            self.jaeger = JaegerSteps(self.source, self.service, self.lo, self.hi, self.limit, self.stats)
+        else:
+            self.known = self._tempo_steps()
+
+    def _tempo_steps(self) -> list[int] | None:
+        """``verl.step`` values Tempo knows in the window (tag values API), None where it has no such API."""
+        base = remote.base_url(self.source)
+        query = urllib.parse.urlencode({"start": self.lo // 10**9, "end": self.hi // 10**9 + 1})
+        url = f"{base}/api/v2/search/tag/span.{VERL_STEP}/values?{query}"
+        status, body = remote._request(url)
+        if status != 200:
+            return None
+        values: set[int] = set()
+        for doc in remote._json_documents(url, body):
+            for item in (doc.get("tagValues") or []) if isinstance(doc, dict) else []:
+                try:
+                    values.add(int(item.get("value")))
+                except (TypeError, ValueError, AttributeError):
+                    continue
+        return sorted(s for s in values if self.steps is None or s in self.steps)
+
+    def candidate_steps(self) -> Iterator[int]:
+        if self.known is not None:
+            yield from self.known
+            return
+        step = max(self.steps.start, 0) if self.steps is not None else 0
+        while self.misses < PROBE_MISSES and (self.steps is None or step in self.steps):
+            yield step
+            step += 1
+
+    def read(self, group: tuple[int, ...], advance: Any) -> list[Part]:
+        cols = SpanColumns()
+        for step in group:
+            if self.jaeger is not None:
+                docs = self.jaeger.documents(step, self.stats.warnings.append)
+            else:
+                docs = remote.tempo_documents(
+                    self.source, self.service, self.lo, self.hi, self.limit, None, self.stats.warnings.append, step
+                )
+            before = cols.n
+            for doc in docs:
+                self.stats.lines += 1
+                try:
+                    cols.add_document(doc)
+                except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                    raise AnalysisInputError(f"{self.source}: unexpected response ({exc})") from None
+                cols.maybe_flush()
+            self.misses = 0 if cols.n > before else self.misses + 1
+            advance(1)
+        return cols.take_parts()
+
+    def close(self) -> None:
+        self.jaeger = None

@@ -1,0 +1,68 @@
+"""Split a whole span table by step with the rule of :mod:`.steps`: what ``iter_steps`` yields, from a table
+already in memory (a run small enough to load whole, or a test comparing the two reads).
+
+The rule: step s holds every span whose resolved step is s, and every span with no step whose trace's first
+step (the smallest step among the trace's spans) is s. Spans of traces without any step come last, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis.read.steps import StepSpans
+
+POSITION_COLUMNS = ("request_span", "worker_span", "turn_span", "step_span")
+"""Columns that hold row positions in the table (:func:`~otel_verl.analysis.read.hierarchy.resolve_hierarchy`)."""
+
+
+def owner_steps(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's step under the rule (NaN: the row belongs to no step)."""
+    step = pd.to_numeric(frame["step"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    codes, _ = pd.factorize(frame["trace_id"], use_na_sentinel=False)
+    first = np.full(codes.max() + 1 if len(codes) else 0, np.inf)
+    has = ~np.isnan(step)
+    np.minimum.at(first, codes[has], step[has])
+    first[np.isinf(first)] = np.nan
+    return np.where(has, step, first[codes])
+
+
+def take_rows(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """Rows of ``frame`` as their own table: positions renumbered, -1 where they pointed outside the rows."""
+    sub = frame.iloc[rows].reset_index(drop=True)
+    new_pos = np.full(len(frame) + 1, -1, dtype=np.int64)  # the last slot answers position -1
+    new_pos[rows] = np.arange(len(rows))
+    for col in POSITION_COLUMNS:
+        if col in sub:
+            sub[col] = new_pos[sub[col].to_numpy(dtype=np.int64)]
+    return sub
+
+
+def split_by_step(frame: pd.DataFrame, window: int = 1) -> Iterator[StepSpans]:
+    """The table's steps (or windows of ``window`` consecutive steps) in order, then the rows of no step."""
+    owner = owner_steps(frame)
+    steps = np.unique(owner[~np.isnan(owner)])
+    for i in range(0, len(steps), window):
+        group = steps[i : i + window]
+        rows = np.flatnonzero(np.isin(owner, group))
+        yield StepSpans(tuple(int(s) for s in group), take_rows(frame, rows))
+    rest = np.flatnonzero(np.isnan(owner))
+    if len(rest):
+        yield StepSpans((), take_rows(frame, rest))
+
+
+def concat_steps(parts: Iterable[StepSpans]) -> pd.DataFrame:
+    """One table of several step tables (``analyze --steps A:B`` until the analysis itself goes step by step):
+    positions moved by each table's offset."""
+    frames, offset = [], 0
+    for part in parts:
+        frame = part.spans.copy(deep=False)
+        for col in POSITION_COLUMNS:
+            if col in frame:
+                pos = frame[col].to_numpy(dtype=np.int64)
+                frame[col] = np.where(pos >= 0, pos + offset, -1)
+        frames.append(frame)
+        offset += len(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -1,0 +1,272 @@
+"""Read a run a step at a time (:func:`iter_steps`): memory bounded by the largest step, not by the run.
+
+Which spans belong to step s (the rule :mod:`.step_split` applies to a whole table, so a test can compare):
+
+* every span whose step, after the tree is resolved, is s (its own ``verl.step``, else its request's,
+  worker's or step span's: the engine's spans under our calls, a validation rollout inside step s);
+* every span with no step whose trace holds spans of step s (the engine's own orphans, spans whose parent was
+  sampled out); a trace that holds spans of several steps gives such spans to the first of them.
+
+Spans whose trace holds no step at all come once, after the steps, as ``StepSpans(steps=())`` (when no
+``steps`` range was asked for: with a range, they cannot be told from spans of steps outside it).
+``stats`` counts them (``no_step_spans``), as it counts spans that arrived after their step was handed out
+(``late_spans``: a file outside the spool's layout; they come with the spans of no step, and a warning says so).
+
+Each source is split by step where it is cheapest: spool and collector archive in :mod:`.step_files`, the
+seed's logs in :mod:`otel_verl.analysis.formats.seed_steps`, Jaeger and Tempo in :mod:`.remote_steps`.
+Assumption: a trace's spans without a step reach their step through their own trace (the instrumentation
+makes one trace per step, or per request with ``verl.step`` on it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.read.allocator import release_memory
+from otel_verl.analysis.read.hierarchy import resolve_hierarchy
+from otel_verl.analysis.read.otlp_json import frame_from_parts
+from otel_verl.analysis.read.parts import Part, split_rows, trace_ids
+from otel_verl.analysis.read.progress import Bar
+from otel_verl.analysis.read.sources import SOURCE_TYPES, detect_source_type, filter_and_dedupe
+from otel_verl.analysis.read.spill import Spill, SpillEntry, partition
+from otel_verl.analysis.read.stats import LoadStats
+
+
+@dataclass
+class StepSpans:
+    """The span table of one step (or a window of steps), tree resolved: the columns of ``load_spans``, and
+    ``request_span``/``worker_span``/``turn_span``/``step_span`` are positions in this table."""
+
+    steps: tuple[int, ...]
+    """The steps these spans belong to, ascending; empty for the spans of no step."""
+    spans: pd.DataFrame
+
+    @property
+    def step(self) -> int | None:
+        """The (first) step, None for the spans of no step."""
+        return self.steps[0] if self.steps else None
+
+
+class StepSource(Protocol):
+    """What :func:`iter_steps` asks of a source (spool/archive, seed logs, Jaeger/Tempo)."""
+
+    total_bytes: int
+
+    def start(self, spill_dir: Path, register: Any, advance: Any) -> None: ...
+    def candidate_steps(self) -> Iterator[int]: ...
+    def read(self, group: tuple[int, ...], advance: Any) -> list[Part]: ...
+    def close(self) -> None: ...
+
+
+def _open_source(
+    source: str, kind: str, *, skip_bad_lines: bool, stats: LoadStats, steps: range | None, **remote: Any
+) -> StepSource:
+    if kind in ("spool", "file"):
+        path = Path(source)
+        if not path.exists():
+            raise AnalysisInputError(f"{source}: no such file or directory")
+        from otel_verl.analysis.formats import seed_read
+
+        if path.is_dir() and seed_read.looks_like_seed_dir(path):
+            from otel_verl.analysis.formats.seed_steps import SeedSteps
+
+            return SeedSteps(path, skip_bad_lines, stats, steps, remote["seed_lines"])
+        from otel_verl.analysis.read.step_files import FileSteps
+
+        return FileSteps(path, skip_bad_lines, stats, steps)
+    from otel_verl.analysis.read.remote_steps import RemoteSteps
+
+    return RemoteSteps(source, kind, stats, steps, remote["service"], remote["window"], remote["max_traces"])
+
+
+class _Assembler:
+    """Routes what a source read to its step, spills the rest, builds each step's table."""
+
+    def __init__(self, src: StepSource, spill: Spill, stats: LoadStats, steps: range | None, table: Any) -> None:
+        self.src, self.spill, self.stats, self.steps, self.table = src, spill, stats, steps, table
+        self.claimed = pa.array([], type=pa.string())
+        self.late: list[Part] = []
+        self.last: int | None = None
+
+    def register(self, entry: SpillEntry) -> None:
+        """A part a first pass spilled: kept, unless its step is outside ``steps`` (counted, removed)."""
+        if entry.step is not None and self.steps is not None and entry.step not in self.steps:
+            self.stats.outside_steps += entry.n
+            entry.path.unlink(missing_ok=True)
+            return
+        self.spill.register(entry)
+
+    def route(self, parts: list[Part], group: tuple[int, ...]) -> tuple[list[Part], list[Part]]:
+        """(rows of ``group``, rows of no step read with them); rows of later steps go to the spill, rows of
+        earlier ones are late."""
+        mine: list[Part] = []
+        loose: list[Part] = []
+        for part in parts:
+            for step, sub in partition(part):
+                if step is not None and step in group:
+                    mine.append(sub)
+                elif step is None:
+                    loose.append(sub)
+                elif self.steps is not None and step not in self.steps:
+                    self.stats.outside_steps += sub["n"]
+                elif self.last is None or step > self.last:
+                    self.spill.add(step, sub)
+                else:
+                    self.late.append(sub)
+        return mine, loose
+
+    def spill_loose(self, parts: list[Part]) -> None:
+        for part in parts:
+            self.spill.add(None, part)
+
+    def groups(self, window: int) -> Iterator[tuple[int, ...]]:
+        """Windows of the next steps: the source's (ascending) merged with steps only the spill knows."""
+        candidates = self.src.candidate_steps()
+        ahead: int | None = None
+        while True:
+            group: list[int] = []
+            while len(group) < window:
+                if ahead is None or (self.last is not None and ahead <= self.last):
+                    ahead = next((s for s in candidates if self.last is None or s > self.last), None)
+                spilled = [s for s in self.spill.step_numbers() if self.last is None or s > self.last]
+                nxt = min([s for s in (ahead, *spilled) if s is not None], default=None)
+                if nxt is None:
+                    break
+                group.append(nxt)
+                self.last = nxt
+            if not group:
+                return
+            yield tuple(group)
+
+    def step_table(self, group: tuple[int, ...], read: list[Part]) -> pd.DataFrame | None:
+        mine, loose = self.route(read, group)
+        for step in group:
+            mine.extend(self.spill.pop_step(step))
+        if not mine:
+            self.spill_loose(loose)
+            return None
+        traces = pc.unique(pa.concat_arrays([pc.unique(trace_ids(p)) for p in mine]))
+        if len(self.claimed):
+            traces = traces.filter(pc.invert(pc.is_in(traces, value_set=self.claimed)))
+        for part in loose:  # rows of no step read with the step (seed events, spans without an own step)
+            hit = pc.is_in(trace_ids(part), value_set=traces).to_numpy(zero_copy_only=False)
+            ours, rest = split_rows(part, hit)
+            if ours is not None:
+                mine.append(ours)
+            if rest is not None:
+                self.spill.add(None, rest)
+        mine.extend(self.spill.take_traces(traces))
+        self.claimed = pa.concat_arrays([self.claimed, traces])
+        return self.table(mine)
+
+    def leftovers(self) -> pd.DataFrame | None:
+        """Spans of no step, and late ones: with a step of their own, or with none in a trace a step claimed."""
+        late = self.late + self.spill.pop_all_steps()
+        rest = self.spill.untaken()
+        for part in rest:
+            claimed = pc.is_in(trace_ids(part), value_set=self.claimed).to_numpy(zero_copy_only=False)
+            self.stats.late_spans += int(claimed.sum())
+            self.stats.no_step_spans += int((~claimed).sum())
+        self.stats.late_spans += sum(p["n"] for p in late)
+        return self.table(late + rest) if late or rest else None
+
+
+def iter_steps(
+    source: str | Any,
+    *,
+    source_type: str = "auto",
+    service: str | None = None,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+    skip_bad_lines: bool = False,
+    progress: bool = False,
+    stats: LoadStats | None = None,
+    max_traces: int = 10000,
+    steps: range | None = None,
+    window: int = 1,
+    seed_lines: bool = False,
+    spill_dir: str | None = None,
+) -> Iterator[StepSpans]:
+    """The span table of each training step (or of each ``window`` consecutive steps) of SOURCE, in order;
+    then, without ``steps``, the spans of no step. Options as :func:`~otel_verl.analysis.read.load_spans`;
+    ``steps`` keeps only the steps in that range (``range(10, 21)``: steps 10 to 20); ``spill_dir`` is where
+    spans that wait for their step go (a temporary directory, default ``$TMPDIR``).
+
+    Each table holds exactly the rows ``load_spans(SOURCE)`` would give for those steps (see the module's
+    rule), each row resolved the same way. Raises :class:`AnalysisInputError` on anything unusable, as
+    ``load_spans`` does; a source with no span at all raises after the last step.
+    """
+    t0 = time.perf_counter()
+    stats = stats if stats is not None else LoadStats()
+    source = str(source)
+    if source_type not in SOURCE_TYPES:
+        raise AnalysisInputError(f"unknown source type {source_type!r}; valid: {', '.join(SOURCE_TYPES)}")
+    if window < 1:
+        raise AnalysisInputError(f"step window {window}: must be at least 1")
+    kind = detect_source_type(source) if source_type == "auto" else source_type
+    files = kind in ("spool", "file")
+    src = _open_source(
+        source, kind, skip_bad_lines=skip_bad_lines, stats=stats, steps=steps, seed_lines=seed_lines,
+        service=service, window=(since_ns, until_ns), max_traces=max_traces,
+    )  # fmt: skip
+    spill = Spill(spill_dir)
+
+    def table(parts: list[Part]) -> pd.DataFrame | None:
+        frame, unique_ids = filter_and_dedupe(
+            frame_from_parts(parts), service if files else None, since_ns, until_ns, stats
+        )
+        if frame.empty:
+            return None
+        frame = resolve_hierarchy(frame.reset_index(drop=True), unique_span_ids=unique_ids or None)
+        stats.spans += len(frame)
+        return frame
+
+    asm = _Assembler(src, spill, stats, steps, table)
+    yielded = False
+    try:
+        show = progress and (not files or src.total_bytes > 20_000_000)
+        unit = "bytes" if files else "steps"
+        with Bar(show, "reading steps", src.total_bytes if files else None, unit) as bar:
+            src.start(spill.dir, asm.register, bar.advance)
+            for group in asm.groups(window):
+                frame = asm.step_table(group, src.read(group, bar.advance))
+                if frame is None:
+                    continue
+                present = frame["step"].dropna().unique()
+                stats.steps += len(present)
+                yielded = True
+                stats.seconds = time.perf_counter() - t0
+                yield StepSpans(tuple(sorted(int(s) for s in present)) or group, frame)
+                del frame
+                release_memory()  # the step's temporaries back to the OS: the next step starts from the same size
+        finish = getattr(src, "finish", None)  # parts a source can only make at the end (seed step spans)
+        if finish is not None:
+            asm.spill_loose(asm.route(finish(), ())[1])
+        if steps is None:
+            frame = asm.leftovers()
+            if frame is not None:
+                yielded = True
+                if stats.late_spans:
+                    stats.warnings.append(
+                        f"{stats.late_spans} spans were read after their step had been analysed (a file outside "
+                        "the spool's step_<n>/ layout?); they come with the spans of no step"
+                    )
+                yield StepSpans((), frame)
+    finally:
+        src.close()
+        spill.close()
+        stats.seconds = time.perf_counter() - t0
+    if not yielded:
+        where = f" for service {service!r}" if service else ""
+        skipped = f" ({stats.bad_lines} bad lines skipped; first: {stats.first_bad[0]})" if stats.first_bad else ""
+        within = f" in steps {steps.start}..{steps.stop - 1}" if steps is not None else ""
+        raise AnalysisInputError(f"{source}: no spans found{where}{within} in the selected time window{skipped}")
