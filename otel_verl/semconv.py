@@ -334,6 +334,10 @@ class LinkKind(str, Enum):
     """From a request in a trace of its own to its step span."""
     SLOW_REQUEST = "slow_request"
     """From a worker span to one of its slowest requests that live in traces of their own (slowest first)."""
+    GROUP = "group"
+    """From a request in a trace of its own to its V1 sample group span (its parent, had it not been cut: first)."""
+    CUT_OFF = "cut_off"
+    """From a worker span to each trace its requests went to (a request there), so the step's trace reaches them."""
 
 
 class ProcessRole(str, Enum):

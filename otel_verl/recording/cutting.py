@@ -14,8 +14,15 @@ step span (when there is one: a validation before training has none). A group's 
 same way (a group too big for one goes on in a second). When a rollout's chunks answer, the manager
 charges the step's trace what they really put there, so a later rollout in the step (a validation at
 ``test_freq``) gets the rest.
-The step's trace keeps step, phases, worker spans, barriers and the requests that fit; each worker
-span links to its slowest requests that went elsewhere (:attr:`TraceBudget.slowest`, slowest first).
+The step's trace keeps step, phases, worker spans, barriers and the requests that fit. Each worker
+span links to every trace its requests went to (a request there, :data:`CUT_OFF_LINKS` at most): Jaeger
+shows a link only on the span that holds it, so this is how the step's trace opens a cut-off request;
+and to its slowest requests that went elsewhere (:attr:`TraceBudget.slowest`, slowest first).
+
+verl's V1 sample groups (:mod:`otel_verl.instrumentation.rollout.group`): a request under a group span in
+the step's trace is placed like any other, and when it goes elsewhere its first link is that group span
+(the parent it would have had); the group span itself stays in the step's trace, where the trainer's
+update links to it. A request under an async group, a trace of its own already, is never moved.
 
 When: at the request's start, not its end. A request's trace id leaves the process with its first
 carrier (every engine round trip hands SGLang/vLLM one when ``OTEL_VERL_ENGINE_LINK`` is on, the
@@ -53,6 +60,11 @@ HEADROOM = 1.25
 """The estimate is the largest request seen × this."""
 SLOWEST_LINKS = 10
 """Links from a worker span to its slowest requests in traces of their own."""
+CUT_OFF_LINKS = 1000
+"""Links from a worker span to the traces its requests went to, at most: a real step's worker sends 64
+(4,096 trajectories, 8 workers, groups of 8), one a request with ``OTEL_VERL_TRACE_PER_REQUEST`` (512).
+The provider keeps 4,096 links a span (:data:`otel_verl.export.provider.MAX_LINKS`; the SDK's default
+is 128); past this cap a trace is still found by its request id and links back to the worker."""
 STRUCTURE_SPANS = 64
 """Spans of a step's trace that are not a worker's: step, phases, validation; the manager keeps them free."""
 UNKNOWN_WORKERS = 16
@@ -110,6 +122,7 @@ class TraceBudget:
         "_counter",
         "_groups",
         "allotment",
+        "cut_off",
         "limit",
         "links",
         "own_trace",
@@ -117,7 +130,9 @@ class TraceBudget:
         "reserve",
         "sizes",
         "slowest",
+        "step_trace_id",
         "used",
+        "worker_span_id",
     )
 
     def __init__(
@@ -152,9 +167,32 @@ class TraceBudget:
             links.append(Link(step, {semconv.VERL_LINK_KIND: semconv.LinkKind.STEP.value}))
         self.links: tuple[Link, ...] = tuple(links)
         """What a request in a trace of its own links to: its worker span, then its step span."""
+        valid = worker is not None and worker.is_valid
+        self.step_trace_id = worker.trace_id if valid else 0  # type: ignore[union-attr]
+        """The step's trace (the worker span's): the one this budget keeps bounded."""
+        self.worker_span_id = worker.span_id if valid else 0  # type: ignore[union-attr]
+        self.cut_off: dict[int, tuple[int, str | None]] = {}
+        """trace id → (span id, request id) of the first request that finished there, for each trace this
+        chunk's requests went to (:data:`CUT_OFF_LINKS` at most), in the order they were first seen."""
         self.slowest: list[tuple[int, int, int, int, str | None]] = []
         """Min-heap of the slowest requests placed elsewhere: (duration, order, trace id, span id, request id)."""
         self._counter = itertools.count()
+
+    def cuts(self, parent: SpanContext) -> bool:
+        """Whether a request under ``parent`` is placed here: only one in the step's trace (not one under an
+        async V1 sample group, a trace of its own already)."""
+        return not self.step_trace_id or parent.trace_id == self.step_trace_id
+
+    def links_for(self, parent: SpanContext) -> tuple[Link, ...]:
+        """The links of a request moved out from under ``parent``: the parent first when it is not the worker
+        span (a V1 sample group), then the worker and step spans."""
+        if parent.span_id == self.worker_span_id or not parent.is_valid:
+            return self.links
+        return (Link(parent, {semconv.VERL_LINK_KIND: semconv.LinkKind.GROUP.value}), *self.links)
+
+    def charge(self, spans: int) -> None:
+        """Spans put in the step's trace that are not requests (a V1 sample group's span under this worker)."""
+        self.used += spans
 
     def place(self, sample_index: Any) -> int | None:
         """Where a request starting now goes: None = the step's trace, else the trace id to root it in."""
@@ -175,8 +213,12 @@ class TraceBudget:
         """A request placed here ended (called by the recorder, before its sampling decision)."""
         root = recorder.root
         request_id = root.attributes.get(semconv.VERL_REQUEST_ID)
+        if self.step_trace_id:
+            in_step = recorder.trace_id == self.step_trace_id
+        else:
+            in_step = root.parent_id is not None
         self.finished(
-            0 if root.parent_id is not None else recorder.trace_id,  # a parent: it stayed in the step's trace
+            0 if in_step else recorder.trace_id,
             root.span_id,
             (root.end_ns or root.start_ns) - root.start_ns,
             request_id if isinstance(request_id, str) else None,
@@ -191,11 +233,23 @@ class TraceBudget:
         if not trace_id:
             self.used += spans - self.reserve
             return
+        if trace_id not in self.cut_off and len(self.cut_off) < CUT_OFF_LINKS:
+            self.cut_off[trace_id] = (span_id, request_id)
         entry = (duration_ns, next(self._counter), trace_id, span_id, request_id)
         if len(self.slowest) < SLOWEST_LINKS:
             heapq.heappush(self.slowest, entry)
         elif duration_ns > self.slowest[0][0]:
             heapq.heapreplace(self.slowest, entry)
+
+    def cut_off_links(self) -> list[tuple[SpanContext, dict[str, Any]]]:
+        """Links for the worker span: a request in each trace this chunk's requests went to."""
+        out = []
+        for trace_id, (span_id, request_id) in self.cut_off.items():
+            attributes: dict[str, Any] = {semconv.VERL_LINK_KIND: semconv.LinkKind.CUT_OFF.value}
+            if request_id is not None:
+                attributes[semconv.VERL_REQUEST_ID] = request_id
+            out.append((SpanContext(trace_id, span_id, False, _SAMPLED), attributes))
+        return out
 
     def slowest_links(self) -> list[tuple[SpanContext, dict[str, Any]]]:
         """Links for the worker span: its slowest requests in traces of their own, slowest first."""

@@ -101,7 +101,8 @@ class RequestRecorder:
     ) -> None:
         valid = parent is not None and parent.is_valid
         placed = None
-        if budget is not None and valid:  # the step's trace (None) or another, decided now: see recording.cutting
+        if budget is not None and valid and budget.cuts(parent):  # type: ignore[arg-type]
+            # the step's trace (None) or another, decided now: see recording.cutting
             placed = budget.place((attributes or _NO_ATTRIBUTES).get(semconv.VERL_SAMPLE_INDEX))
         own_trace = own_trace or not valid or placed is not None
         self.sampled = (bool(parent.trace_flags.sampled) if valid else True) and spans  # type: ignore[union-attr]
@@ -115,7 +116,7 @@ class RequestRecorder:
         )
         """The request span itself; its ``shared`` part is made when the spans are built."""
         if own_trace and valid:
-            self.root.links = budget.links if placed is not None else (Link(parent),)  # type: ignore[union-attr,arg-type]
+            self.root.links = budget.links_for(parent) if placed is not None else (Link(parent),)  # type: ignore[union-attr,arg-type]
         self.budget = budget
         self.carriers = 0
         """Carriers handed out (engine round trips, remote reward): spans other processes may add to the trace."""

@@ -5,7 +5,8 @@ The CPU demo (verl's real agent loop, planted slowness as in ``conftest.DEMO_PLA
 trace of 400 spans, so most requests go to traces of their sample group (``OTEL_VERL_TRACE_MAX_SPANS``);
 a second run puts every request in a trace of its own (``OTEL_VERL_TRACE_PER_REQUEST``). Each spool is
 then rewritten as if nothing had been cut (:func:`uncut`: every span of a cut trace moves into the trace of
-the worker span its request links to first, and that request's parent becomes that worker span), and
+the span its request links to first, its worker's or its V1 sample group's, and that request's parent
+becomes that span), and
 both versions are analyzed. Compared: every span's resolved kind, step, worker, request, turn and
 ancestors, and ``findings.json`` (its trace ids mapped through the same rewrite). The diagnosis is
 being rewritten; whatever :func:`otel_verl.analysis.analyze` gives at the time is compared, so the test
@@ -42,8 +43,11 @@ def _link_kind(link: dict) -> str | None:
     return kinds[0] if kinds else None
 
 
-def _worker_link(span: dict) -> dict | None:
-    return next((link for link in span.get("links", ()) if _link_kind(link) == sc.LinkKind.WORKER.value), None)
+def _parent_link(span: dict) -> dict | None:
+    """A cut request's first link: the parent it would have had (its V1 sample group's span, else its worker's)."""
+    links = span.get("links") or ()
+    parents = (sc.LinkKind.GROUP.value, sc.LinkKind.WORKER.value)
+    return links[0] if links and _link_kind(links[0]) in parents else None
 
 
 def uncut(spool: Path, out: Path) -> dict[str, str]:
@@ -53,7 +57,7 @@ def uncut(spool: Path, out: Path) -> dict[str, str]:
     for path in files:
         for line in path.read_bytes().splitlines():
             for span in _spans(orjson.loads(line)):
-                link = _worker_link(span)
+                link = _parent_link(span)
                 if "parentSpanId" not in span and span["name"] == sc.SPAN_REQUEST and link is not None:
                     assert moved.setdefault(span["traceId"], link["traceId"]) == link["traceId"]  # one worker a trace
     for path in files:
@@ -61,7 +65,7 @@ def uncut(spool: Path, out: Path) -> dict[str, str]:
         for line in path.read_bytes().splitlines():
             doc = orjson.loads(line)
             for span in _spans(doc):
-                link = _worker_link(span)
+                link = _parent_link(span)
                 if "parentSpanId" not in span and span["name"] == sc.SPAN_REQUEST and link is not None:
                     span["parentSpanId"] = link["spanId"]
                 span.pop("links", None)
@@ -135,8 +139,33 @@ def test_the_run_was_really_cut(cut_run) -> None:
         for span in _spans(orjson.loads(line))
     ]
     cut_links = [kinds for name, kinds in links if name == sc.SPAN_REQUEST and kinds]
-    assert cut_links and all(kinds[:2] == ["worker", "step"] for kinds in cut_links if len(kinds) > 1)
-    assert any(kinds and set(kinds) == {"slow_request"} for name, kinds in links if name == sc.SPAN_WORKER)
+    parents = (["worker", "step"], ["group", "worker", "step"])  # a validation before training: no step
+    assert cut_links and all(kinds in parents for kinds in cut_links if kinds[-1] == "step")
+    worker_links = [kinds for name, kinds in links if name == sc.SPAN_WORKER and kinds]
+    assert worker_links and all(set(kinds) <= {"cut_off", "slow_request"} for kinds in worker_links)
+
+
+def test_the_step_trace_links_to_every_cut_off_trace(cut_run) -> None:
+    """Jaeger shows a link on the span holding it only: the worker spans (in the step's trace) link to each
+    trace their requests went to, so each cut-off request opens from the step's trace."""
+    _shape, spool, _joined, moved = cut_run
+    spans = [
+        span
+        for path in spool.rglob("*.jsonl")
+        for line in path.read_bytes().splitlines()
+        for span in _spans(orjson.loads(line))
+    ]
+    by_id = {span["spanId"]: span for span in spans}
+    reached = {
+        link["traceId"]
+        for span in spans
+        if span["name"] == sc.SPAN_WORKER
+        for link in span.get("links", ())
+        if _link_kind(link) == sc.LinkKind.CUT_OFF.value
+        and by_id[link["spanId"]]["traceId"] == link["traceId"]  # a span that is there
+        and by_id[link["spanId"]]["name"] == sc.SPAN_REQUEST
+    }
+    assert reached == set(moved)
 
 
 def test_same_tree_however_cut(cut_run) -> None:
@@ -157,14 +186,23 @@ def test_same_findings_however_cut(cut_run, tmp_path) -> None:
     from otel_verl.analysis import analyze
 
     _shape, spool, joined, moved = cut_run
-    analyze(load_spans(spool), tmp_path / "cut")
-    analyze(load_spans(joined), tmp_path / "whole")
-    cut_text = (tmp_path / "cut" / "findings.json").read_text()
-    for old, new in moved.items():
-        cut_text = cut_text.replace(old, new)
+    cut_result = analyze(load_spans(spool), tmp_path / "cut")
+    whole_result = analyze(load_spans(joined), tmp_path / "whole")
+    # the step's account: every step, part by part, the same (findings.json's ``steps``, compared below too)
+    assert len(whole_result.steps) == DEMO_SIZE["steps"] and any(s["parts"] for s in whole_result.steps)
+    mapped = json.loads(_mapped(json.dumps(cut_result.steps), moved))
+    assert mapped == whole_result.steps
+    cut_text = _mapped((tmp_path / "cut" / "findings.json").read_text(), moved)
     cut_doc, whole_doc = json.loads(cut_text), json.loads((tmp_path / "whole" / "findings.json").read_text())
     assert whole_doc["findings"], "the planted run found nothing: the comparison would mean little"
     assert _distinct_trace_ids(cut_doc) == whole_doc, _diff(_distinct_trace_ids(cut_doc), whole_doc)
+
+
+def _mapped(text: str, moved: dict[str, str]) -> str:
+    """``text`` with each cut trace's id replaced by the id of the trace it was joined into."""
+    for old, new in moved.items():
+        text = text.replace(old, new)
+    return text
 
 
 def _distinct_trace_ids(value):

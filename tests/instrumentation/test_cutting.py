@@ -116,3 +116,48 @@ def test_a_request_that_fits_stays_under_its_worker() -> None:
     rec.finish("completed")
     assert rec.trace_id == STEP_TRACE and rec.root.parent_id == WORKER.span_id and rec.root.links == ()
     assert budget.slowest_links() == [] and budget.used == 1
+
+
+def test_the_worker_links_to_every_trace_its_requests_went_to_once() -> None:
+    budget = _budget(allotment=0, reserve=10)
+    recorders = [
+        RequestRecorder(WORKER, {semconv.VERL_SAMPLE_INDEX: sample, semconv.VERL_REQUEST_ID: f"r{i}"}, budget=budget)
+        for i, sample in enumerate((0, 0, 1, 2, 2))
+    ]
+    for rec in recorders:
+        rec.finish("completed")
+    links = budget.cut_off_links()
+    traces = list(dict.fromkeys(rec.trace_id for rec in recorders))  # three sample groups, in order
+    assert [context.trace_id for context, _ in links] == traces
+    assert [attrs[semconv.VERL_REQUEST_ID] for _, attrs in links] == ["r0", "r2", "r3"]
+    first = {rec.trace_id: rec.root.span_id for rec in reversed(recorders)}
+    assert [context.span_id for context, _ in links] == [first[t] for t in traces]  # a request of that trace
+    assert {attrs[semconv.VERL_LINK_KIND] for _, attrs in links} == {"cut_off"}
+
+
+def test_the_cut_off_links_stop_at_their_cap() -> None:
+    budget = _budget(allotment=0, reserve=1)
+    for i in range(cutting.CUT_OFF_LINKS + 3):
+        budget.finished(0x1000 + i, 1 + i, 5, None, spans=2)
+    links = budget.cut_off_links()
+    assert len(links) == cutting.CUT_OFF_LINKS and links[0][0].trace_id == 0x1000
+
+
+def test_a_request_under_a_v1_group_in_the_step_trace_links_to_the_group_first() -> None:
+    group = SpanContext(STEP_TRACE, 0x33, False, SAMPLED)
+    budget = _budget(allotment=0, reserve=10)
+    rec = RequestRecorder(group, {semconv.VERL_SAMPLE_INDEX: 4}, budget=budget)
+    rec.finish("completed")
+    assert rec.trace_id != STEP_TRACE and rec.root.parent_id is None
+    assert _link_kinds(rec.root.links) == ["group", "worker", "step"]
+    assert rec.root.links[0].context == group  # the analyzer's parent: the group, as if it had not been cut
+
+
+def test_a_request_under_an_async_group_trace_is_never_moved_nor_charged_to_the_step() -> None:
+    group = SpanContext(0xDEF, 0x44, False, SAMPLED)  # an async V1 group: a trace of its own
+    budget = _budget(allotment=0, reserve=10)
+    rec = RequestRecorder(group, {semconv.VERL_SAMPLE_INDEX: 4, semconv.VERL_REQUEST_ID: "a"}, budget=budget)
+    rec.finish("completed")
+    assert rec.trace_id == 0xDEF and rec.root.parent_id == 0x44 and rec.root.links == ()
+    assert budget.used == 0 and budget.own_trace == 0
+    assert [context.trace_id for context, _ in budget.cut_off_links()] == [0xDEF]  # the step's side reaches it

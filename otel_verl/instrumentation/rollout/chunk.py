@@ -135,11 +135,11 @@ class WorkerChunk:
         budget = self.budget
         if budget is not None and span.is_recording():
             try:
-                for context, attributes in budget.slowest_links():
+                for context, attributes in (*budget.cut_off_links(), *budget.slowest_links()):
                     span.add_link(context, attributes)
                 span.set_attribute(semconv.VERL_WORKER_NUM_OWN_TRACE, budget.own_trace)
             except Exception:
-                logger.debug("otel_verl: links to the slowest requests not added", exc_info=True)
+                logger.debug("otel_verl: links to the cut-off requests not added", exc_info=True)
         if span.is_recording():
             span.set_attribute(semconv.VERL_WORKER_NUM_REQUESTS, self.requests)
             span.set_attribute(semconv.VERL_WORKER_NUM_COMPLETED, self.status_counts.get(COMPLETED, 0))
