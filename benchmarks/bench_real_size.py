@@ -201,6 +201,14 @@ def _jaeger_span_ids(body: bytes) -> set[str]:
     return {s["spanId"].lower() for s in _jaeger_spans(body)}
 
 
+def _to_group(link: dict) -> bool:
+    """A cut request's link to its V1 sample group's span (first, before its worker and step links)."""
+    return any(
+        a.get("key") == "verl.link.kind" and a["value"].get("stringValue") == "group"
+        for a in link.get("attributes", ())
+    )
+
+
 def _links_back(step_body: bytes, piece: bytes) -> bool:
     """Whether every request at the root of a piece (a sample group's trace, as Jaeger returns it) links to a
     worker span and then the step span of the step's trace (as Jaeger returns that)."""
@@ -211,7 +219,7 @@ def _links_back(step_body: bytes, piece: bytes) -> bool:
     if not roots:
         return False
     for root in roots:
-        links = [(lk["spanId"].lower(), lk["traceId"].lower()) for lk in root.get("links", ())]
+        links = [(lk["spanId"].lower(), lk["traceId"].lower()) for lk in root.get("links", ()) if not _to_group(lk)]
         if root["name"] != "verl.rollout.request" or len(links) < 2:
             return False
         (worker, w_trace), (step, s_trace) = links[:2]

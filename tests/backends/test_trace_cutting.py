@@ -3,7 +3,8 @@
 A request that left its step's trace is found by its id as Jaeger's UI searches (``/api/traces?tags=``), its
 trace holds its sample group's requests, each with links to its worker span and step span that resolve in
 the step's trace; the step's trace keeps step, phases, workers and barriers under 150 spans, and its worker
-spans link to their slowest requests; the analyzer reading Jaeger resolves every request to its worker.
+spans link to every trace their requests went to and to their slowest requests; the analyzer reading Jaeger
+resolves every request to its worker.
 """
 
 from __future__ import annotations
@@ -115,9 +116,12 @@ def test_the_step_trace_keeps_its_structure_within_the_bound(backends: Backends,
         )
     workers = [s for s in raw if s["name"] == sc.SPAN_WORKER and _attr(s, sc.VERL_WORKER_NUM_OWN_TRACE)]
     assert workers
-    slow = [link for s in workers for link in _links(s)]
-    assert slow and {k for k, _t, _s in slow} == {"slow_request"}
-    assert all(spool[s]["name"] == sc.SPAN_REQUEST and spool[s]["trace"] == t for _k, t, s in slow)
+    linked = [link for s in workers for link in _links(s)]
+    assert linked and {k for k, _t, _s in linked} == {"cut_off", "slow_request"}
+    assert all(spool[s]["name"] == sc.SPAN_REQUEST and spool[s]["trace"] == t for _k, t, s in linked)
+    # the step's side reaches every trace a request was cut to (Jaeger shows a link on its holder only)
+    cut_traces = {s["traceId"].lower() for s in raw if s["name"] == sc.SPAN_REQUEST and "parentSpanId" not in s}
+    assert {t for k, t, _s in linked if k == "cut_off"} == cut_traces
 
 
 def test_the_analyzer_reading_jaeger_resolves_every_request(backends: Backends, cut_demo) -> None:
