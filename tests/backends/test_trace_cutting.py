@@ -20,7 +20,8 @@ import pytest
 from otel_verl import semconv as sc
 
 from .conftest import REPO, Backends, wait_until
-from .test_pipeline import _spans_of_request, emitter_command, jaeger_json, read_otlp_jsonl
+from .emitters import emitter_command, otlp_spans, read_otlp_jsonl
+from .test_pipeline import jaeger_json
 
 pytestmark = pytest.mark.backends
 LIMIT = 150
@@ -62,7 +63,7 @@ def cut_demo(backends: Backends, tmp_path_factory):
     raw = []  # every spool span with its attributes and links
     for path in sorted(spool.rglob("*.jsonl")):
         for line in path.read_text().splitlines():
-            raw.extend(sp for _svc, sp in _spans_of_request(json.loads(line)))
+            raw.extend(sp for _svc, sp in otlp_spans(json.loads(line)))
     return raw, read_otlp_jsonl(sorted(spool.rglob("*.jsonl")))
 
 
@@ -86,7 +87,7 @@ def test_a_cut_request_is_found_by_its_id_and_links_back_to_its_step(backends: B
     assert hits == [trace]
     status, doc = jaeger_json(backends, f"/api/v3/traces/{trace}")
     assert status == 200
-    spans = [sp for _svc, sp in _spans_of_request(doc["result"])]
+    spans = [sp for _svc, sp in otlp_spans(doc["result"])]
     assert {s["spanId"].lower() for s in spans} == {i for i, s in spool.items() if s["trace"] == trace}
     roots = [s for s in spans if not s.get("parentSpanId")]
     assert roots and all(s["name"] == sc.SPAN_REQUEST for s in roots)  # the group's requests, each a root
@@ -109,7 +110,7 @@ def test_the_step_trace_keeps_its_structure_within_the_bound(backends: Backends,
     for trace in step_traces:
         status, doc = jaeger_json(backends, f"/api/v3/traces/{trace}")
         assert status == 200
-        names = [sp["name"] for _svc, sp in _spans_of_request(doc["result"])]
+        names = [sp["name"] for _svc, sp in otlp_spans(doc["result"])]
         assert sorted(names) == sorted(by_trace[trace])
         assert {sc.SPAN_WORKER, sc.SPAN_BARRIER} <= set(names) and any(
             n.startswith(sc.SPAN_PHASE_PREFIX) for n in names
