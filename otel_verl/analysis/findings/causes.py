@@ -52,18 +52,27 @@ class Cause:
     evidence: list[dict[str, str]] = field(default_factory=list)
 
 
-def name_causes(accounts: list[StepAccount], spread: StepSpread, b: Baselines, th: Thresholds) -> list[Finding]:
-    """Every cause of every step, recurring ones merged, ranked (:func:`.record.sort_findings`)."""
+def name_causes(
+    accounts: list[StepAccount], spread: StepSpread, b: Baselines, th: Thresholds
+) -> tuple[list[Finding], StepSpread]:
+    """Every cause of every step, recurring ones merged, ranked (:func:`.record.sort_findings`), and the run's
+    spread measured again without the steps those causes made slow (a slow trainer phase included, which the
+    first measure could not tell)."""
     if len(accounts) < th.min_steps:
-        return []  # too few steps to tell a step's excess from the run's own variation
+        return [], spread  # too few steps to tell a step's excess from the run's own variation
     phases = _phase_spreads(accounts)
     causes: list[Cause] = []
     for a in accounts:
         if not np.isfinite(a.baseline_s):
             continue
         causes.extend(_step_causes(a, b, th, phases))
+    named = {a.step: 0.0 for a in accounts}
+    for c in causes:
+        if not c.details.get("tail"):
+            named[c.step] += c.seconds
+    spread = StepSpread.of(accounts, th, np.array([named[a.step] for a in accounts]))
     kept = [c for c in causes if _reported(c, accounts, spread, th)]
-    return sort_findings(_merge(kept, accounts, spread, th))
+    return sort_findings(_merge(kept, accounts, spread, th)), spread
 
 
 def severity(seconds: float, usual_step_s: float, spread: StepSpread, th: Thresholds) -> str:
