@@ -236,7 +236,7 @@ def documents(results: list[FileResult], steps: list[seed_spans.SpanFields]) -> 
 
 
 def table_parts(results: list[FileResult], steps: list[seed_spans.SpanFields]) -> list[dict[str, Any]]:
-    """Span-table parts of every span (for :func:`otel_verl.analysis.read.otlp_json.frame_from_parts`)."""
+    """Span-table parts of every span (for :func:`otel_verl.analysis.read.span_frame.frame_from_parts`)."""
     cols = SeedSpanColumns(seed_spans.LEGACY_SERVICE)
     for s in steps:
         cols.add_span(*s)
