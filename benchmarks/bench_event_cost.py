@@ -5,7 +5,7 @@ a token merge, plus the initial preprocess and the reward (17 events a request).
 seed 000's logger re-created line by line (dict + ``datetime.now().isoformat()`` + ``json.dumps`` +
 ``write`` + ``flush`` per event, file opened with ``buffering=1``). Ours is the request recorder with
 the default config writing the spool, inside an open rollout chunk as in an AgentLoopWorker:
-start/end per event, ``finish`` per request (spans held until the chunk ends, :mod:`otel_verl.recording.hold`).
+start/end per event, ``finish`` per request (spans held until the chunk ends, :mod:`otel_verl.export.hold`).
 
 Two figures: the hot path's wall time (what the event loop pays while the chunk runs), and CPU time
 of the whole process until the spool is flushed (encoding and writing the spans included: the work

@@ -2,8 +2,8 @@
 
 Why: issue #5 target 4 needs the analyzer measured on ~2M spans; no real run of that size exists
 here. Spans follow the contract the instrumentation emits (names and attributes of
-:mod:`otel_verl.semconv`, one trace per step, barrier spans in ``trainer.jsonl``), attributes are
-encoded with the spool's own encoder (:mod:`otel_verl.export.encoding`) and lines are
+:mod:`otel_verl.semconv`, one trace per step, barrier spans in ``trainer.jsonl``), are written by the
+spool's own encoder (:mod:`otel_verl.export.encoding`, the one every otel_verl writer uses) and lines are
 ``ExportTraceServiceRequest`` batches of up to 512 spans in end-time order, like the SDK's batch
 processor feeding :class:`~otel_verl.export.spool.SpoolSpanExporter`.
 
@@ -20,7 +20,6 @@ or ``generate(out, steps=..., ...)`` from Python.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
@@ -29,8 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanKind, StatusCode
+
 from otel_verl import semconv as sc
-from otel_verl.export.encoding import encode_attributes
+from otel_verl.export.encoding import document_line, fields_json
 
 T0_NS = 1_800_000_000_000_000_000
 SPANS_PER_REQUEST = 11.2
@@ -91,6 +94,11 @@ class SpanIds:
         return f"{self.bits(128) | 1:032x}"
 
 
+class OtlpSpan(dict):
+    """A span's fields until it is written (the aborting step still cuts ends and changes statuses); written by
+    the spool's own encoder (:func:`otel_verl.export.encoding.fields_json`) in :func:`write_spans`."""
+
+
 def otlp_span(
     trace_id: str,
     span_id: str,
@@ -99,26 +107,20 @@ def otlp_span(
     start_ns: int,
     end_ns: int,
     attrs: dict[str, Any],
-    kind: int = 1,
-    status: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Same keys and order as :func:`otel_verl.export.encoding.encode_span`."""
-    out: dict[str, Any] = {
-        "traceId": trace_id,
-        "spanId": span_id,
-        "name": name,
-        "kind": kind,
-        "startTimeUnixNano": str(start_ns),
-        "endTimeUnixNano": str(end_ns),
-    }
-    if parent:
-        out["parentSpanId"] = parent
-    out["attributes"] = encode_attributes(attrs)
-    out["status"] = status or {}
-    return out
+    kind: SpanKind = SpanKind.INTERNAL,
+    error: str | None = None,
+) -> OtlpSpan:
+    return OtlpSpan(t=trace_id, s=span_id, p=parent, n=name, start=start_ns, end=end_ns, a=attrs, k=kind, e=error)
 
 
-def otlp_resource(role: str, pid: int, run: str, rank: int | None) -> dict[str, Any]:
+def _encoded(span: OtlpSpan) -> str:
+    status = StatusCode.ERROR if span["e"] else StatusCode.UNSET
+    return fields_json(
+        span["t"], span["s"], span["p"], span["n"], span["start"], span["end"], span["a"], span["k"], status, span["e"]
+    )
+
+
+def otlp_resource(role: str, pid: int, run: str, rank: int | None) -> Resource:
     attrs: dict[str, Any] = {
         "telemetry.sdk.language": "python",
         "telemetry.sdk.name": "opentelemetry",
@@ -133,31 +135,33 @@ def otlp_resource(role: str, pid: int, run: str, rank: int | None) -> dict[str, 
     if rank is not None:
         attrs[sc.VERL_WORKER_RANK] = rank
     attrs["service.name"] = "verl"
-    return {"attributes": encode_attributes(attrs)}
+    return Resource(attrs)
+
+
+_SCOPE = InstrumentationScope("otel_verl", "0.1.0")
 
 
 def write_spans(
     path: Path,
-    resource: dict[str, Any],
-    spans: list[dict[str, Any]],
+    resource: Resource,
+    spans: list[OtlpSpan],
     rng: random.Random,
     st: GenStats,
-    scope: dict[str, str] | None = None,
+    scope: InstrumentationScope | None = None,
 ) -> None:
     """Spans in end-time order, batched into lines of 64-512 spans (the batch processor's export calls);
     ``scope``: the instrumentation scope of every line (default otel_verl's)."""
-    spans.sort(key=lambda s: int(s["endTimeUnixNano"]))
+    spans.sort(key=lambda s: s["end"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    scope = scope or {"name": "otel_verl", "version": "0.1.0"}
+    scope = scope or _SCOPE
     out = []
     i = 0
     while i < len(spans):
         n = rng.randint(64, 512)
-        doc = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": scope, "spans": spans[i : i + n]}]}]}
-        out.append(json.dumps(doc, separators=(",", ":")))
+        out.append(document_line(resource, scope, [_encoded(s) for s in spans[i : i + n]]))
         i += n
         st.lines += 1
-    data = ("\n".join(out) + "\n").encode()
+    data = b"".join(out)
     path.write_bytes(data)
     st.files += 1
     st.bytes += len(data)
@@ -180,9 +184,9 @@ def _worker(
     plant: Planted,
     aborting: bool,
     turns: int | None = None,
-) -> tuple[list[dict[str, Any]], str, int]:
+) -> tuple[list[OtlpSpan], str, int]:
     """One AgentLoopWorker chunk: worker span + every trajectory below it. Returns spans, worker span id, end."""
-    spans: list[dict[str, Any]] = []
+    spans: list[OtlpSpan] = []
     wid = ids.span()
     stall_at, stall = -1, 0
     if plant.stall[:2] == (step, w):
@@ -193,14 +197,14 @@ def _worker(
         return ns + stall if stall_at >= 0 and ns >= stall_at else ns
 
     base = {sc.VERL_STEP: step, sc.VERL_WORKER_RANK: w}
-    reqs: list[tuple[int, dict[str, Any], list[dict[str, Any]], int]] = []  # end, request span, children, tokens
+    reqs: list[tuple[int, OtlpSpan, list[OtlpSpan], int]] = []  # end, request span, children, tokens
     for r in range(requests):
         rid = f"{step:04d}{w:02d}{r:05d}{rng.getrandbits(48):012x}"
         ev = {**base, sc.VERL_REQUEST_ID: rid}
         req_id = ids.span()
         t = ws_ns + r * 8e6 + rng.uniform(0, 2e6)  # submitted ~8 ms apart
         rs = t
-        kids: list[dict[str, Any]] = []
+        kids: list[OtlpSpan] = []
         pre = rng.lognormvariate(math.log(0.04), 0.3) * 1e9
         kids.append(
             otlp_span(
@@ -245,7 +249,14 @@ def _worker(
             }
             kids.append(
                 otlp_span(
-                    trace_id, ids.span(), turn_id, sc.generate_span_name(MODEL), warp(t), warp(t + dur * 1e9), eng, 3
+                    trace_id,
+                    ids.span(),
+                    turn_id,
+                    sc.generate_span_name(MODEL),
+                    warp(t),
+                    warp(t + dur * 1e9),
+                    eng,
+                    SpanKind.CLIENT,
                 )
             )
             t += dur * 1e9
@@ -338,7 +349,7 @@ def _worker(
             warp(rs),
             warp(t),
             attrs,
-            status={"code": 2, "message": "RuntimeError: tool server unreachable"} if failed else None,
+            error="RuntimeError: tool server unreachable" if failed else None,
         )
         reqs.append((warp(t), req, kids, tokens))
     n_abort = max(1, requests // 20) if aborting else 0
@@ -348,14 +359,11 @@ def _worker(
         cut = reqs[order[requests - n_abort - 1]][0]
         for i in order[requests - n_abort :]:
             _, req, kids, _ = reqs[i]
-            kids = [k for k in kids if int(k["startTimeUnixNano"]) < cut]
+            kids = [k for k in kids if k["start"] < cut]
             for k in kids:
-                if int(k["endTimeUnixNano"]) > cut:
-                    k["endTimeUnixNano"] = str(cut)
-            req["endTimeUnixNano"] = str(cut)
-            for a in req["attributes"]:
-                if a["key"] == sc.VERL_REQUEST_STATUS:
-                    a["value"] = {"stringValue": "aborted"}
+                k["end"] = min(k["end"], cut)
+            req["end"] = cut
+            req["a"] = {**req["a"], sc.VERL_REQUEST_STATUS: "aborted"}
             reqs[i] = (cut, req, kids, 0)
     w_end = max(e for e, *_ in reqs) + int(rng.uniform(5e6, 20e6))
     for _, req, kids, _ in reqs:
@@ -435,7 +443,7 @@ def generate(
             write_spans(run_dir / f"step_{step}" / f"worker_{w}.jsonl", res_workers[w], spans, rng, st)
         last = max(ends.values())
         slowest = max(ends, key=lambda k: ends[k])
-        trainer: list[dict[str, Any]] = [
+        trainer: list[OtlpSpan] = [
             otlp_span(
                 trace_id,
                 ids.span(),
@@ -484,7 +492,7 @@ def generate(
     return st
 
 
-GEN_VERSION = 1
+GEN_VERSION = 2
 """Bump when the generated shape changes, so cached spools are rebuilt."""
 
 

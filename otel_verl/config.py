@@ -41,6 +41,15 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+def _env_count(name: str, default: int) -> int:
+    """A whole number ≥ 0 (a negative one is logged and the default used)."""
+    value = _env_int(name, default)
+    if value < 0:
+        logger.warning("otel_verl: %s=%d is negative; using %d", name, value, default)
+        return default
+    return value
+
+
 def _env_float(name: str, default: float, lo: float = 0.0, hi: float = 1.0) -> float:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -54,6 +63,11 @@ def _env_float(name: str, default: float, lo: float = 0.0, hi: float = 1.0) -> f
         return default
     return value
 
+
+SPAN_BYTES = 600
+"""OTLP/protobuf bytes of one of otel_verl's spans, generously (its ids, times, name, 3-10 attributes):
+what ``OTEL_VERL_TRACE_MAX_BYTES`` is counted in. The load test measures the real figure
+(benchmarks/bench_real_size.py)."""
 
 DETAIL_LEVELS = ("step", "worker", "request", "full")
 _DETAIL_RANK = {level: rank for rank, level in enumerate(DETAIL_LEVELS)}
@@ -137,7 +151,7 @@ class OtelVerlConfig:
     rollout_hold_s: float = field(default_factory=lambda: _env_float("OTEL_VERL_ROLLOUT_HOLD_S", 30.0, 0.0, 86400.0))
     """OTEL_VERL_ROLLOUT_HOLD_S: finished requests' spans wait in memory while a rollout chunk of the
     AgentLoopWorker is open, and are exported when it ends (idle time), or once the oldest has waited
-    this long. 0 exports as they finish (see :mod:`otel_verl.recording.hold`)."""
+    this long. 0 exports as they finish (see :mod:`otel_verl.export.hold`)."""
 
     model_name: str | None = field(default_factory=lambda: os.environ.get("OTEL_VERL_MODEL_NAME") or None)
     """OTEL_VERL_MODEL_NAME: model name used in ``text_completion <model>``; default from verl's config."""
@@ -157,8 +171,27 @@ class OtelVerlConfig:
     durations are always kept (1.0: only the slowest one)."""
 
     trace_per_request: bool = field(default_factory=lambda: bool(_env_bool("OTEL_VERL_TRACE_PER_REQUEST", False)))
-    """OTEL_VERL_TRACE_PER_REQUEST: each request is the root of its own trace, linked to its worker span
-    (for steps with tens of thousands of spans)."""
+    """OTEL_VERL_TRACE_PER_REQUEST: every request is the root of its own trace, linked to its worker and step
+    spans, whatever the step's size (default: only the requests that do not fit the step's trace leave it,
+    a trace per sample group; see ``trace_max_spans``)."""
+
+    trace_max_spans: int = field(default_factory=lambda: _env_count("OTEL_VERL_TRACE_MAX_SPANS", 5000))
+    """OTEL_VERL_TRACE_MAX_SPANS: the most spans a trace may hold. A step's requests that do not fit go to a
+    trace per sample group, linked to their worker and step spans (:mod:`otel_verl.recording.cutting`).
+    Default 5,000: Jaeger's UI draws that quickly (it failed near 40k in jaeger#2183), well inside Tempo's
+    default 5 MB ``max_bytes_per_trace``. 0: never cut (every step one trace, however large)."""
+
+    trace_max_bytes: int = field(default_factory=lambda: _env_count("OTEL_VERL_TRACE_MAX_BYTES", 4 * 1024 * 1024))
+    """OTEL_VERL_TRACE_MAX_BYTES: the most bytes (OTLP/protobuf, estimated at :data:`SPAN_BYTES` a span, more
+    with captured text) a trace may hold; with ``trace_max_spans`` the smaller bound wins. Default 4 MiB,
+    under Tempo's 5 MB."""
+
+    def trace_span_budget(self) -> int:
+        """The most spans a trace may hold by both bounds; 0: no bound (traces are never cut)."""
+        if self.trace_max_spans <= 0 or self.trace_max_bytes <= 0:
+            return 0
+        per_span = SPAN_BYTES + (max(0, self.content_max_chars) if self.capture_content else 0)
+        return max(1, min(self.trace_max_spans, self.trace_max_bytes // per_span))
 
     def detail_at_least(self, level: str) -> bool:
         """True when the configured detail includes ``level``'s spans."""

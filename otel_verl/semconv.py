@@ -109,6 +109,13 @@ VERL_SAMPLED_OUT_NUM_TURNS: Final = "verl.worker.sampled_out.num_turns"
 VERL_SAMPLED_OUT_RESPONSE_TOKENS: Final = "verl.worker.sampled_out.response_tokens"
 """-1 where the response length is unknown."""
 
+VERL_WORKER_NUM_OWN_TRACE: Final = "verl.worker.num_own_trace"
+"""Requests of the chunk whose spans went to a trace of their own (one per sample group), not the step's:
+the step's trace was full (``OTEL_VERL_TRACE_MAX_SPANS``) or ``OTEL_VERL_TRACE_PER_REQUEST`` is on."""
+
+VERL_LINK_KIND: Final = "verl.link.kind"
+"""Attribute of a span link otel_verl makes: what it points to (:class:`LinkKind`)."""
+
 VERL_REQUEST_ID: Final = "verl.request.id"
 """verl's request id (sticky-session id of the trajectory)."""
 
@@ -302,6 +309,11 @@ server id, e.g. ``sim-1``. Without it the analyzer falls back to
 # ---------------------------------------------------------------- propagation
 CARRIER_KEY: Final = "otel_verl.trace_context"
 """Key under which a W3C carrier rides in ``DataProto.meta_info`` / TensorDict / sampling params."""
+CARRIER_SPAN_BUDGET_KEY: Final = "otel_verl.span_budget"
+"""Beside ``traceparent`` in the carrier a rollout manager hands each worker chunk: how many request spans
+the chunk may put in the step's trace (see :mod:`otel_verl.recording.cutting`)."""
+CARRIER_STEP_SPAN_KEY: Final = "otel_verl.step_span"
+"""Beside ``traceparent`` in that carrier: the step span's id (hex), which requests in traces of their own link to."""
 
 
 class RequestStatus(str, Enum):
@@ -311,6 +323,21 @@ class RequestStatus(str, Enum):
     ABORTED = "aborted"
     TRUNCATED = "truncated"
     FAILED = "failed"
+
+
+class LinkKind(str, Enum):
+    """Values of ``verl.link.kind``."""
+
+    WORKER = "worker"
+    """From a request in a trace of its own to its worker span (always the first link: the analyzer's parent)."""
+    STEP = "step"
+    """From a request in a trace of its own to its step span."""
+    SLOW_REQUEST = "slow_request"
+    """From a worker span to one of its slowest requests that live in traces of their own (slowest first)."""
+    GROUP = "group"
+    """From a request in a trace of its own to its V1 sample group span (its parent, had it not been cut: first)."""
+    CUT_OFF = "cut_off"
+    """From a worker span to each trace its requests went to (a request there), so the step's trace reaches them."""
 
 
 class ProcessRole(str, Enum):

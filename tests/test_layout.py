@@ -109,7 +109,8 @@ def test_import_graph_finds_real_edges() -> None:
     """The checker itself sees imports (a graph without edges would pass every rule)."""
     graph = _graph()
     assert "otel_verl.recording.recorder" in graph["otel_verl.instrumentation.rollout.trajectory"]
-    assert "otel_verl.export.tracing" in graph["otel_verl.recording.recorder"]
+    assert "otel_verl.recording.delivery" in graph["otel_verl.recording.recorder"]
+    assert "otel_verl.recording.delivery" in graph["otel_verl.export.provider"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -126,6 +127,21 @@ def test_no_module_over_the_line_limit() -> None:
         if lines > MAX_LINES and rel not in OVERSIZED_ALLOWED:
             over[rel] = lines
     assert over == {}, f"modules over {MAX_LINES} lines: {over}"
+
+
+def test_delivery_runs_one_way() -> None:
+    """Recording hands spans to export through the interface export installs at setup
+    (:mod:`otel_verl.recording.delivery`), never by importing it: processor → exporter, as in the SDK.
+    Recording knows nothing above it either (instrumentation, analysis, the CLI)."""
+    graph = _graph()
+    above = ("otel_verl.export", "otel_verl.instrumentation", "otel_verl.analysis", "otel_verl.cli", "otel_verl.demo")
+    bad = {
+        name: sorted(t for t in targets if t.startswith(above))
+        for name, targets in graph.items()
+        if name.startswith("otel_verl.recording")
+    }
+    bad = {name: targets for name, targets in bad.items() if targets}
+    assert bad == {}, f"recording importing the layers that use it: {bad}"
 
 
 def test_figures_never_import_findings() -> None:

@@ -17,15 +17,18 @@ import random
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanKind
+
 from benchmarks.diagnosis.run_model import SimRun
 from benchmarks.diagnosis.simulate import RequestTimeline, TurnTimeline, WorkerTimeline
 from benchmarks.diagnosis.steps import StepTimeline
-from benchmarks.gen_spool import MODEL, T0_NS, GenStats, SpanIds, otlp_resource, otlp_span, write_spans
+from benchmarks.gen_spool import MODEL, T0_NS, GenStats, OtlpSpan, SpanIds, otlp_resource, otlp_span, write_spans
 from otel_verl import semconv as sc
-from otel_verl.export.encoding import encode_attributes
 
 RUN_NAME = "bench"
-_CLIENT, _SERVER = 3, 2
+_CLIENT, _SERVER = SpanKind.CLIENT, SpanKind.SERVER
 
 
 def _ns(t: float) -> int:
@@ -39,8 +42,8 @@ class _WorkerSpans:
         self.run, self.step, self.wt, self.gen_start, self.ids = run, step, wt, gen_start, ids
         cut = step.cut_of(wt.worker)
         self.cut = None if cut is None else gen_start + cut
-        self.spans: list[dict[str, Any]] = []
-        self.engine: list[tuple[int, dict[str, Any]]] = []
+        self.spans: list[OtlpSpan] = []
+        self.engine: list[tuple[int, OtlpSpan]] = []
         """(replica, ``llm_request`` span) each."""
         self.limit: float | None = None
         """The abort's moment while an aborted request is written: nothing of it after that."""
@@ -57,7 +60,7 @@ class _WorkerSpans:
         end: float,
         attrs: dict[str, Any],
         sid: str = "",
-        kind: int = 1,
+        kind: SpanKind = SpanKind.INTERNAL,
     ) -> str:
         """A span (its id), or "" when it would have begun after the abort."""
         a, b = self.at(start), self.at(end)
@@ -201,7 +204,7 @@ class _WorkerSpans:
 
 def _trainer_spans(
     step: StepTimeline, start: float, trace: str, ids: SpanIds, workers: dict[int, str], step_id: str, gen_id: str
-) -> list[dict[str, Any]]:
+) -> list[OtlpSpan]:
     """The step, its phases and the barrier spans (trainer process)."""
     gen_start = start + step.lead
     last = max(step.worker_ends)
@@ -242,7 +245,7 @@ def write_spool(run: SimRun, root: str | Path) -> Path:
     stats = GenStats()
     trainer_res = otlp_resource("trainer", 1000, RUN_NAME, None)
     worker_res = [otlp_resource("agent_loop_worker", 2000 + w, RUN_NAME, w) for w in range(run.shape.workers)]
-    engine: dict[int, list[dict[str, Any]]] = {}
+    engine: dict[int, list[OtlpSpan]] = {}
     t = 0.0
     for step in run.steps:
         trace, step_id, gen_id = ids.trace(), ids.span(), ids.span()
@@ -259,11 +262,9 @@ def write_spool(run: SimRun, root: str | Path) -> Path:
         write_spans(run_dir / f"step_{step.step}" / "trainer.jsonl", trainer_res, trainer, rng, stats)
         t += step.end + step.draw.between
     for replica, spans in sorted(engine.items()):
-        resource = {
-            "attributes": encode_attributes(
-                {"service.name": "verl.vllm", "vllm.process_id": str(3000 + replica), sc.VERL_ENGINE_REPLICA: replica}
-            )
-        }
-        scope = {"name": sc.ENGINE_SCOPE, "version": "0.24.0"}
+        resource = Resource(
+            {"service.name": "verl.vllm", "vllm.process_id": str(3000 + replica), sc.VERL_ENGINE_REPLICA: replica}
+        )
+        scope = InstrumentationScope(sc.ENGINE_SCOPE, "0.24.0")
         write_spans(run_dir / "no_step" / f"server_{replica}.jsonl", resource, spans, rng, stats, scope)
     return root

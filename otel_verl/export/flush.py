@@ -1,7 +1,10 @@
 """The background flush thread: held spans released, processors flushed, run counts written, off the event loop.
 
+Also the export side of the recorder's delivery (:func:`emit_built`, installed by ``setup_tracing``):
+finished request spans come in here and go on to the hold or the span processors, never back.
+
 Flushes at chunk and step boundaries, and the release of held request spans
-(:mod:`otel_verl.recording.hold`), run on one background thread, in order: they never block the
+(:mod:`otel_verl.export.hold`), run on one background thread, in order: they never block the
 rollout's event loop or the trainer. A blocking :func:`flush` (end of a run, tests) and shutdown first
 wait for what that thread was handed, then drain the hold on the calling thread.
 """
@@ -16,9 +19,9 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_verl.export.hold import Part
 from otel_verl.export.journal import COUNTS_SUFFIX, JOURNAL_DIR, write_counts
 from otel_verl.export.tracing import TracingState, get_state
-from otel_verl.recording.hold import Part
 
 logger = logging.getLogger(__name__)
 
@@ -28,15 +31,15 @@ FLUSH_THREAD = "otel-verl-flush"
 
 
 def emit_built(build: Callable[[], Sequence[ReadableSpan]], spans: int) -> None:
-    """Finished spans from the request recorder: ``spans`` spans that ``build`` completes. While a
-    rollout chunk is open they are held and ``build`` runs at release time, off the event loop;
-    otherwise it runs now and they go to the processors."""
+    """Finished spans from the request recorder (its :class:`~otel_verl.recording.delivery.Delivery`):
+    ``spans`` spans that ``build`` completes. While a rollout chunk is open they are held and ``build``
+    runs at release time, off the event loop; otherwise it runs now and they go to the processors."""
     state = get_state()
     if state is None:
         return
     if state.hold is not None and state.hold.add(build, spans):
         return
-    to_processors(state, build())
+    release_parts(state, (build,))
 
 
 def to_processors(state: TracingState, spans: Sequence[ReadableSpan]) -> None:
@@ -68,7 +71,7 @@ def release_and_flush(state: TracingState, parts: Sequence[Part]) -> None:
 
 
 def hold_begin() -> None:
-    """A rollout chunk opened in this process: request spans wait for its end (see :mod:`otel_verl.recording.hold`)."""
+    """A rollout chunk opened in this process: request spans wait for its end (see :mod:`otel_verl.export.hold`)."""
     state = get_state()
     if state is not None and state.hold is not None:
         state.hold.begin()

@@ -25,12 +25,13 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig, _env_int, otlp_endpoint_configured
 from otel_verl.export import dropped, flush, tracing
 from otel_verl.export.guard import GuardedExporter
+from otel_verl.export.hold import SpanHold
 from otel_verl.export.ids import PlannedIds
 from otel_verl.export.journal import JOURNAL_DIR, JOURNAL_SUFFIX, DeliveryJournal, JournalingExporter, exporter_log_gate
 from otel_verl.export.otlp import otlp_endpoint, otlp_exporter
 from otel_verl.export.spool import SpoolSpanExporter
 from otel_verl.export.tracing import SpanCounter, TracingState
-from otel_verl.recording.hold import SpanHold
+from otel_verl.recording import delivery
 from otel_verl.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ HOLD_MAX_SPANS = 65536
 """Held request spans released early past this many (bounded memory: ~1 KiB each)."""
 
 HOLD_SETTLE_S = 1.0
-"""Held spans go to the exporters this long after the last rollout chunk ended (see :mod:`otel_verl.recording.hold`)."""
+"""Held spans go to the exporters this long after the last rollout chunk ended (see :mod:`otel_verl.export.hold`)."""
 
 _lock = threading.RLock()
 
@@ -187,6 +188,7 @@ def setup_tracing(
             HOLD_SETTLE_S,
         )
         tracing.set_state(built)
+        delivery.install(delivery.Delivery(provider.resource, flush.emit_built))  # the recorder's one way out
         dropped.register_metric()
         atexit.register(shutdown_tracing)
         return built
@@ -206,6 +208,7 @@ def shutdown_tracing() -> None:
         dropped.log_total()
         flush.write_run_counts(current)
         tracing.set_state(None)
+        delivery.install(None)
 
 
 def reset_for_tests() -> None:
@@ -219,3 +222,4 @@ def reset_for_tests() -> None:
             except Exception:
                 pass
         tracing.set_state(None)
+        delivery.install(None)

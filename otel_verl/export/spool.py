@@ -25,12 +25,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_verl import semconv
-from otel_verl.export.encoding_json import request_line
+from otel_verl.export.encoding import request_line
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,13 @@ def make_private_dirs(directory: Path) -> None:
             path.mkdir(mode=0o700)
         except FileExistsError:  # another process made it meanwhile
             pass
+
+
+def open_private_append(path: Path) -> BinaryIO:
+    """``open(path, "ab")`` for another spool writer (``import-legacy``), keeping the spool's promise: the
+    file 0600 when created, missing directories 0700 (:func:`make_private_dirs`), whatever the umask."""
+    make_private_dirs(path.parent)
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
 
 
 class SpoolSpanExporter(SpanExporter):

@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_verl.config import OtelVerlConfig
+from otel_verl.export.hold import SpanHold
 from otel_verl.export.journal import JournalingExporter
 from otel_verl.export.spool import SpoolSpanExporter
-from otel_verl.recording.hold import SpanHold
 from otel_verl.recording.spans import SCOPE_NAME
 from otel_verl.version import __version__
 
@@ -49,7 +49,7 @@ class TracingState:
     """The live OTLP exporter wrapped with the delivery journal (only when a spool is written)."""
     ended: SpanCounter | None = None
     hold: SpanHold | None = None
-    """Request spans waiting for their rollout chunk to end (:mod:`otel_verl.recording.hold`)."""
+    """Request spans waiting for their rollout chunk to end (:mod:`otel_verl.export.hold`)."""
 
 
 _state: TracingState | None = None

@@ -28,13 +28,19 @@ def current_carrier(ctx: otel_context.Context | None = None) -> dict[str, str]:
     return carrier
 
 
-def context_from_carrier(carrier: Any) -> otel_context.Context | None:
+def carrier_dict(carrier: Any) -> dict[str, Any] | None:
+    """A carrier as handed over: a dict, or (V1's TensorDict) its JSON text."""
     if isinstance(carrier, str):
         try:
             carrier = json.loads(carrier)
         except ValueError:
             return None
-    if not isinstance(carrier, dict) or "traceparent" not in carrier:
+    return carrier if isinstance(carrier, dict) else None
+
+
+def context_from_carrier(carrier: Any) -> otel_context.Context | None:
+    carrier = carrier_dict(carrier)
+    if carrier is None or "traceparent" not in carrier:
         return None
     ctx = extract(carrier)
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None

@@ -33,6 +33,7 @@ ROLLOUT_METRIC_TIMERS = frozenset({"generate_sequences", "tool_calls", "compute_
 
 _active_trainer: Any = None
 _current_step: int | None = None
+_step_span: trace.Span | None = None
 _current_update: int | None = None
 _step_counter = 0
 
@@ -51,6 +52,12 @@ def in_process() -> bool:
 def current_step() -> int | None:
     """The step whose span is open in this process, if any."""
     return _current_step
+
+
+def current_step_span() -> trace.SpanContext | None:
+    """The open ``verl.step`` span's context, if any (requests cut out of its trace link to it)."""
+    span = _step_span
+    return span.get_span_context() if span is not None else None
 
 
 def set_current_update(index: int | None) -> int | None:
@@ -86,7 +93,7 @@ def _global_step() -> int:
 
 
 def _start(name: str) -> tuple[trace.Span, object, int | None]:
-    global _current_step
+    global _current_step, _step_span
     if tracing.get_state() is None:
         provider.setup_tracing(semconv.ProcessRole.TRAINER.value)
     tracer = tracing.tracer()
@@ -94,7 +101,7 @@ def _start(name: str) -> tuple[trace.Span, object, int | None]:
     if name == STEP_TIMER:
         step = _global_step()
         _current_step = step
-        span = tracer.start_span(semconv.SPAN_STEP, attributes=_step_attributes(step))
+        span = _step_span = tracer.start_span(semconv.SPAN_STEP, attributes=_step_attributes(step))
     else:
         attributes: dict[str, Any] = {semconv.VERL_PHASE_NAME: name}
         step = _current_step
@@ -111,7 +118,7 @@ def _start(name: str) -> tuple[trace.Span, object, int | None]:
 
 
 def _end(name: str, span: trace.Span, token: object, previous: int | None, error: BaseException | None) -> None:
-    global _current_step
+    global _current_step, _step_span
     try:
         if error is not None and span.is_recording():
             span.record_exception(error)
@@ -125,6 +132,7 @@ def _end(name: str, span: trace.Span, token: object, previous: int | None, error
             logger.debug("otel_verl: context detach failed for timer %s", name, exc_info=True)
         if name == STEP_TIMER:
             _current_step = previous
+            _step_span = None
             flush.flush_async()
 
 

@@ -5,7 +5,8 @@ start ``time_ns``, kind), with span ids drawn up front so a W3C carrier for the 
 instrumentation) can be made while the request runs. When the request ends, the keep/sample decision
 is made with the full picture (:mod:`otel_verl.recording.sampling`), and the events become
 :class:`~otel_verl.recording.spans.RecordedSpan` objects when they are handed to the span processors:
-at a chunk's end, off the event loop (:mod:`otel_verl.recording.hold`).
+where the export side's :class:`~otel_verl.recording.delivery.Delivery` builds them (at a chunk's end, off
+the event loop: :mod:`otel_verl.export.hold`).
 
 Why tuples: a request's events live until its chunk ends, across many young-generation collections of
 the cyclic GC, and every tracked object that does is promoted to the oldest generation, whose growth
@@ -33,10 +34,10 @@ from opentelemetry.propagate import inject
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from otel_verl import semconv
-from otel_verl.export.flush import emit_built
-from otel_verl.export.tracing import get_state
+from otel_verl.recording import delivery
+from otel_verl.recording.cutting import TraceBudget
 from otel_verl.recording.sampling import ChunkSampler
-from otel_verl.recording.spans import RecordedSpan, RequestShared, new_span_id, new_trace_id, random_bits
+from otel_verl.recording.spans import RecordedSpan, RequestShared, children, new_span_id, new_trace_id, random_bits
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -60,12 +61,16 @@ class RequestRecorder:
     ``spans=False`` (detail ``worker``): nothing is emitted and carriers say "not sampled", so remote
     processes record nothing either; the request reaches the worker span's summary via ``sampler``.
     ``own_trace``: the request is the root of a new trace, linked to ``parent`` (the worker span).
+    ``budget``: the chunk's trace cutting (:mod:`otel_verl.recording.cutting`): it places the request in
+    the parent's trace or roots it in another, linked to the worker and step spans, and learns its size.
     """
 
     __slots__ = (
         "_built",
         "_detached",
         "_made_context",
+        "budget",
+        "carriers",
         "current_turn",
         "ends",
         "event_attributes",
@@ -92,11 +97,16 @@ class RequestRecorder:
         spans: bool = True,
         own_trace: bool = False,
         sampler: ChunkSampler | None = None,
+        budget: TraceBudget | None = None,
     ) -> None:
         valid = parent is not None and parent.is_valid
-        own_trace = own_trace or not valid
+        placed = None
+        if budget is not None and valid and budget.cuts(parent):  # type: ignore[arg-type]
+            # the step's trace (None) or another, decided now: see recording.cutting
+            placed = budget.place((attributes or _NO_ATTRIBUTES).get(semconv.VERL_SAMPLE_INDEX))
+        own_trace = own_trace or not valid or placed is not None
         self.sampled = (bool(parent.trace_flags.sampled) if valid else True) and spans  # type: ignore[union-attr]
-        self.trace_id = new_trace_id() if own_trace else parent.trace_id  # type: ignore[union-attr]
+        self.trace_id = placed or (new_trace_id() if own_trace else parent.trace_id)  # type: ignore[union-attr]
         self.root = RecordedSpan(
             semconv.SPAN_REQUEST,
             None if own_trace else parent.span_id,  # type: ignore[union-attr]
@@ -106,7 +116,10 @@ class RequestRecorder:
         )
         """The request span itself; its ``shared`` part is made when the spans are built."""
         if own_trace and valid:
-            self.root.links = (Link(parent),)  # type: ignore[arg-type]
+            self.root.links = budget.links_for(parent) if placed is not None else (Link(parent),)  # type: ignore[union-attr,arg-type]
+        self.budget = budget
+        self.carriers = 0
+        """Carriers handed out (engine round trips, remote reward): spans other processes may add to the trace."""
         self.recorded: list[Event] | None = None
         """Turns and events in the order they started (full detail; made with the first)."""
         self.event_attributes: dict[int, dict[str, Any]] = {}
@@ -282,6 +295,7 @@ class RequestRecorder:
         """W3C ``traceparent`` (+ ``tracestate``) naming ``event`` as parent."""
         carrier: dict[str, str] = {}
         inject(carrier, context=self.otel_context(event))
+        self.carriers += 1
         return carrier
 
     # -- the end
@@ -310,6 +324,8 @@ class RequestRecorder:
         if error is not None:
             root.error = type(error).__qualname__
             root.attributes[semconv.ERROR_TYPE] = root.error
+        if self.budget is not None:
+            self.budget.request_finished(self)
         if self.sampler is not None:
             if not self.sampler.admit(self, status) or not self.sampled:
                 return 0
@@ -318,11 +334,13 @@ class RequestRecorder:
         return self.emit()
 
     def emit(self) -> int:
-        """Hand this finished request's spans to the processors (how many); while a rollout chunk is open
-        they are held and built (:meth:`build_spans`, the recorder itself is the held part) at release
-        time, off the event loop."""
+        """Hand this finished request's spans to the process's delivery (how many); the recorder itself is
+        what is handed on, built (:meth:`build_spans`) when the export side asks: while a rollout chunk
+        is open, at release time, off the event loop. Nothing installed (no tracing set up): dropped."""
         spans = 1 + len(self.recorded or ())
-        emit_built(self, spans)
+        target = delivery.current()
+        if target is not None:
+            target.deliver(self, spans)
         return spans
 
     def __call__(self) -> list[RecordedSpan]:
@@ -339,13 +357,13 @@ class RequestRecorder:
         built = self._built
         if built is not None:
             return built
-        state = get_state()
+        target = delivery.current()
         root = self.root
         root.shared = shared = RequestShared(self.trace_id)
-        shared.resource = state.provider.resource if state is not None else None
+        shared.resource = target.resource if target is not None else None
         end_default = root.end_ns
         root_attrs = root.attributes
-        stamp = shared.stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
+        shared.stamp = {k: root_attrs[k] for k in _STAMPED if k in root_attrs}
         if root.end_ns is None:
             root.end_ns = end_default = time.time_ns()
         if root.error is not None:
@@ -353,29 +371,14 @@ class RequestRecorder:
         elif status == _FAILED:
             root.status = _ERROR
         self._built = built = [root]
-        ends, attributes = self.ends, self.event_attributes
-        error_key = semconv.ERROR_TYPE
-        for name, span_id, parent_id, start_ns, kind in self.recorded or ():
-            node = RecordedSpan.completed(
-                name, span_id, parent_id, start_ns, ends.get(span_id, end_default), kind, shared
-            )
-            own = attributes[span_id]
-            error = own.get(error_key)
-            if error is not None:
-                node.status = Status(StatusCode.ERROR, str(error))
-            if stamp:
-                if stamp.keys().isdisjoint(own):
-                    node.own = own  # the spool encodes the stamp once per request, then these
-                node.attributes = {**stamp, **own}
-            else:
-                node.attributes = own
-            built.append(node)
+        built.extend(children(self.recorded or (), self.ends, self.event_attributes, end_default, shared))
         self.recorded = None
         self.event_attributes = {}
         return built
 
 
 _time_ns = time.time_ns
+_NO_ATTRIBUTES: dict[str, Any] = {}
 _ERROR = Status(StatusCode.ERROR)
 _INTERNAL = SpanKind.INTERNAL.value
 _COMPLETED = semconv.RequestStatus.COMPLETED.value

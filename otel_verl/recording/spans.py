@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
@@ -21,6 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from otel_verl.semconv import ERROR_TYPE
 from otel_verl.version import __version__
 
 SCOPE_NAME = "otel_verl"
@@ -72,6 +74,33 @@ class RequestShared:
         if text is None:
             text = self._trace_hex = f"{self.trace_id:032x}"
         return text
+
+
+def children(
+    recorded: Iterable[tuple[str, int, int | None, int, int]],
+    ends: Mapping[int, int],
+    attributes: Mapping[int, dict[str, Any]],
+    end_default: int,
+    shared: RequestShared,
+) -> Iterator[RecordedSpan]:
+    """A request's recorded events (``(name, span id, parent id, start ns, kind)`` tuples, their end times
+    and attributes by span id) as spans: an event never ended ends with the request (``end_default``), an
+    ``error.type`` attribute makes its status ERROR, and the request's ``shared.stamp`` goes onto each."""
+    stamp = shared.stamp
+    error_key = ERROR_TYPE
+    for name, span_id, parent_id, start_ns, kind in recorded:
+        node = RecordedSpan.completed(name, span_id, parent_id, start_ns, ends.get(span_id, end_default), kind, shared)
+        own = attributes[span_id]
+        error = own.get(error_key)
+        if error is not None:
+            node.status = Status(StatusCode.ERROR, str(error))
+        if stamp:
+            if stamp.keys().isdisjoint(own):
+                node.own = own  # the spool encodes the stamp once per request, then these
+            node.attributes = {**stamp, **own}
+        else:
+            node.attributes = own
+        yield node
 
 
 class RecordedSpan(ReadableSpan):

@@ -3,7 +3,7 @@
 that went ``otel-verl demo`` → collector → Jaeger.
 
 1. a step's trace draws the tree step → phase → worker → request → turn → engine call → the engine's own span;
-2. a cut-off trace (a request in a trace of its own, linked to its worker) opens through its link;
+2. a cut-off trace (a request in a trace of its own) opens from the step's trace, through its worker span's link;
 3. the search page finds a request by its ``verl.request.id`` and opens it.
 
 Screenshots and every console message go to ``$OTEL_VERL_JAEGER_UI_SHOTS`` or a tmp dir (printed with ``-s``).
@@ -187,10 +187,10 @@ def test_a_step_trace_draws_the_tree_down_to_the_engine_span(ui, plain: Traces, 
 
 
 def test_a_cut_off_trace_opens_through_its_link(ui, cut: Traces, browsing: Browsing, shots: Path):
-    """Whichever side holds the link (the knob today: the request's root links to its worker span; trace
-    cutting may link from the step's side), open the trace that holds it, follow *References*, land on the
-    other one. Jaeger draws a link only on the span that holds it: a link from a request to its worker
-    is followed from the request to the step, not the other way."""
+    """From the step's trace, open a cut-off request: select its worker span, follow *References*, land on the
+    request's own trace. Jaeger draws a link only on the span that holds it, so both sides hold one: the
+    request's root links to its worker (and step) span, and each worker span links to every trace its
+    requests went to (``verl.link.kind=cut_off``)."""
     links = [
         (t, sid, target_trace, target_span)
         for t, spans in sorted(cut.items())
@@ -199,8 +199,16 @@ def test_a_cut_off_trace_opens_through_its_link(ui, cut: Traces, browsing: Brows
         if target_trace != t
     ]
     assert links, "no span of the cut-off run links to another trace"
-    from_step = [link for link in links if _root(cut[link[0]]).name == sc.SPAN_STEP]
-    holder_trace, holder_span, target_trace, target_span = (from_step or links)[0]
+    request_traces = {t for t, spans in cut.items() if _root(spans).name == sc.SPAN_REQUEST}
+    from_workers = {link[2] for link in links if cut[link[0]][link[1]].name == sc.SPAN_WORKER}
+    assert request_traces and request_traces <= from_workers, "a cut-off request no worker span links to"
+    from_step = [
+        link
+        for link in links
+        if _root(cut[link[0]]).name == sc.SPAN_STEP and cut[link[0]][link[1]].name == sc.SPAN_WORKER
+    ]
+    assert from_step, "no worker span of a step's trace links to a cut-off request"
+    holder_trace, holder_span, target_trace, target_span = from_step[0]
     holder, target = cut[holder_trace], ui_trace(ui, target_trace)
     assert target_span in target, "the link points at a span Jaeger does not have"
     step, cut_off = (holder, target) if _root(holder).name == sc.SPAN_STEP else (target, holder)
@@ -216,7 +224,8 @@ def test_a_cut_off_trace_opens_through_its_link(ui, cut: Traces, browsing: Brows
     assert [r.name for r in matching_rows(page)] == [holder[holder_span].name]
     assert detail_span_id(page) == holder_span  # locate opened its detail
     page.locator(".AccordianReferences--header").click()
-    reference = page.locator(".ReferencesList--Item").filter(has_text=target_span)
+    # the first of them: a worker may link a request twice (its trace's cut_off link, and as a slow_request)
+    reference = page.locator(".ReferencesList--Item").filter(has_text=target_span).first
     assert "< span in another trace >" in reference.inner_text()
     page.screenshot(path=shots / "2a-link.png")
 

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.export import flush, provider, tracing
-from otel_verl.recording.hold import SpanHold
+from otel_verl.export.hold import SpanHold
 from otel_verl.recording.recorder import SPAN_ID, RequestRecorder
 
 

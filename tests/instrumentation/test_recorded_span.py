@@ -2,18 +2,22 @@
 
 The spool writes JSON text from the nodes' slots (no SpanContext, no dict tree); the SDK's OTLP
 encoder goes through the ReadableSpan properties. Both must agree with a plain SDK ``ReadableSpan``
-of the same content, and the text encoder with the dict encoder on any attribute values.
+of the same content, and otel_verl's one text encoder with the SDK's own OTLP encoder (its protobuf
+message in proto3 JSON, ids turned to hex as OTLP/JSON has them) on any attribute values.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 
 import orjson
 import pytest
+from google.protobuf.json_format import MessageToDict, ParseDict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -22,9 +26,8 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
-from otel_verl.export import provider, tracing
-from otel_verl.export.encoding import encode_request
-from otel_verl.export.encoding_json import request_line
+from otel_verl.export import encoding, provider, tracing
+from otel_verl.export.encoding import request_line
 from otel_verl.recording.recorder import RequestRecorder
 from otel_verl.recording.spans import RecordedSpan
 
@@ -54,6 +57,44 @@ def _record(parent, *, own_trace=False, fail=False) -> RequestRecorder:
     return rec
 
 
+def _hex_ids(value: object) -> object:
+    """proto3 JSON → OTLP/JSON: ids as hex, not base64; span ``flags`` (an optional field otel_verl does not
+    write) left out; a bytes value as the hex string otel_verl writes (it records none itself)."""
+    if isinstance(value, list):
+        return [_hex_ids(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key in ("traceId", "spanId", "parentSpanId"):
+            out[key] = base64.b64decode(item).hex()
+        elif key == "bytesValue":
+            out["stringValue"] = base64.b64decode(item).hex()
+        elif key != "flags":
+            out[key] = _hex_ids(item)
+    return out
+
+
+def sdk_reference(spans) -> dict:
+    """What the SDK's own OTLP encoder makes of ``spans``, as OTLP/JSON."""
+    return _hex_ids(MessageToDict(encode_spans(spans), use_integers_for_enums=True))
+
+
+def as_parsed_by_protobuf(line: bytes) -> dict:
+    """An OTLP/JSON line read strictly into the protobuf message (what ``replay`` sends) and written back:
+    empty arrays and default values fall away on both sides, as in the SDK's message."""
+    request = orjson.loads(line)
+    for resource_spans in request["resourceSpans"]:
+        for scope_spans in resource_spans["scopeSpans"]:
+            for span in scope_spans["spans"]:
+                for item in (span, *span.get("links", ())):
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in item:
+                            item[key] = base64.b64encode(bytes.fromhex(item[key])).decode()
+    message = ParseDict(request, ExportTraceServiceRequest())  # unknown fields are errors here
+    return _hex_ids(MessageToDict(message, use_integers_for_enums=True))
+
+
 def _by_id(request: dict) -> dict[str, dict]:
     spans = [s for rs in request["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
     return {s["spanId"]: s for s in spans}
@@ -66,9 +107,8 @@ def test_spool_encoding_of_nodes_equals_sdk_spans(worker_span, own_trace, fail):
     nodes = rec.nodes
     assert all(type(n) is RecordedSpan for n in nodes)
     fast = orjson.loads(request_line(nodes))
-    plain = orjson.loads(orjson.dumps(encode_request([n.as_sdk_span() for n in nodes])))
-    assert fast == plain
-    assert orjson.loads(orjson.dumps(encode_request(nodes))) == plain
+    assert fast == sdk_reference([n.as_sdk_span() for n in nodes])
+    assert orjson.loads(request_line([n.as_sdk_span() for n in nodes])) == fast
     spans = _by_id(fast)
     assert len(spans) == 6  # request, preprocess, turn, engine, tool, tool parse
     root = spans[f"{rec.root.span_id:016x}"]
@@ -148,7 +188,7 @@ def _loads_nan_aware(raw: bytes) -> object:
     description=st.one_of(st.none(), st.text(max_size=20)),
     event_attributes=st.dictionaries(st.text(min_size=1, max_size=5), _scalars, max_size=2),
 )
-def test_text_encoder_equals_dict_encoder(name, attributes, description, event_attributes):
+def test_text_encoder_equals_the_sdk_encoder(name, attributes, description, event_attributes):
     """Quotes, control characters, unicode, int64 bounds, NaN/inf, arrays, maps, bytes, events, links."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": name, "n": 1}))
@@ -166,18 +206,18 @@ def test_text_encoder_equals_dict_encoder(name, attributes, description, event_a
     spans = exporter.get_finished_spans()
     text = request_line(spans)
     assert text.endswith(b"\n") and text.count(b"\n") == 1
-    assert _loads_nan_aware(text) == _loads_nan_aware(orjson.dumps(encode_request(spans)))
+    assert _loads_nan_aware(orjson.dumps(as_parsed_by_protobuf(text))) == _loads_nan_aware(
+        orjson.dumps(sdk_reference(spans))
+    )
 
 
 def test_the_attribute_fragment_cache_stays_small_over_many_requests():
     """Every request brings values that never come back (its id, token counts): the cache starts over
     at its size, so a long run's worker does not keep them (it grew ~10 KiB per step before)."""
-    from otel_verl.export import encoding_json
-
-    for i in range(3 * encoding_json.FRAGMENT_CACHE_SIZE):
+    for i in range(3 * encoding.FRAGMENT_CACHE_SIZE):
         attrs = {semconv.VERL_STEP: 7, semconv.VERL_REQUEST_ID: f"req-{i}", semconv.VERL_REQUEST_RESPONSE_TOKENS: i}
-        encoded = orjson.loads(encoding_json.attributes_json(attrs))
-        assert len(encoding_json._fragments) <= encoding_json.FRAGMENT_CACHE_SIZE
+        encoded = orjson.loads(encoding.attributes_json(attrs))
+        assert len(encoding._fragments) <= encoding.FRAGMENT_CACHE_SIZE
     assert encoded == [  # still right after the cache started over
         {"key": semconv.VERL_STEP, "value": {"intValue": "7"}},
         {"key": semconv.VERL_REQUEST_ID, "value": {"stringValue": f"req-{i}"}},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -150,6 +151,31 @@ def test_spool_files_0600_in_0700_directories(tmp_path, fresh_content):
         assert mode == (0o700 if path.is_dir() else 0o600), f"{path}: {oct(mode)}"
     for directory in (tmp_path / "spool", root):  # the spool root the user named, created by us
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+
+
+def test_import_legacy_spool_files_0600_in_0700_directories(tmp_path):
+    """``import-legacy --spool`` is a spool writer too: the same promise as the live spool's."""
+    from otel_verl.analysis.formats.legacy_import import import_legacy
+
+    logs = tmp_path / "logs" / "step_1"
+    logs.mkdir(parents=True)
+    fields = {"timestamp": "2025-08-11T23:19:40.000000", "duration_sec": 2.0, "step": 1, "workid": 0}
+    lines = [
+        {**fields, "event": event, "extra": {"request_id": "a"}}
+        for event in ("req_all_finished", "barrier_wait_duration")
+    ]
+    (logs / "worker_0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    old = os.umask(0o002)
+    try:
+        root = tmp_path / "spool" / "nested"
+        assert import_legacy(tmp_path / "logs", root, run="perm") > 0
+    finally:
+        os.umask(old)
+    paths = list((root / "perm").rglob("*"))
+    assert sum(p.suffix == ".jsonl" for p in paths) == 2  # the worker's file and the trainer's (step spans)
+    for path in [tmp_path / "spool", root, root / "perm", *paths]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), f"{path}: {oct(mode)}"
 
 
 # ------------------------------------------------------------------ the compose stack

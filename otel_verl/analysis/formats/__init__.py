@@ -4,5 +4,6 @@
 * :mod:`.legacy_export` — spans → the seed's log layout, for its plotting scripts
 * :mod:`.legacy_events` — the seed's event names, shared by both directions
 * :mod:`.perfetto` — Chrome/Perfetto trace JSON
-* :mod:`.spool_write` — writing spans as a spool (what ``import-legacy --spool`` produces)
+* :mod:`.seed_fast`, :mod:`.seed_spans` — the seed logs' spans, as spool lines (written by the one OTLP/JSON
+  encoder, :mod:`otel_verl.export.encoding`, into files as private as the live spool's) or table columns
 """

@@ -18,6 +18,7 @@ from otel_verl.analysis.formats import seed_fast
 from otel_verl.analysis.formats.seed_read import OTLP_HINT, VALIDATION_PREFIX, parse_ts
 from otel_verl.analysis.output_paths import prepare_dir, writing
 from otel_verl.analysis.read.progress import Bar, interactive
+from otel_verl.export.spool import make_private_dirs
 
 
 def import_legacy(
@@ -37,6 +38,10 @@ def import_legacy(
     if spool is None and endpoint is None:
         raise AnalysisInputError("import-legacy needs --spool DIR and/or --endpoint URL")
     if spool is not None:
+        try:  # missing directories 0700, as the live spool's (prepare_dir then names any problem)
+            make_private_dirs(Path(spool))
+        except OSError:
+            pass
         prepare_dir(spool, "--spool")
     total = sum(p.stat().st_size for p in Path(logdir).rglob("*.jsonl")) if Path(logdir).is_dir() else 0
     with Bar(interactive() and total > 20_000_000, "reading seed logs", total, "bytes") as bar:

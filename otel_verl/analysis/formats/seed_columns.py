@@ -18,12 +18,17 @@ import orjson
 import pyarrow as pa
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.formats.spool_write import any_value
 from otel_verl.analysis.read.otlp_json import SpanColumns, attr_value
+from otel_verl.export.encoding import encode_value
 
 _LINE = sc.VERL_LEGACY_LINE
 _PREFIX = orjson.dumps({_LINE: ""})[:-2]
 """``{"verl.legacy.line":"`` as orjson writes it: the kept line's encoded text follows, then ``"}``."""
+
+
+def any_value(v: Any) -> dict[str, Any]:
+    """Python value → OTLP ``AnyValue``, as the spool's encoder writes it (anything it doesn't know: its string)."""
+    return encode_value(v) or {"stringValue": str(v)}
 
 
 def _dumps(extra: dict[str, Any]) -> bytes:

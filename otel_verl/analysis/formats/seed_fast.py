@@ -16,15 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from otel_verl import semconv as sc
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.formats import seed_read, seed_spans
 from otel_verl.analysis.formats.seed_columns import SeedSpanColumns
-from otel_verl.analysis.read.otlp_json import SpanColumns
+from otel_verl.export.encoding import document_line, fields_json
+from otel_verl.export.spool import open_private_append
 
 SPANS_PER_DOCUMENT = 256
 """Spans per spool line (one ExportTraceServiceRequest), as the SDK's batch processor writes them."""
+LEGACY_RESOURCE = Resource({"service.name": seed_spans.LEGACY_SERVICE})
+LEGACY_SCOPE = InstrumentationScope("otel_verl")
 
 
 @dataclass
@@ -32,7 +37,7 @@ class FileResult:
     """What one worker made of some files: spool lines or span-table parts, bounds, counts."""
 
     documents: list[tuple[str, str, bytes]] = field(default_factory=list)
-    """(step dir, file name, one OTLP/JSON line) for ``import-legacy``."""
+    """(step dir, file name, one OTLP/JSON line with its newline) for ``import-legacy``."""
     parts: list[dict[str, Any]] = field(default_factory=list)
     """Span-table parts (:class:`SpanColumns`) for ``analyze``."""
     bounds: dict[int | None, tuple[int, int]] = field(default_factory=dict)
@@ -44,17 +49,9 @@ class FileResult:
     error: str | None = None
 
 
-def _document(spans: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "resourceSpans": [
-            {
-                "resource": {
-                    "attributes": [{"key": "service.name", "value": {"stringValue": seed_spans.LEGACY_SERVICE}}]
-                },
-                "scopeSpans": [{"scope": {"name": "otel_verl"}, "spans": spans}],
-            }
-        ]
-    }
+def _document(spans: list[str]) -> bytes:
+    """Encoded spans → one spool line (the one encoder's, :mod:`otel_verl.export.encoding`)."""
+    return document_line(LEGACY_RESOURCE, LEGACY_SCOPE, spans)
 
 
 def _convert(
@@ -105,9 +102,9 @@ def _convert(
                 for i in range(0, len(spans), SPANS_PER_DOCUMENT):
                     doc = _document(spans[i : i + SPANS_PER_DOCUMENT])
                     if spool is not None:
-                        _append(handles, spool / run / sub / fname, orjson.dumps(doc))
+                        _append(handles, spool / run / sub / fname, doc)
                     else:
-                        res.documents.append((sub, fname, orjson.dumps(doc)))
+                        res.documents.append((sub, fname, doc))
     except OSError as exc:
         res.error = f"{exc.filename}: cannot write: {exc.strerror}"
     finally:
@@ -135,11 +132,11 @@ def spool_file(rel: str, val: bool, step: int | None, worker: int | None) -> tup
 
 
 def _append(handles: dict[Path, Any], path: Path, line: bytes) -> None:
+    """Append a spool line; files are made 0600 in 0700 directories, as the live spool's."""
     fh = handles.get(path)
     if fh is None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = handles[path] = path.open("ab")
-    fh.write(line + b"\n")
+        fh = handles[path] = open_private_append(path)
+    fh.write(line)
 
 
 def _chunks(files: list[Path], jobs: int) -> list[list[Path]]:
@@ -157,7 +154,7 @@ def convert_dir(
     advance: Callable[[int], None] | None = None,
     spool: Path | None = None,
     keep_lines: bool = True,
-) -> tuple[list[FileResult], list[dict[str, Any]]]:
+) -> tuple[list[FileResult], list[seed_spans.SpanFields]]:
     """Convert every file of LOGDIR; returns the per-chunk results and the step spans.
 
     With ``spool``, workers append their lines under ``<spool>/<run>/`` themselves (see :func:`write_spool`
@@ -214,41 +211,33 @@ def convert_dir(
     return results, steps
 
 
-def write_spool(results: list[FileResult], steps: list[dict[str, Any]], spool: Path, run: str) -> int:
+def write_spool(results: list[FileResult], steps: list[seed_spans.SpanFields], spool: Path, run: str) -> int:
     """Append the converted lines under ``<spool>/<run>/step_<n>/<file>``; the step spans go to trainer.jsonl."""
     handles: dict[Path, Any] = {}
     try:
         for r in results:
             for sub, fname, line in r.documents:
-                path = spool / run / sub / fname
-                fh = handles.get(path)
-                if fh is None:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    fh = handles[path] = path.open("ab")
-                fh.write(line + b"\n")
-        by_step: dict[str, list[dict[str, Any]]] = {}
+                _append(handles, spool / run / sub / fname, line)
+        by_step: dict[str, list[str]] = {}
         for s in steps:
-            step = next((a["value"].get("intValue") for a in s["attributes"] if a["key"] == "verl.step"), None)
-            by_step.setdefault(f"step_{step}" if step is not None else "no_step", []).append(s)
+            step = s[6].get(sc.VERL_STEP)
+            by_step.setdefault(f"step_{step}" if step is not None else "no_step", []).append(fields_json(*s))
         for sub, spans in by_step.items():
-            path = spool / run / sub / "trainer.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("ab") as fh:
-                fh.write(orjson.dumps(_document(spans)) + b"\n")
+            _append(handles, spool / run / sub / "trainer.jsonl", _document(spans))
     finally:
         for fh in handles.values():
             fh.close()
     return sum(r.spans for r in results) + len(steps)
 
 
-def documents(results: list[FileResult], steps: list[dict[str, Any]]) -> list[bytes]:
+def documents(results: list[FileResult], steps: list[seed_spans.SpanFields]) -> list[bytes]:
     """Every OTLP/JSON line, for sending to an endpoint."""
-    return [line for r in results for _sub, _fname, line in r.documents] + [orjson.dumps(_document(steps))]
+    return [line for r in results for _sub, _fname, line in r.documents] + [_document([fields_json(*s) for s in steps])]
 
 
-def table_parts(results: list[FileResult], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def table_parts(results: list[FileResult], steps: list[seed_spans.SpanFields]) -> list[dict[str, Any]]:
     """Span-table parts of every span (for :func:`otel_verl.analysis.read.span_frame.frame_from_parts`)."""
-    cols = SpanColumns()
-    if steps:
-        cols.add_document(_document(steps))
+    cols = SeedSpanColumns(seed_spans.LEGACY_SERVICE)
+    for s in steps:
+        cols.add_span(*s)
     return [p for r in results for p in r.parts] + cols.take_parts()

@@ -20,7 +20,7 @@ spill, parts      spans waiting for their step, on disk; rows of span-table part
 ================  ===========================================================================
 """
 
-from otel_verl.analysis.read.sources import SOURCE_TYPES, load_many, load_spans
+from otel_verl.analysis.read.sources import SOURCE_TYPES, load_spans
 from otel_verl.analysis.read.stats import LoadStats
 
-__all__ = ["SOURCE_TYPES", "LoadStats", "load_many", "load_spans"]
+__all__ = ["SOURCE_TYPES", "LoadStats", "load_spans"]

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pyarrow.compute as pc
@@ -148,9 +146,3 @@ def load_spans(
     stats.spans = len(frame)
     stats.seconds = time.perf_counter() - t0
     return frame
-
-
-def load_many(sources: Iterable[str], **kwargs: Any) -> pd.DataFrame:
-    """Concatenate several sources (e.g. a spool and a collector export) into one span table."""
-    frames = [load_spans(s, **kwargs) for s in sources]
-    return pd.concat(frames, ignore_index=True)

@@ -4,7 +4,7 @@ The chunk span is parented on the carrier the manager put into the batch (popped
 level, so verl never sees it), made current while verl dispatches the chunk's trajectories, and ended
 when dispatch returned and no trajectory of the chunk is left (V1's fire-and-forget dispatch: when the
 tasks it spawned are done too). While a chunk is open, finished requests' spans are held
-(:mod:`otel_verl.recording.hold`); its end releases them off the event loop.
+(:mod:`otel_verl.export.hold`); its end releases them off the event loop.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import SpanContext, Status, StatusCode
 
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.export import flush, provider, tracing
 from otel_verl.instrumentation import propagation
 from otel_verl.instrumentation.rollout.attributes import ABORTED, COMPLETED, as_int
+from otel_verl.recording.cutting import UNKNOWN_WORKERS, RequestSizes, TraceBudget
 from otel_verl.recording.sampling import ChunkSampler
 from otel_verl.wrapping import threads
 from otel_verl.wrapping.registry import enabled
@@ -36,6 +37,8 @@ WORKER_GENERATE = ("verl.experimental.agent_loop.agent_loop", "AgentLoopWorker.g
 _ACTOR_RANK = re.compile(r"agent_loop_worker_(\d+)")
 UNKNOWN = object()
 """A value not looked up yet."""
+_SIZES = RequestSizes()
+"""This process's largest request so far: what each new request reserves in its trace."""
 
 
 def worker_rank() -> int | None:
@@ -71,8 +74,11 @@ class WorkerChunk:
         manager_span_id: int | None,
         config: OtelVerlConfig | None = None,
         sampler: ChunkSampler | None = None,
+        budget: TraceBudget | None = None,
     ) -> None:
         self.span = span
+        self.budget = budget
+        """Which trace each request's spans go to (None: the chunk's own, or per ``OTEL_VERL_TRACE_PER_REQUEST``)."""
         self.config = config
         """The process's settings when the chunk started (None: no tracing set up, record with defaults)."""
         self.sampler = sampler
@@ -126,6 +132,14 @@ class WorkerChunk:
         span = self.span
         if self.sampler is not None:
             self._close_sampler(span)
+        budget = self.budget
+        if budget is not None and span.is_recording():
+            try:
+                for context, attributes in (*budget.cut_off_links(), *budget.slowest_links()):
+                    span.add_link(context, attributes)
+                span.set_attribute(semconv.VERL_WORKER_NUM_OWN_TRACE, budget.own_trace)
+            except Exception:
+                logger.debug("otel_verl: links to the cut-off requests not added", exc_info=True)
         if span.is_recording():
             span.set_attribute(semconv.VERL_WORKER_NUM_REQUESTS, self.requests)
             span.set_attribute(semconv.VERL_WORKER_NUM_COMPLETED, self.status_counts.get(COMPLETED, 0))
@@ -153,6 +167,7 @@ class WorkerChunk:
             "rank": self.rank if self.rank is not None else -1,
             "step": self.step,
             "manager_span_id": self.manager_span_id,
+            "trace_spans": self.budget.used if self.budget is not None else 0,
         }
 
 
@@ -176,7 +191,46 @@ def _batch_step(batch: Any) -> int | None:
     return as_int(_batch_value(batch, "global_steps"))
 
 
-def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
+def _max_turns(worker: Any) -> int | None:
+    """verl's ``multi_turn.max_assistant_turns`` of this worker (None: not set, or not found)."""
+    try:
+        return as_int(worker.rollout_config.multi_turn.max_assistant_turns)
+    except Exception:
+        return None
+
+
+def _trace_budget(
+    config: OtelVerlConfig, carrier: Any, span: trace.Span, parent: SpanContext | None, worker: Any
+) -> TraceBudget | None:
+    """The chunk's trace cutting (:mod:`otel_verl.recording.cutting`), from its settings and what the
+    manager put beside the carrier; None when requests are not emitted or traces are never cut."""
+    limit = config.trace_span_budget()
+    if not config.detail_at_least("request") or (limit <= 0 and not config.trace_per_request):
+        return None
+    extras = propagation.carrier_dict(carrier) or {}
+    share = as_int(extras.get(semconv.CARRIER_SPAN_BUDGET_KEY))
+    if share is None:  # no rollout manager: the chunk's trace is its own; an older one: assume 16 workers
+        share = limit - 1 if parent is None else limit // UNKNOWN_WORKERS
+    step = None  # no step span (a validation before training): a request in a trace of its own links to its worker
+    step_hex = extras.get(semconv.CARRIER_STEP_SPAN_KEY)
+    if parent is not None and isinstance(step_hex, str):
+        try:
+            step = SpanContext(parent.trace_id, int(step_hex, 16), True, parent.trace_flags)
+        except ValueError:
+            step = None
+    events = config.detail_at_least("full")
+    return TraceBudget(
+        max(0, share),
+        limit if limit > 0 else 2**62,
+        _SIZES.estimate(events, _max_turns(worker) if _SIZES.largest == 0 else None),
+        _SIZES,
+        span.get_span_context(),
+        step,
+        per_request=config.trace_per_request,
+    )
+
+
+def _start_chunk(batch: Any, worker: Any = None) -> tuple[WorkerChunk, Any] | tuple[None, None]:
     rank = ensure_worker_tracing()
     state = tracing.get_state()
     config = state.config if state is not None else None
@@ -199,11 +253,13 @@ def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
         attributes[semconv.VERL_VALIDATE] = bool(validate)
     span = tracing.tracer().start_span(semconv.SPAN_WORKER, context=parent_ctx, attributes=attributes)
     manager_span_id = trace.get_current_span(parent_ctx).get_span_context().span_id if parent_ctx else None
-    sampler = None
+    sampler = budget = None
     if config is not None:
         sampler = ChunkSampler(config.sample_ratio, config.sample_keep_slowest, config.detail_at_least("request"))
+        parent = trace.get_current_span(parent_ctx).get_span_context() if parent_ctx else None
+        budget = _trace_budget(config, carrier, span, parent, worker)
     chunk_step = step if step is not None and step >= 0 else None
-    chunk = WorkerChunk(span, chunk_step, rank, manager_span_id, config, sampler)
+    chunk = WorkerChunk(span, chunk_step, rank, manager_span_id, config, sampler, budget)
     flush.hold_begin()  # balanced by hold_end() in chunk.maybe_end()
     chunk.context = ctx = trace.set_span_in_context(span)
     threads.exempt(ctx)  # verl's tokenizer work in executor threads carries nothing (see threads.exempt)
@@ -221,7 +277,7 @@ async def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, k
     batch = args[0] if args else kwargs.get("batch")
     chunk = tokens = None
     try:
-        chunk, tokens = _start_chunk(batch)
+        chunk, tokens = _start_chunk(batch, instance)
     except Exception:
         call_failed(WORKER_GENERATE)
     error: BaseException | None = None

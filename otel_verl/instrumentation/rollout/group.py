@@ -7,7 +7,8 @@ the replay buffer; it belongs to no single step. So there the group is the root 
 linked to the worker span that dispatched it, and the consuming inner update links to it
 (:mod:`otel_verl.instrumentation.updates`); the ids follow from the prompt's ``uid``
 (:mod:`otel_verl.instrumentation.sample_groups`). Under the sync trainer (and for validation) it is consumed
-in the step that dispatched it, so it stays in that step's trace, under its worker span.
+in the step that dispatched it, so it stays in that step's trace, under its worker span; trace cutting
+(:mod:`otel_verl.recording.cutting`) may move its requests to a trace of the group, linked to it first.
 
 The group's samples (``verl.rollout.request``) are its children; when one ends it reports its policy
 versions here (:func:`sample_finished`), and the group span carries their range and count.
@@ -99,6 +100,9 @@ def _start_group(worker: Any, args: tuple, kwargs: dict) -> tuple[SampleGroup, o
     else:
         with planned_ids(dispatched_by.trace_id, group_span_id(uid)):
             span = tracer.start_span(semconv.SPAN_GROUP, attributes=attributes)
+        budget = chunk.budget  # the group span stays in the step's trace (the update links to it there)
+        if budget is not None and budget.cuts(dispatched_by):
+            budget.charge(1)
     group = SampleGroup(span)
     token = otel_context.attach(trace.set_span_in_context(span))
     CURRENT_GROUP.set(group)  # this task is the group's own (verl spawns one per prompt)

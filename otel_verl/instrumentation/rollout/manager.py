@@ -14,6 +14,7 @@ import inspect
 import logging
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from opentelemetry import trace
@@ -21,7 +22,9 @@ from opentelemetry.trace import SpanContext
 
 from otel_verl import semconv
 from otel_verl.export import tracing
-from otel_verl.instrumentation import propagation
+from otel_verl.instrumentation import propagation, trainer
+from otel_verl.instrumentation.rollout.attributes import as_int
+from otel_verl.recording.cutting import UNKNOWN_WORKERS, worker_allotment
 from otel_verl.wrapping.registry import enabled
 from otel_verl.wrapping.signatures import call_failed
 
@@ -33,6 +36,14 @@ CONCAT = ("verl.protocol", "DataProto.concat")
 _worker_infos: dict[int, list[dict[str, Any]]] = {}
 """Worker-chunk results collected by the ``DataProto.concat`` wrapper, keyed by the manager span id."""
 _infos_lock = threading.Lock()
+
+_given: OrderedDict[int, int] = OrderedDict()
+"""trace id → spans of that trace already given to rollouts (a step's rollout, then its validation):
+the last few traces only. While a rollout runs it holds all it was given; when its chunks' answers are
+back, what they really put in the trace (:func:`_settle`)."""
+_GIVEN_TRACES = 16
+_settling: dict[int, tuple[int, int, int]] = {}
+"""manager span id → (trace id, spans given before this rollout, its fixed part: structure and per-worker spans)."""
 
 
 def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -47,6 +58,7 @@ def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs:
         if span_ctx.is_valid:
             carrier = propagation.current_carrier()
             parent_id = span_ctx.span_id
+            carrier.update(_cutting_extras(instance, span_ctx, parent_id))
             if propagation.put_in_meta_info(prompts, carrier):
                 injected = "meta"
             elif prompts is not None and propagation.put_in_tensordict(prompts, carrier):
@@ -67,6 +79,43 @@ def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs:
     return result
 
 
+def _cutting_extras(instance: Any, span_ctx: SpanContext, manager_span_id: int) -> dict[str, str]:
+    """What rides beside the carrier for trace cutting (:mod:`otel_verl.recording.cutting`): the step span's
+    id, and each worker chunk's share of the step's trace (of what earlier rollouts in it left)."""
+    extras: dict[str, str] = {}
+    step = trainer.current_step_span()
+    if step is not None and step.trace_id == span_ctx.trace_id:
+        extras[semconv.CARRIER_STEP_SPAN_KEY] = format(step.span_id, "016x")
+    config = tracing.current_config()
+    budget = config.trace_span_budget()
+    if budget <= 0 or config.trace_per_request:
+        return extras
+    workers = getattr(instance, "agent_loop_workers", None)
+    count = len(workers) if isinstance(workers, (list, tuple)) else None
+    with _infos_lock:
+        used = _given.get(span_ctx.trace_id, 0)
+        share, taken = worker_allotment(budget, count, used)
+        _given[span_ctx.trace_id] = used + taken
+        _settling[manager_span_id] = (span_ctx.trace_id, used, taken - share * (count or UNKNOWN_WORKERS))
+        _given.move_to_end(span_ctx.trace_id)
+        while len(_given) > _GIVEN_TRACES:
+            _given.popitem(last=False)
+    extras[semconv.CARRIER_SPAN_BUDGET_KEY] = str(share)
+    return extras
+
+
+def _settle(manager_span_id: int, infos: list[dict[str, Any]]) -> None:
+    """The rollout is back: its trace is charged what its chunks really put there (their answers say), so a
+    later rollout in the same step (a validation at ``test_freq``) gets the rest. Without answers (V1 collects
+    its chunks elsewhere) the rollout keeps all it was given."""
+    with _infos_lock:
+        settling = _settling.pop(manager_span_id, None)
+        if settling is None or not infos or settling[0] not in _given:
+            return
+        trace_id, before, fixed = settling
+        _given[trace_id] = before + fixed + sum(as_int(info.get("trace_spans")) or 0 for info in infos)
+
+
 async def _finalize_after(coro: Any, finalize: Any) -> Any:
     try:
         return await coro
@@ -84,6 +133,7 @@ def _manager_finalizer(prompts: Any, injected: str | None, parent_id: int | None
             if parent_id is not None:
                 with _infos_lock:
                     infos = _worker_infos.pop(parent_id, [])
+                _settle(parent_id, infos)
                 _emit_barriers(infos, time.time_ns())
         except Exception:
             logger.debug("otel_verl: manager post-processing failed", exc_info=True)

@@ -59,8 +59,9 @@ def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> R
         attributes,
         events=config.detail_at_least("full"),
         spans=config.detail_at_least("request"),
-        own_trace=config.trace_per_request,
+        own_trace=config.trace_per_request and (chunk is None or chunk.budget is None),
         sampler=chunk.sampler if chunk is not None else None,
+        budget=chunk.budget if chunk is not None else None,
     )
 
 
