@@ -86,9 +86,12 @@ def slowest(r: pd.DataFrame, max_requests: int) -> pd.DataFrame:
 
 
 def named_extra(r: pd.DataFrame, named: Iterable[str], top: pd.DataFrame) -> pd.DataFrame:
-    """The requests of ``r`` a finding names that are not among the slowest, in ``r``'s order."""
+    """The requests of ``r`` a finding names that are not among the slowest, in ``named``'s order (the findings'
+    order: most severe first), so the most telling ones stay when there are more than :data:`MAX_REQUESTS`."""
     ids = [n for n in dict.fromkeys(named) if isinstance(n, str)]
-    return r[r["request_id"].isin(ids) & ~r["request_row"].isin(top["request_row"])]
+    extra = r[r["request_id"].isin(ids) & ~r["request_row"].isin(top["request_row"])]
+    rank = {rid: i for i, rid in enumerate(ids)}
+    return extra.iloc[np.argsort(extra["request_id"].map(rank).to_numpy(), kind="stable")]
 
 
 def choose(top: pd.DataFrame, extra: pd.DataFrame, max_requests: int) -> pd.DataFrame:

@@ -97,21 +97,17 @@ class OutlierHold:
         if self.top.empty:
             return pd.DataFrame(columns=outliers.COLUMNS)
         ids = [n for n in dict.fromkeys(named) if isinstance(n, str)]
-        need = outliers.MAX_REQUESTS - len(self.top)
-        extra, rows = [], [self.rows]
-        for part in self.parts if ids and need > 0 else ():
+        found = []
+        for part in self.parts if ids and len(self.top) < outliers.MAX_REQUESTS else ():
             r = self.store.get(f"part{part}", "outlier_requests")
             mine = r[r["request_id"].isin(ids).to_numpy()]
-            mine = mine[~_pairs(mine).isin(_pairs(self.top))].head(need)
-            if mine.empty:
-                continue
+            found.append(mine[~_pairs(mine).isin(_pairs(self.top))])
+        extra = outliers.named_extra(_concat_all(found, self.top.iloc[:0]), ids, self.top.iloc[:0])
+        chosen = outliers.choose(self.top, extra, self.max_requests)
+        rows = [self.rows]
+        for part, mine in chosen[chosen["why"] != self._why].groupby("part", sort=False):
             spans = self.store.get(f"part{part}", "outlier_spans")
-            rows.append(outliers.request_rows(spans, mine.assign(why="named by a finding")).assign(part=part))
-            extra.append(mine)
-            need -= len(mine)
-            if need <= 0:
-                break
-        chosen = outliers.choose(self.top, _concat_all(extra, self.top.iloc[:0]), self.max_requests)
+            rows.append(outliers.request_rows(spans, mine).assign(part=part))
         return outliers.order_rows(_rows_of(pd.concat(rows), chosen), chosen)
 
 
