@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.findings.engine_orphans import merge_engine_orphans
@@ -53,3 +54,21 @@ def test_engine_orphans_of_all_parts_are_one_finding() -> None:
     assert f.details["services"] == ["sglang", "vllm"] and len(f.evidence) == 2
     assert f.message.startswith("5 of 30 engine spans")
     assert merge_engine_orphans([], 30) == []
+
+
+def test_factorize_rows_is_multiindex_factorize() -> None:
+    from otel_verl.analysis.findings.row_codes import factorize_rows
+
+    rng = np.random.default_rng(3)
+    a = pd.Series(rng.choice(["decode", "tool", "reward", None], 5000)).astype(object)
+    b = rng.choice(["0", "1", "", "calc"], 5000).astype(object)
+    b[7] = np.nan
+    c = pd.Series(rng.integers(0, 2000, 5000).astype(str))  # many distinct rows: codes folded, not multiplied
+    for cols in ([a, b], [a, b, c]):
+        codes, uniques = pd.MultiIndex.from_arrays(cols).factorize()
+        got_codes, got = factorize_rows(cols)
+        assert np.array_equal(got_codes, codes)
+        same = [tuple("NA" if pd.isna(v) else v for v in t) for t in got]
+        assert same == [tuple("NA" if pd.isna(v) else v for v in t) for t in uniques]
+    empty_codes, empty = factorize_rows([pd.Series([], dtype=object), np.array([], dtype=object)])
+    assert len(empty_codes) == 0 and empty == []

@@ -23,6 +23,7 @@ import pandas as pd
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.anomaly_rows import ANOMALY_COLUMNS, anomaly_rows
 from otel_verl.analysis.findings.baselines import Baselines, group_log_ratios
+from otel_verl.analysis.findings.row_codes import factorize_rows
 from otel_verl.analysis.findings.stalls import with_stalls
 from otel_verl.analysis.findings.step_summary import (
     GROUP_REPLICA,
@@ -82,7 +83,7 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
 
 def _norms(occ: pd.DataFrame, b: Baselines, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Each occurrence's usual value and fence for ``metric`` (looked up once per distinct part and key)."""
-    codes, uniques = pd.MultiIndex.from_arrays([occ["part"], occ["key"]]).factorize()
+    codes, uniques = factorize_rows([occ["part"], occ["key"]])
     med = np.full(len(uniques), np.nan)
     fence = np.full(len(uniques), np.inf)
     for i, (part, key) in enumerate(uniques):
