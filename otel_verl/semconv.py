@@ -43,6 +43,22 @@ steps); the validation rollout's worker spans are its children. Carries ``verl.s
 SPAN_BARRIER: Final = "verl.barrier"
 """Synthesized: time a worker waited for the slowest worker of the step."""
 
+SPAN_UPDATE: Final = "verl.update"
+"""One inner update of a V1 step (``PPOTrainer._step_once``: sample a mini-batch from the replay buffer, then
+its phases); a step has ``parameter_sync_step`` of them (separate-async), else one. Links to every sample group
+it consumed, each link carrying the group's policy versions and its staleness (:data:`VERL_SAMPLE_STALENESS`)."""
+
+SPAN_GROUP: Final = "verl.rollout.group"
+"""One sample group of the V1 rollout (``AgentLoopWorkerTQ._run_prompt``: one prompt, its ``rollout.n`` samples
+as ``verl.rollout.request`` children). Sync trainer: a child of its worker span, in the step's trace. Async
+trainers: the root of a trace of its own (its samples may be generated across steps), linked to the worker
+span that dispatched it; the inner update that consumed it links back to it. Its ids follow from the prompt's
+``uid`` (:mod:`otel_verl.instrumentation.sample_groups`), so the trainer can link to it without a message."""
+
+SPAN_WEIGHT_SYNC: Final = "verl.weight_sync"
+"""One parameter sync (``CheckpointEngineManager.update_weights``): the new policy version into the rollout
+replicas; seconds are the span's, bytes where the engine reports them (:data:`VERL_SYNC_BYTES`)."""
+
 GEN_AI_OP_TEXT_COMPLETION: Final = "text_completion"
 GEN_AI_OP_EXECUTE_TOOL: Final = "execute_tool"
 
@@ -140,6 +156,74 @@ VERL_ENGINE_NUM_PREEMPTED: Final = "verl.engine.num_preempted"
 VERL_BARRIER_SLOWEST_RANK: Final = "verl.barrier.slowest_rank"
 """Rank of the worker everybody waited for."""
 
+# ---------------------------------------------------------------- V1 trainers: modes, inner updates, versions
+# semantic-conventions-genai#88 (the ``rl.*`` proposal) names namespaces (``rl.loop``, ``rl.sample``,
+# ``rl.reward``, ``rl.train``, ``rl.sync``) and resource attributes (``rl.system``, ``rl.run.id``,
+# ``rl.algorithm``, ...) but, in the text available to us, no attribute for a sample's policy version, its
+# staleness or a sync's payload: those are ``verl.*`` names here, kept in this one place for an alias later.
+RL_SYSTEM: Final = "rl.system"
+"""Resource attribute (#88): the RL framework, ``verl`` on every process otel_verl sets up."""
+
+RL_RUN_ID: Final = "rl.run.id"
+"""Resource attribute (#88): the training run; the same value as :data:`VERL_RUN_ID`."""
+
+VERL_TRAINER_MODE: Final = "verl.trainer.mode"
+"""On ``verl.step``: ``sync`` | ``colocate_async`` | ``separate_async`` (verl's ``trainer.v1.trainer_mode``),
+``legacy`` for ``RayPPOTrainer``."""
+
+VERL_PARAMETER_SYNC_STEP: Final = "verl.trainer.parameter_sync_step"
+"""On ``verl.step`` (V1): inner updates per step between parameter syncs (verl's ``parameter_sync_step``)."""
+
+VERL_UPDATE_INDEX: Final = "verl.update.index"
+"""0-based inner update within the step (verl's ``local_trigger_step``): on ``verl.update`` and its phases."""
+
+VERL_UPDATE_NUM_GROUPS: Final = "verl.update.num_groups"
+"""Sample groups (prompts) the inner update consumed."""
+
+VERL_UPDATE_NUM_SAMPLES: Final = "verl.update.num_samples"
+"""Samples (trajectories) the inner update consumed, padding left out."""
+
+VERL_UPDATE_STALENESS_MAX: Final = "verl.update.staleness.max"
+VERL_UPDATE_STALENESS_MEAN: Final = "verl.update.staleness.mean"
+"""Over the consumed samples: :data:`VERL_SAMPLE_STALENESS` (verl's ``training/off_policy/trajectory_staleness``)."""
+
+VERL_GROUP_UID: Final = "verl.group.uid"
+"""The prompt's ``uid`` (verl's TransferQueue key of the group; its samples are ``<uid>_<session>_<i>``)."""
+
+VERL_GROUP_NUM_SAMPLES: Final = "verl.group.num_samples"
+"""Samples (rollout.n) of a sample group."""
+
+VERL_POLICY_VERSION: Final = "verl.policy.version"
+"""The policy version (verl's ``global_steps`` of the weights the engine served) that generated an engine call."""
+
+VERL_POLICY_VERSION_MIN: Final = "verl.policy.version.min"
+VERL_POLICY_VERSION_MAX: Final = "verl.policy.version.max"
+"""The oldest / newest policy version a sample (request span), a group, or a consumed group (link) was generated
+with (verl's ``min_global_steps`` / ``max_global_steps``; they differ when a partial rollout resumed on new
+weights)."""
+
+VERL_DISPATCH_STEP: Final = "verl.dispatch.step"
+"""On a consumption link: the step that dispatched the group (the group's ``verl.step``)."""
+
+VERL_SAMPLE_STALENESS: Final = "verl.sample.staleness"
+"""On a consumption link: how many versions behind the consuming policy the group's stalest sample is,
+``(consuming step - 1) - max_global_steps`` (verl's ``trajectory_staleness``, a lower bound; 0 = on-policy)."""
+
+VERL_SAMPLE_STALENESS_WORST: Final = "verl.sample.staleness_worst"
+"""On a consumption link: ``(consuming step - 1) - min_global_steps`` (verl's ``trajectory_staleness_worst``)."""
+
+VERL_SYNC_VERSION: Final = "verl.weight_sync.version"
+"""The policy version a parameter sync installs (the ``global_steps`` it was called with)."""
+
+VERL_SYNC_BACKEND: Final = "verl.weight_sync.backend"
+"""The checkpoint-engine backend (``naive`` = in-process, colocated; ``nccl``, ``nixl``, ...)."""
+
+VERL_SYNC_REPLICAS: Final = "verl.weight_sync.replicas"
+"""Rollout replicas the sync updates."""
+
+VERL_SYNC_BYTES: Final = "verl.weight_sync.bytes"
+"""Bytes on the wire, where the engine reports them (verl's ``checkpoint_engine/payload_mbytes``)."""
+
 VERL_EVENT_ORIGIN: Final = "verl.event.origin"
 """For imported seed logs: the original event name."""
 
@@ -176,6 +260,19 @@ ERROR_TYPE: Final = "error.type"
 # Names from ``vllm/tracing/utils.py: SpanAttributes``; the demo's simulated engine emits the same shape.
 ENGINE_SPAN_REQUEST: Final = "llm_request"
 """vLLM's span per finished request (kind SERVER, scope :data:`ENGINE_SCOPE`)."""
+ENGINE_OPERATIONS: Final = ("text_completion", "chat", "generate_content", "embeddings")
+"""GenAI operation names (``gen_ai.operation.name``) an engine's request span may be named by: under
+``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` vLLM names it ``"{operation} {model}"`` instead of
+``llm_request`` (vllm#47633), which our ``text_completion <model>`` can equal: the analyzer tells the engine's
+apart by what only the engine's has (its ``gen_ai.latency.*`` numbers, its service, its phase children)."""
+ENGINE_PHASE_SPAN_PREFIX: Final = "vllm.request."
+ENGINE_PHASE_SPANS: Final = {
+    "vllm.request.queue": "queue",
+    "vllm.request.prefill": "prefill",
+    "vllm.request.decode": "decode",
+}
+"""Child spans of an engine request span proposed in vllm#44402 (name → the part of the engine's account): where
+present, the analyzer takes the engine's queue / prefill / decode seconds from them."""
 ENGINE_SCOPE: Final = "vllm.tracing.otel"
 ENGINE_SERVICE_SUFFIX: Final = ".vllm"
 """Engine spans carry ``service.name`` = otel_verl's service name + this (``verl.vllm`` by default)."""

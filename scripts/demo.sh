@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU demo: a traced multi-turn verl rollout (3 steps, 2 workers; in step 2 worker 0 stalls 20 s
+# The CPU demo: verl's V1 trainer with a traced multi-turn rollout (3 steps, 2 workers; in step 2 worker 0 stalls 20 s
 # mid-rollout, planted: --plant stall) → ./traces (spool) and
 # ./otel-verl-report/<run> (findings.json, report.html, figures). Extra arguments go to `otel-verl demo`.
 # `--engine vllm` serves the rollout with verl's real vLLMHttpServer on vLLM's CPU build: its separate
@@ -19,7 +19,8 @@ done
 if [[ "$engine" == "vllm" ]]; then
     PY="$(bash "$ROOT/scripts/install_vllm.sh" | tail -n 1)"
     export RAY_ENABLE_UV_RUN_RUNTIME_ENV=0
-    exec "$(dirname "$PY")/otel-verl" demo --steps 3 --spool ./traces "$@"
+    # the vLLM demo runs the legacy trainer loop (verl's V1 trainers sync weights into the simulated engine)
+    exec "$(dirname "$PY")/otel-verl" demo --steps 3 --spool ./traces --trainer legacy "$@"
 fi
 bash "$ROOT/scripts/bootstrap.sh"
 exec uv run --frozen otel-verl demo --steps 3 --spool ./traces --plant stall "$@"

@@ -9,6 +9,7 @@ analyze            :mod:`.analyze`         findings.json, report.html and figure
 import-legacy      :mod:`.formats`         the seed's SGLangLogManager logs → spool / OTLP
 export-legacy      :mod:`.formats`         a trace source → the seed's log layout
 export-perfetto    :mod:`.formats`         a trace source → Chrome/Perfetto trace JSON
+check-seams        :mod:`.seams`           which seams fit the installed verl, or a verl source tree
 =================  ======================  ============================================================
 
 The source options every reading command shares are declared once, in :mod:`.common`.
@@ -21,7 +22,7 @@ import sys
 
 import typer
 
-from otel_verl.cli import analyze, common, demo, formats, replay
+from otel_verl.cli import analyze, common, demo, formats, replay, seams
 
 app = typer.Typer(
     name="otel-verl",
@@ -42,6 +43,7 @@ app.command("analyze", help=analyze.ANALYZE_HELP)(analyze.analyze)
 app.command("import-legacy", help=formats.IMPORT_LEGACY_HELP)(formats.import_legacy)
 app.command("export-legacy", help=formats.EXPORT_LEGACY_HELP)(formats.export_legacy)
 app.command("export-perfetto", help=formats.EXPORT_PERFETTO_HELP)(formats.export_perfetto)
+app.command("check-seams", help=seams.CHECK_SEAMS_HELP)(seams.check_seams)
 
 
 def main() -> None:

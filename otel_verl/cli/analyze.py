@@ -51,7 +51,7 @@ def analyze(
     ] = None,
     thresholds_file: Annotated[
         Path | None,
-        typer.Option("--thresholds", help='JSON file of thresholds: `{"thresholds": {"event_k": 20}}`'),
+        typer.Option("--thresholds", help='JSON file of thresholds: `{"thresholds": {"warning_margin": 5}}`'),
     ] = None,
     top_requests: Annotated[
         int, typer.Option("--top-requests", min=1, help="slowest requests the outlier figure breaks down")

@@ -11,9 +11,15 @@ from typing import Annotated
 import typer
 
 from otel_verl.cli.common import console
+from otel_verl.demo.plants import ENGINE_KEYS, PLANT_STEP, READY_MADE
 
-PLANTS: dict[str, dict] = {"stall": {"stall": {3: 20.0}, "step": 2}}
-"""``--plant NAME``: the knobs each ready-made problem sets (sample 3 runs on worker 0 of 2)."""
+
+def _plant_help() -> str:
+    items = "; ".join(f"`{name}`: {what}" for name, (_plan, what) in READY_MADE.items())
+    return (
+        f"A ready-made problem for the analyzer to find, planted in step {PLANT_STEP} (repeat to combine): "
+        f"{items}. `scripts/demo.sh` passes `stall`."
+    )
 
 
 def _pairs(values: list[str] | None, arity: int, option: str) -> list[tuple[float, ...]]:
@@ -45,6 +51,26 @@ def _slow_turns(values: list[str] | None) -> dict[int, tuple[int, float, str]]:
         ((index, turn, seconds),) = _pairs([":".join(parts)], 3, "--slow-turn")
         out[int(index)] = (int(turn), seconds, where)
     return out
+
+
+def _ready_made(names: list[str] | None, engine: str, knobs: bool) -> dict[int, dict]:
+    """``--plant`` names → ``step_plants`` (exit 2 on an unknown name, or a mix the demo cannot honour)."""
+    from otel_verl.demo.plants import ready_made
+
+    if not names:
+        return {}
+    for name in names:
+        if name not in READY_MADE:
+            console.print(f"error: --plant {name!r}: use {', '.join(READY_MADE)}")
+            raise typer.Exit(code=2)
+    if knobs:
+        console.print("error: --plant replaces --stall/--slow-turn/--slow-reward/--slow-step: use one or the other")
+        raise typer.Exit(code=2)
+    plans = ready_made(names)
+    if engine != "sim" and any(key in ENGINE_KEYS for plan in plans.values() for key in plan):
+        console.print(f"error: --plant {' '.join(names)} plants in the simulated engine: it needs --engine sim")
+        raise typer.Exit(code=2)
+    return plans
 
 
 def demo(
@@ -88,18 +114,16 @@ def demo(
         list[str] | None,
         typer.Option(help="R:N — replica R runs N requests at once, the rest queue in it (a replica imbalance)."),
     ] = None,
-    plant: Annotated[
-        str | None,
-        typer.Option(
-            help="A ready-made problem for the analyzer to find: `stall` (a small seed step-67 story: in step 2, "
-            "the 4 rollouts of sample 3 stall 20 s on their first engine call, so worker 0 stalls mid-rollout "
-            "and the others wait at the barrier). `scripts/demo.sh` passes it."
-        ),
-    ] = None,
+    plant: Annotated[list[str] | None, typer.Option(help=_plant_help())] = None,
     seed: Annotated[int, typer.Option(help="Random seed of the simulated engine and tools.")] = 0,
     trainer: Annotated[
-        str, typer.Option(help="legacy: RayPPOTrainer-style blocking rollout; v1: V1 trainer's TransferQueue path.")
-    ] = "legacy",
+        str,
+        typer.Option(
+            help="v1-sync (verl's default), v1-colocate-async, v1-separate-async: verl's own V1 trainer class of "
+            "that mode (trainer.v1.trainer_mode) with stand-ins for its GPU work; legacy: RayPPOTrainer's "
+            "loop (trainer.use_v1=false), stood in for, around verl's blocking AgentLoopManager."
+        ),
+    ] = "v1-sync",
     val_before_train: Annotated[
         bool, typer.Option(help="A validation rollout before step 1, as verl does by default (takes the warm-up).")
     ] = True,
@@ -125,16 +149,9 @@ def demo(
     from otel_verl.analysis.errors import AnalysisInputError
     from otel_verl.analysis.output_paths import prepare_dir
     from otel_verl.cli.analyze import run_analysis
-    from otel_verl.demo.runner import DemoOptions, run_demo
+    from otel_verl.demo.runner import DemoOptions, check_options, run_demo
 
-    if plant is not None:
-        if plant not in PLANTS:
-            console.print(f"error: --plant {plant!r}: use {', '.join(PLANTS)}")
-            raise typer.Exit(code=2)
-        stall, slow_step = [f"{i}:{s}" for i, s in PLANTS[plant]["stall"].items()], PLANTS[plant]["step"]
-    if trainer not in ("legacy", "v1"):
-        console.print(f"error: --trainer {trainer!r}: use legacy or v1")
-        raise typer.Exit(code=2)
+    step_plants = _ready_made(plant, engine, knobs=bool(stall or slow_turn or slow_reward or slow_step))
     if engine not in ("sim", "vllm"):
         console.print(f"error: --engine {engine!r}: use sim or vllm")
         raise typer.Exit(code=2)
@@ -158,14 +175,19 @@ def demo(
         slow_turn=_slow_turns(slow_turn),
         slow_reward={int(i): s for i, s in _pairs(slow_reward, 2, "--slow-reward")},
         slow_step=slow_step,
+        step_plants=step_plants,
         replicas=replicas,
         replica_capacity={int(r): int(c) for r, c in _pairs(replica_capacity, 2, "--replica-capacity")},
         spool=str(spool) if spool else None,
         trainer=trainer,
-        ray_cpus=workers + 2 if trainer == "v1" else None,
         val_before_train=val_before_train,
         engine=engine,
     )
+    try:
+        check_options(opts)
+    except ValueError as exc:
+        console.print(f"error: {exc}")
+        raise typer.Exit(code=2) from None
     with console.status(f"running {steps} traced steps on {workers} workers ({prompts}×{n} requests/step)…"):
         result = run_demo(opts)
     console.print(

@@ -30,26 +30,42 @@ class DemoOptions:
     """replica index → requests it runs at once (the rest queue in it): a planted replica imbalance (sim engine)."""
     slow_step: int | None = None
     """Planted slowness applies in this step only (None: every step)."""
-    step_plants: dict[int, dict[str, dict[int, Any]]] = field(default_factory=dict)
-    """Different slowness per step: step → ``{"stall": {idx: s}, "slow_turn": {idx: (turn, s)},
-    "slow_reward": {idx: s}, "slow_tool": {idx: s}}`` (``slow_tool``: extra seconds in each calculator call of
-    that sample, handed to the tool through verl's ``tools_kwargs``). When given, steps without an entry run
-    clean and the knobs above are ignored."""
+    step_plants: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Different slowness per step: step → plan, a dict with any of the keys of :mod:`otel_verl.demo.plants`:
+    ``stall`` {idx: s}, ``slow_turn`` {idx: (turn, s[, where])}, ``slow_reward`` {idx: s}, ``slow_tool``
+    {idx: s} (extra seconds in each calculator call of that sample, handed to the tool through verl's
+    ``tools_kwargs``), ``slow_phase`` {trainer phase: s}, ``slow_start`` {worker rank: s} (that worker starts
+    its first request ``s`` late), ``long_response`` {idx: tokens} (the sample's first turn decodes that many
+    tokens), ``step_slow_decode`` k (every engine call decodes k× slower per token), ``step_slow_reward`` s
+    (every reward takes ``s`` more). When given, steps without an entry run clean and the knobs above are
+    ignored."""
     trainer_compute: float = 0.15
     """Seconds of simulated trainer work per phase (scaled by tokens)."""
     spool: str | None = None
     run_id: str | None = None
-    trainer: str = "legacy"
-    """``legacy``: RayPPOTrainer's blocking AgentLoopManager; ``v1``: the V1 trainer's fire-and-forget
-    AgentLoopManagerTQ with results collected from TransferQueue."""
+    trainer: str = "v1-sync"
+    """``v1-sync`` (verl's default), ``v1-colocate-async``, ``v1-separate-async``: verl's own V1 trainer class
+    of that mode (``trainer.v1.trainer_mode``) runs, GPU parts stood in for (:mod:`otel_verl.demo.v1`);
+    ``legacy``: a stand-in of ``RayPPOTrainer.fit`` (``trainer.use_v1=false``) around verl's blocking
+    ``AgentLoopManager``."""
+    sync_seconds: float = 0.3
+    """V1 trainers: seconds a weight sync's transfer takes on each replica (stood in for)."""
+    model_mbytes: float = 2944.0
+    """V1 trainers: the weights' size a weight sync reports (``checkpoint_engine/payload_mbytes``; a 1.5B
+    model in bf16), for backends that report it (separate-async's)."""
     keep_outputs: bool = True
     """Keep every step's rollout output for the result (trajectory comparisons); the memory benchmark
     turns it off so the trainer's RSS shows only what tracing keeps."""
     ray_cpus: int | None = None
-    """Logical CPUs of the local Ray cluster (default: one per AgentLoopWorker, at least 2)."""
+    """Logical CPUs of the local Ray cluster (default: one per AgentLoopWorker, at least 2; V1 trainers: 2 more,
+    for TransferQueue's controller and storage actors)."""
     engine: str = "sim"
     """``sim``: the simulated engine actor; ``vllm``: verl's real ``vLLMHttpServer`` on vLLM's CPU build with a
     tiny random model (needs ``scripts/install_vllm.sh``'s environment; see :mod:`otel_verl.demo.vllm_engine`)."""
+    engine_spans: str = "llm_request"
+    """The simulated engine's own spans: ``llm_request`` (vLLM 0.24), ``semconv`` (named ``"{operation} {model}"``,
+    as vLLM under the latest GenAI conventions, vllm#47633) or ``semconv-phases`` (that, with child spans
+    ``vllm.request.queue/prefill/decode``, vllm#44402)."""
     replicas: int = 1
     """Engine replicas (simulated or vLLM), behind verl's own load balancer (sticky sessions)."""
     test_freq: int = 0
@@ -71,7 +87,7 @@ class DemoResult:
     wall_seconds: float
     step_seconds: list[float]
     turns: int
-    """verl's own ``__num_turns__`` summed over all trajectories (legacy trainer path)."""
+    """verl's own ``num_turns`` summed over the trajectories trained on (legacy: all of every step's batch)."""
     outputs: list[dict[str, Any]]
     engine_launch_seconds: float | None = None
     """``engine="vllm"``: seconds until verl's servers were up (every replica launched, router ready)."""

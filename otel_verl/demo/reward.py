@@ -25,6 +25,8 @@ class _Gsm8kRewardManager:
 
             self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
         self.slow = slow
+        self.every = 0.0
+        """Extra seconds of every reward (a planted step-wide slowdown)."""
         self.planted = True
         self.rng = random.Random(seed)
         self.server: Any = None
@@ -35,7 +37,7 @@ class _Gsm8kRewardManager:
         text = self.tokenizer.decode(response.tolist(), skip_special_tokens=True)
         ground_truth = item.non_tensor_batch["reward_model"]["ground_truth"]
         index = int(item.non_tensor_batch.get("index", -1))
-        extra = self.slow.get(index, 0.0) if self.planted else 0.0
+        extra = self.slow.get(index, 0.0) + self.every if self.planted else 0.0
         await asyncio.sleep(0.002 * self.rng.lognormvariate(0.0, 0.5) + extra)
         score = float(gsm8k.compute_score(text, ground_truth))
         if self.server is not None:  # the trajectory is done: the simulated engine counts it for over-sampling
@@ -58,8 +60,10 @@ class DemoRewardWorker(RewardLoopWorker):
         self.reward_manager = _Gsm8kRewardManager(slow or {}, seed, tokenizer_path)
         self.reward_manager.server = server
 
-    def begin_step(self, planted: bool, slow: dict[int, float] | None = None) -> None:
-        """Planted slowness on/off for the next step; ``slow`` (sample index → seconds) replaces the knob."""
+    def begin_step(self, planted: bool, slow: dict[int, float] | None = None, every: float = 0.0) -> None:
+        """Planted slowness on/off for the next step; ``slow`` (sample index → seconds) replaces the knob;
+        ``every``: extra seconds of every reward in the step."""
         self.reward_manager.planted = planted
+        self.reward_manager.every = float(every)
         if slow is not None:
             self.reward_manager.slow = slow

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from otel_verl import semconv
+from otel_verl.demo import plants
 from otel_verl.demo.options import DemoOptions, DemoResult
-from otel_verl.demo.trainer import DemoTrainer, _batch, _flush_actor, _summarize, _tq_batch
+from otel_verl.demo.trainer import DemoTrainer, _batch, _flush_actor, _summarize
 
-__all__ = ["DemoOptions", "DemoResult", "DemoTrainer", "_batch", "_tq_batch", "run_demo"]
+__all__ = ["DemoOptions", "DemoResult", "DemoTrainer", "_batch", "run_demo"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def _verl_config(opts: DemoOptions, model_path: Path, tool_config: Path) -> Any:
         f"actor_rollout_ref.rollout.agent.num_workers={opts.workers}",
         "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
         f"actor_rollout_ref.rollout.prompt_length={1024}",
-        f"actor_rollout_ref.rollout.response_length={opts.response_length}",
+        f"actor_rollout_ref.rollout.response_length={response_length(opts)}",
         f"actor_rollout_ref.rollout.n={opts.n}",
         "actor_rollout_ref.rollout.multi_turn.enable=true",
         f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={opts.max_turns}",
@@ -48,10 +49,21 @@ def _verl_config(opts: DemoOptions, model_path: Path, tool_config: Path) -> Any:
         "actor_rollout_ref.rollout.calculate_log_probs=false",
         "reward.reward_model.enable=false",
     ]
+    if opts.trainer != "legacy":
+        from otel_verl.demo.v1.run import config_overrides
+
+        overrides += config_overrides(opts)
     if opts.engine == "vllm":
         overrides = _with_vllm(overrides, opts)
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         return compose(config_name="ppo_trainer", overrides=overrides)
+
+
+def response_length(opts: DemoOptions) -> int:
+    """verl's ``rollout.response_length`` for the run: the demo's, raised to hold a planted long response
+    (verl has one budget per run, so the other samples get the larger budget too, in every step alike)."""
+    longest = plants.longest_response(opts)
+    return max(opts.response_length, longest + 64) if longest else opts.response_length
 
 
 def _with_vllm(overrides: list[str], opts: DemoOptions) -> list[str]:
@@ -89,9 +101,45 @@ def _write_tool_config(path: Path, opts: DemoOptions) -> Path:
     return path
 
 
+TRAINERS = ("v1-sync", "v1-colocate-async", "v1-separate-async", "legacy")
+"""``DemoOptions.trainer`` values (``--trainer``); the first is verl's default."""
+
+
+def check_options(opts: DemoOptions) -> None:
+    """What the demo cannot run, as one ``ValueError`` naming it."""
+    from otel_verl.demo.sim_engine_spans import STYLES
+    from otel_verl.demo.trainer import LEGACY_PHASES
+    from otel_verl.demo.v1.actor import PHASES
+
+    if opts.engine_spans not in STYLES:
+        raise ValueError(f"engine_spans {opts.engine_spans!r}: use one of {', '.join(STYLES)}")
+    if opts.trainer not in TRAINERS:
+        raise ValueError(f"trainer {opts.trainer!r}: use one of {', '.join(TRAINERS)}")
+    v1 = opts.trainer != "legacy"
+    if v1 and opts.engine != "sim":
+        raise ValueError(
+            f"engine {opts.engine!r} runs with trainer 'legacy' (the V1 trainers sync weights into "
+            "the simulated engine)"
+        )
+    if v1 and opts.oversample > 0:
+        raise ValueError("oversample runs with trainer 'legacy' (the V1 trainers' replay buffer samples instead)")
+    phases = PHASES if v1 else LEGACY_PHASES
+    for plan in opts.step_plants.values():
+        unknown = set(plan) - set(plants.KEYS)
+        if unknown:
+            raise ValueError(f"step_plants: unknown keys {sorted(unknown)}; use {', '.join(plants.KEYS)}")
+        for phase in plan.get(plants.SLOW_PHASE, {}):
+            if phase not in phases:
+                raise ValueError(f"slow_phase {phase!r}: trainer {opts.trainer!r} plants into {', '.join(phases)}")
+        if opts.engine != "sim" and set(plan) & set(plants.ENGINE_KEYS):
+            raise ValueError(f"step_plants {sorted(set(plan) & set(plants.ENGINE_KEYS))} need the simulated engine")
+
+
 def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     """Start a local Ray cluster, run ``opts.steps`` traced steps, shut everything down."""
     import ray
+
+    check_options(opts)
 
     import otel_verl
     from otel_verl.export import flush, provider
@@ -120,7 +168,7 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     env_vars.setdefault("VERL_LOGGING_LEVEL", "ERROR")
     started = time.time()
     ray.init(
-        num_cpus=opts.ray_cpus or max(2, opts.workers),
+        num_cpus=opts.ray_cpus or (opts.workers + 2 if opts.trainer != "legacy" else max(2, opts.workers)),
         include_dashboard=False,
         log_to_driver=bool(os.environ.get("OTEL_VERL_DEMO_RAY_LOGS")),
         configure_logging=False,
@@ -144,17 +192,18 @@ def _disabled() -> bool:
 
 
 def _run(opts: DemoOptions, model_path: Path, tool_config: Path, run_id: str) -> DemoResult:
-    from verl.experimental.agent_loop import AgentLoopManager
+    from otel_verl.demo.workers import DemoAgentLoopManager
 
     config = _verl_config(opts, model_path, tool_config)
-    if opts.trainer != "v1":
-        return _run_with(AgentLoopManager, opts, config, model_path, run_id)
+    if opts.trainer == "legacy":
+        return _run_with(DemoAgentLoopManager, opts, config, model_path, run_id)
     import transfer_queue as tq
-    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
+
+    from otel_verl.demo.v1.run import run_v1
 
     tq.init()
     try:
-        return _run_with(AgentLoopManagerTQ, opts, config, model_path, run_id)
+        return run_v1(opts, config, model_path, run_id)
     finally:
         # as verl's main_ppo does: its client loop thread, storage notify thread and ZMQ contexts
         # otherwise live on in this process until interpreter exit, where tearing them down can crash
@@ -178,6 +227,7 @@ def _run_with(manager_cls: Any, opts: DemoOptions, config: Any, model_path: Path
         seed=opts.seed,
         stall=dict(opts.stall),
         slow_turn=dict(opts.slow_turn),
+        engine_spans=opts.engine_spans,
         trajectories_reported=True,  # the reward actor below reports each finished trajectory
     )
     server, client, replicas = start_sim_servers(

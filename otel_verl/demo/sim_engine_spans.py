@@ -95,6 +95,15 @@ def engine_tracer(replica: str) -> Tracer:
     return tracer
 
 
+STYLES = ("llm_request", "semconv", "semconv-phases")
+"""The shapes the simulated engine's spans can take: vLLM 0.24's ``llm_request``; vLLM under
+``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` (vllm#47633: named ``"{operation} {model}"``, with
+``gen_ai.operation.name`` and ``gen_ai.request.model``); that, with the child spans ``vllm.request.queue``,
+``vllm.request.prefill`` and ``vllm.request.decode`` proposed in vllm#44402."""
+OPERATION = "text_completion"
+"""The GenAI operation of a token-in generate call (what verl's rollout servers make)."""
+
+
 def record_llm_request(
     replica: str,
     carrier: dict[str, str] | None,
@@ -104,9 +113,12 @@ def record_llm_request(
     prompt_tokens: int,
     completion_tokens: int,
     params: dict[str, Any],
+    style: str = "llm_request",
+    model: str = "model",
 ) -> None:
-    """One finished request's ``llm_request`` span, parented on ``carrier`` as vLLM parents it on its
-    ``trace_headers`` (no carrier: no parent, an orphan, as an engine started outside the job makes)."""
+    """One finished request's engine span, parented on ``carrier`` as vLLM parents it on its
+    ``trace_headers`` (no carrier: no parent, an orphan, as an engine started outside the job makes);
+    ``style``: one of :data:`STYLES`."""
     try:
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -125,10 +137,30 @@ def record_llm_request(
                 attributes[attr] = value
         # vLLM extracts only the W3C trace context (``extract_trace_context``), not baggage
         context = TraceContextTextMapPropagator().extract(carrier) if carrier else None
-        span = engine_tracer(replica).start_span(
-            sc.ENGINE_SPAN_REQUEST, context=context, kind=SpanKind.SERVER, start_time=int(timeline.arrival * 1e9)
-        )
+        name = sc.ENGINE_SPAN_REQUEST
+        if style != "llm_request":
+            name = f"{OPERATION} {model}"
+            attributes[sc.GEN_AI_OPERATION_NAME] = OPERATION
+            attributes[sc.GEN_AI_REQUEST_MODEL] = model
+        tracer = engine_tracer(replica)
+        span = tracer.start_span(name, context=context, kind=SpanKind.SERVER, start_time=int(timeline.arrival * 1e9))
         span.set_attributes(attributes)
+        if style == "semconv-phases":
+            _phase_spans(tracer, span, timeline)
         span.end(end_time=int(end * 1e9))
     except Exception:  # tracing never changes the engine's answer
         logger.debug("otel_verl demo: llm_request span failed", exc_info=True)
+
+
+def _phase_spans(tracer: Tracer, parent: Any, timeline: EngineTimeline) -> None:
+    """vllm#44402's children of the request span: queued → scheduled, scheduled → first token, → last token."""
+    from opentelemetry import trace
+
+    context = trace.set_span_in_context(parent)
+    for name, start, end in (
+        ("vllm.request.queue", timeline.queued, timeline.scheduled),
+        ("vllm.request.prefill", timeline.scheduled, timeline.first_token),
+        ("vllm.request.decode", timeline.first_token, timeline.last_token),
+    ):
+        child = tracer.start_span(name, context=context, kind=SpanKind.INTERNAL, start_time=int(start * 1e9))
+        child.end(end_time=int(end * 1e9))

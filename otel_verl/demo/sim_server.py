@@ -29,9 +29,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from otel_verl import semconv
+from otel_verl.demo import plants
+from otel_verl.demo.sim_control import EngineControl
 from otel_verl.demo.sim_engine_spans import EngineTimeline, record_llm_request
 
 QUESTION_INDEX = re.compile(r"Question #(\d+)")
+ASSISTANT_HEADER = "<|im_start|>assistant"
+FILLER = "Thinking step by step. "
 
 
 @dataclass
@@ -54,18 +58,31 @@ class SimServerConfig:
     """sample index → (turn index, extra seconds[, where]) for that turn's engine call; where the seconds go
     in the engine's own account: ``decode`` (default: a slow generation), ``queue`` (waiting in the engine's
     queue) or ``before`` (before the engine received the request: a slow Ray hop / load balancer)."""
+    long_response: dict[int, int] = field(default_factory=dict)
+    """sample index → tokens its first engine call decodes (a planted long response: its ``max_tokens`` cap
+    is raised to that; the usual seconds per token)."""
+    decode_factor: float = 1.0
+    """Every engine call decodes at this multiple of ``seconds_per_token`` (a planted step-wide slowdown)."""
     max_running: int = 256
     """Requests the engine runs at once (vLLM's ``max_num_seqs``); the rest wait in its queue."""
+    engine_spans: str = "llm_request"
+    """The shape of the engine's own spans (:data:`otel_verl.demo.sim_engine_spans.STYLES`)."""
     trajectories_reported: bool = False
     """True when the reward actor reports every finished trajectory (``trajectory_done``, the demo);
     else a call that answers without a tool call or hits the length cap counts as one finished."""
 
 
-class SimLLMServer:
-    """Ray actor (``ray.remote(SimLLMServer)``) standing in for SGLangHttpServer/vLLMHttpServer."""
+class SimLLMServer(EngineControl):
+    """Ray actor (``ray.remote(SimLLMServer)``) standing in for SGLangHttpServer/vLLMHttpServer; the control
+    surface verl's V1 trainers use (weight version, submission gate, weight sync) is :class:`EngineControl`."""
 
     def __init__(
-        self, config: SimServerConfig, model_path: str, engine: str = "sglang", replica: str = "sim-0"
+        self,
+        config: SimServerConfig,
+        model_path: str,
+        engine: str = "sglang",
+        replica: str = "sim-0",
+        sync_seconds: float = 0.0,
     ) -> None:
         from verl.workers.rollout.replica import TokenOutput  # imported now, not on the first request
 
@@ -86,6 +103,7 @@ class SimLLMServer:
         self.completed = 0
         self.abort_event = asyncio.Event()
         self.generated_tokens = 0
+        self._init_control(sync_seconds)
 
     # -- over-sampling control (the demo trainer calls these around each step)
     def set_peers(self, peers: list[Any]) -> None:
@@ -95,12 +113,19 @@ class SimLLMServer:
 
     def begin_step(self, target: int | None, planted: bool = True, plan: dict[str, Any] | None = None) -> None:
         """Called by the demo trainer before each step: over-sampling target, planted slowness on/off
-        (``plan``: this step's own ``stall``/``slow_turn`` knobs, replacing the configured ones).
+        (``plan``: this step's own ``stall``/``slow_turn``/``long_response``/``step_slow_decode`` knobs,
+        replacing the configured ones).
         Peers get theirs now, submitted before any request of the step exists."""
         self.step_target = target
         self.planted = planted
         if plan is not None:
-            self.config = replace(self.config, stall=plan.get("stall", {}), slow_turn=plan.get("slow_turn", {}))
+            self.config = replace(
+                self.config,
+                stall=plan.get(plants.STALL, {}),
+                slow_turn=plan.get(plants.SLOW_TURN, {}),
+                long_response=plan.get(plants.LONG_RESPONSE, {}),
+                decode_factor=float(plan.get(plants.STEP_SLOW_DECODE, 1.0)),
+            )
         self.completed = 0
         self.abort_event = asyncio.Event()
         for peer in self.peers:
@@ -134,6 +159,8 @@ class SimLLMServer:
     ) -> Any:
         params = dict(sampling_params)
         carrier = params.pop(semconv.CARRIER_KEY, None)
+        if not await self._admit():  # refused behind a closed gate (the replica left the rotation)
+            return self._answer_output([], "aborted")
         timeline = EngineTimeline(arrival=time.time())
         output = await self._generate(prompt_ids, params, timeline)
         if carrier and output["stop_reason"] != "aborted":  # vLLM makes no llm_request for an aborted request
@@ -145,9 +172,17 @@ class SimLLMServer:
                 prompt_tokens=len(prompt_ids),
                 completion_tokens=output["produced"],
                 params=params,
+                style=self.config.engine_spans,
             )
+        return self._answer_output(output["token_ids"], output["stop_reason"])
+
+    def _answer_output(self, token_ids: list[int], stop_reason: str) -> Any:
+        """verl's ``TokenOutput``, with the weight version that produced it (``extra_fields["global_steps"]``)."""
         return self._token_output(
-            token_ids=output["token_ids"], stop_reason=output["stop_reason"], num_preempted=0, extra_fields={}
+            token_ids=token_ids,
+            stop_reason=stop_reason,
+            num_preempted=0,
+            extra_fields={"global_steps": self.global_steps},
         )
 
     async def _generate(
@@ -160,11 +195,17 @@ class SimLLMServer:
         rng = random.Random(zlib.crc32(text.encode()) ^ cfg.seed)
         match = QUESTION_INDEX.search(text)
         index = int(match.group(1)) if match else -1
-        turn = text.count("<|im_start|>assistant") - 1
-        max_tokens = int(params.get("max_tokens") or params.get("max_new_tokens") or 512)
+        turn = text.count(ASSISTANT_HEADER) - 1
+        explicit = params.get("max_tokens") or params.get("max_new_tokens")
+        max_tokens = int(explicit or 512)
         answer = self._answer(text, turn, rng)
         # heavy tail: log-normal length around the median, capped at max_tokens
         length = int(cfg.median_tokens * math.exp(rng.gauss(0.0, cfg.tail_sigma)))
+        long = cfg.long_response.get(index) if self.planted and turn == 0 else None
+        if long is not None:  # a planted long response: it ends by itself after that many tokens (what a
+            # resumed partial rollout already decoded of it counts: the text after the last assistant header)
+            done = len(text[text.rfind(ASSISTANT_HEADER) + len(ASSISTANT_HEADER) :].lstrip("\n"))
+            length, max_tokens = max(1, int(long) - done), int(explicit or long + 1)
         length = max(len(answer) + 1, length)
         stop_reason = "completed"
         if length >= max_tokens:
@@ -199,7 +240,7 @@ class SimLLMServer:
         if stop_reason == "aborted":
             token_ids = self.tokenizer.encode(("…" * produced)[: max(produced, 0)], add_special_tokens=False)[:produced]
             return {"token_ids": token_ids, "stop_reason": "aborted", "produced": produced}
-        filler = ("Thinking step by step. " * (1 + length // 24))[: max(0, length - len(answer))]
+        filler = (FILLER * (1 + length // len(FILLER)))[: max(0, length - len(answer))]
         body = filler + answer
         token_ids = self.tokenizer.encode(body, add_special_tokens=False)
         if stop_reason == "length":
@@ -238,7 +279,7 @@ class SimLLMServer:
             chunk = 16
             while produced < length:
                 n = min(chunk, length - produced)
-                slowdown = max(1.0, self.active / cfg.capacity)
+                slowdown = max(1.0, self.active / cfg.capacity) * (cfg.decode_factor if self.planted else 1.0)
                 try:
                     await asyncio.wait_for(self.abort_event.wait(), timeout=n * cfg.seconds_per_token * slowdown)
                     stop_reason = "aborted"

@@ -1,7 +1,8 @@
-"""The demo's trainer loop: verl's timers around a rollout, batches as verl's dataloaders make them.
+"""The legacy trainer's loop, stood in for: verl's timers around a rollout, batches as verl's dataloaders make them.
 
-:class:`DemoTrainer` stands in for verl's ``fit`` loop (``global_steps``, verl's own ``marked_timer``
-phases, validation through verl's own ``_validate``), so every trainer seam runs as in a real job.
+:class:`DemoTrainer` stands in for ``RayPPOTrainer.fit`` (``trainer.use_v1=false``: ``global_steps``, verl's
+own ``marked_timer`` phases, validation through verl's own ``_validate``), so every trainer seam runs as in a
+real job. The V1 trainers run verl's own classes instead (:mod:`otel_verl.demo.v1`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,17 @@ import time
 import uuid
 from typing import Any
 
+from otel_verl.demo import plants
 from otel_verl.demo.options import DemoOptions, DemoResult
+
+LEGACY_PHASES = ("reward", "old_log_prob", "adv", "update_actor", "update_weights")
+"""The phases the legacy stand-in loop times after ``gen`` (each can be planted slow: ``slow_phase``)."""
+
+
+def compute_scale(opts: DemoOptions, tokens: int) -> float:
+    """Seconds per unit of the stand-in trainer's phases: they grow with the step's tokens, as verl's do
+    (mildly: a planted long response of N tokens adds ~5 % of its decode time to the phases)."""
+    return opts.trainer_compute * (1 + tokens / 100000)
 
 
 def _batch(opts: DemoOptions, step: int, plan: dict[str, dict[int, Any]] | None = None) -> Any:
@@ -42,22 +53,15 @@ def _batch(opts: DemoOptions, step: int, plan: dict[str, dict[int, Any]] | None 
 
 def _tool_kwargs(plan: dict[str, dict[int, Any]] | None, index: int) -> dict[str, Any]:
     """verl's per-sample ``tools_kwargs``: a planted slow tool reaches the calculator's ``create``."""
-    extra = (plan or {}).get("slow_tool", {}).get(index)
+    extra = (plan or {}).get(plants.SLOW_TOOL, {}).get(index)
     return {} if extra is None else {"calculator": {"create_kwargs": {"extra_latency": float(extra)}}}
-
-
-def _tq_batch(opts: DemoOptions, step: int) -> Any:
-    """The V1 trainer's TensorDict batch: one row per prompt (rollout.n is expanded by the worker)."""
-    from verl.utils import tensordict_utils as tu
-
-    proto = _batch(DemoOptions(prompts=opts.prompts, n=1), step)
-    batch = tu.get_tensordict({k: list(v) for k, v in proto.non_tensor_batch.items()})
-    tu.assign_non_tensor_data(batch, "global_steps", step)
-    return batch
 
 
 class DemoTrainer:
     """A stand-in for verl's trainer loop with ``global_steps`` and verl's own timers."""
+
+    trainer_mode = "legacy"
+    """What ``verl.step`` spans say ran the step (verl's V1 trainers have ``sync``, ``colocate_async``, ...)."""
 
     def __init__(
         self, opts: DemoOptions, manager: Any, server: Any, reward: Any, config: Any = None, tokenizer: Any = None
@@ -85,23 +89,16 @@ class DemoTrainer:
             timing: dict[str, float] = {}
             total = self.opts.prompts * self.opts.n
             target = total - int(total * self.opts.oversample) if self.opts.oversample > 0 else None
-            planted = self.opts.slow_step is None or self.opts.slow_step == step
-            plan = self.opts.step_plants.get(step)
-            if self.opts.step_plants:
-                planted = plan is not None
+            planted, plan = plants.step_plan(self.opts, step)
             self._begin_step(target, planted, plan)
             with marked_timer("step", timing):
-                if self.opts.trainer == "v1":
-                    tokens = self._v1_rollout(step, timing)
-                    output = None
-                else:
-                    with marked_timer("gen", timing, color="red"):
-                        output = self.manager.generate_sequences(_batch(self.opts, step, plan))
-                    tokens = int(output.batch["response_mask"].sum().item())
-                scale = self.opts.trainer_compute * (1 + tokens / 20000)
-                for phase in ("reward", "old_log_prob", "adv", "update_actor", "update_weights"):
+                with marked_timer("gen", timing, color="red"):
+                    output = self.manager.generate_sequences(_batch(self.opts, step, plan))
+                tokens = int(output.batch["response_mask"].sum().item())
+                scale = compute_scale(self.opts, tokens)
+                for phase in LEGACY_PHASES:
                     with marked_timer(phase, timing):
-                        time.sleep(scale * (2.0 if phase == "update_actor" else 0.3))
+                        time.sleep(scale * (2.0 if phase == "update_actor" else 0.3) + plants.phase_extra(plan, phase))
                 if self.opts.test_freq > 0 and step % self.opts.test_freq == 0:
                     with marked_timer("testing", timing):  # where verl's fit validates every test_freq steps
                         self._validate(step)
@@ -116,54 +113,32 @@ class DemoTrainer:
         ``OverSampler``, takes the target); ``plan``: this step's own planted slowness (``step_plants``)."""
         import ray
 
-        calls = [self.reward.begin_step.remote(planted, None if plan is None else plan.get("slow_reward", {}))]
+        from otel_verl.demo.workers import plant_starts
+
+        slow = None if plan is None else plan.get(plants.SLOW_REWARD, {})
+        every = float(plan.get(plants.STEP_SLOW_REWARD, 0.0)) if plan else 0.0
+        calls = [self.reward.begin_step.remote(planted, slow, every)]
         if self.server is not None:
             calls.append(self.server.begin_step.remote(target, planted, *([plan] if plan else [])))
         ray.get(calls)
+        if plan and plan.get(plants.SLOW_START):
+            plant_starts(self.manager, plan[plants.SLOW_START])
 
     def _validate(self, step: int) -> None:
         """verl's own ``_validate`` (legacy or V1 trainer's; greedy, ``validate=True``) over the prompts, n=1."""
-        from otel_verl.demo.validation import DemoValidation, v1_validation
+        from otel_verl.demo.validation import DemoValidation
 
         if self.validation is None:
-            rows = dict(_batch(DemoOptions(prompts=self.opts.prompts, n=1), 0).non_tensor_batch)
-            if self.opts.trainer == "v1":
-                self.validation = v1_validation(self.config, self.tokenizer, self.manager, [self.reward], [rows])
-            else:
-                import torch
+            import torch
 
-                # verl's dataloader also yields tensors (input_ids, ...), which the legacy _validate's union needs
-                rows["dummy_tensor"] = torch.zeros(len(rows["uid"]), 1, dtype=torch.uint8)
-                self.validation = DemoValidation(self.config, self.tokenizer, self.manager, [rows])
+            rows = dict(_batch(DemoOptions(prompts=self.opts.prompts, n=1), 0).non_tensor_batch)
+            # verl's dataloader also yields tensors (input_ids, ...), which the legacy _validate's union needs
+            rows["dummy_tensor"] = torch.zeros(len(rows["uid"]), 1, dtype=torch.uint8)
+            self.validation = DemoValidation(self.config, self.tokenizer, self.manager, [rows])
         self.global_steps = step
         self._begin_step(None, False)
         self.validation.global_steps = step
         self.validation._validate()
-
-    def _v1_rollout(self, step: int, timing: dict[str, float]) -> int:
-        """V1 shape: dispatch into TransferQueue inside the step, wait for the results in ``gen``."""
-        import transfer_queue as tq
-        from verl.utils.profiler import marked_timer
-
-        batch = _tq_batch(self.opts, step)
-        uids = list(batch["uid"])
-        tags = [{"is_prompt": True, "status": "pending", "global_steps": step} for _ in uids]
-        tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
-        self.manager.generate_sequences(batch)
-        with marked_timer("gen", timing, color="red"):
-            deadline = time.monotonic() + 600
-            while True:
-                listed = tq.kv_list(partition_id="train").get("train", {})
-                done = [u for u in uids if listed.get(u, {}).get("status") in ("finished", "failure")]
-                if len(done) == len(uids) or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-        listed = tq.kv_list(partition_id="train").get("train", {})
-        samples = [k for k, tag in listed.items() if "response_len" in tag]
-        tokens = sum(int(listed[k]["response_len"]) for k in samples)
-        tq.kv_clear(keys=list(listed), partition_id="train")
-        self.v1_samples = getattr(self, "v1_samples", 0) + len(samples)
-        return tokens
 
 
 def _flush_actor(_actor: Any) -> bool:

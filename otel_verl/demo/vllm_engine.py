@@ -140,7 +140,8 @@ class OverSampler:
         self.done = 0
         self.aborted = False
 
-    async def begin_step(self, target: int | None, planted: bool = True) -> None:
+    async def begin_step(self, target: int | None, planted: bool = True, plan: Any = None) -> None:
+        """A step begins (``plan``: the step's planted slowness, none of which applies to a real engine)."""
         if self.aborted:
             await asyncio.gather(*(s.resume_generation.remote() for s in self.servers))
         self.target, self.done, self.aborted = target, 0, False

@@ -16,14 +16,16 @@ import uuid
 from collections.abc import Sequence
 
 from opentelemetry import trace
+from opentelemetry.sdk.environment_variables import OTEL_SPAN_LINK_COUNT_LIMIT
 from opentelemetry.sdk.resources import OTEL_SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig, _env_int, otlp_endpoint_configured
 from otel_verl.export import dropped, flush, tracing
 from otel_verl.export.guard import GuardedExporter
+from otel_verl.export.ids import PlannedIds
 from otel_verl.export.journal import JOURNAL_DIR, JOURNAL_SUFFIX, DeliveryJournal, JournalingExporter, exporter_log_gate
 from otel_verl.export.otlp import otlp_endpoint, otlp_exporter
 from otel_verl.export.spool import SpoolSpanExporter
@@ -84,6 +86,8 @@ def _resource(role: str, run_id: str, worker_rank: int | None) -> Resource:
     attrs: dict[str, object] = {
         semconv.VERL_PROCESS_ROLE: role,
         semconv.VERL_RUN_ID: run_id,
+        semconv.RL_SYSTEM: "verl",  # semantic-conventions-genai#88's resource attributes
+        semconv.RL_RUN_ID: run_id,
         "process.pid": os.getpid(),
         "telemetry.distro.name": "otel_verl",
         "telemetry.distro.version": __version__,
@@ -96,6 +100,18 @@ def _resource(role: str, run_id: str, worker_rank: int | None) -> Resource:
     ):
         resource = resource.merge(Resource({"service.name": DEFAULT_SERVICE_NAME}))
     return resource
+
+
+MAX_LINKS = 4096
+"""Links a span keeps unless ``OTEL_SPAN_LINK_COUNT_LIMIT`` says otherwise (the SDK's default is 128): an inner
+update links to every sample group it consumed, a few hundred in a real batch."""
+
+
+def _span_limits() -> SpanLimits:
+    """The SDK's limits from the environment, with :data:`MAX_LINKS` links when it sets none."""
+    if os.environ.get(OTEL_SPAN_LINK_COUNT_LIMIT):
+        return SpanLimits()
+    return SpanLimits(max_links=MAX_LINKS)
 
 
 def setup_tracing(
@@ -116,7 +132,9 @@ def setup_tracing(
             return existing
         config = config or OtelVerlConfig()
         run_id = config.run_id or default_run_id()
-        provider = TracerProvider(resource=_resource(role, run_id, worker_rank))
+        provider = TracerProvider(
+            resource=_resource(role, run_id, worker_rank), id_generator=PlannedIds(), span_limits=_span_limits()
+        )
         ended = SpanCounter()
         provider.add_span_processor(ended)
         processors: list[SpanProcessor] = [ended]

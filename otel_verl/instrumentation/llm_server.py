@@ -169,6 +169,10 @@ def _finish_generate(recorder: Any, names: _ClientNames, node: Event, output: An
     preempted = getattr(output, "num_preempted", None)
     if isinstance(preempted, int):
         attrs[semconv.VERL_ENGINE_NUM_PREEMPTED] = preempted
+    extra = getattr(output, "extra_fields", None)
+    version = extra.get("global_steps") if isinstance(extra, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool):  # the weights the engine served
+        attrs[semconv.VERL_POLICY_VERSION] = version
     if attempts > 1:
         attrs[semconv.VERL_REQUEST_NUM_RESUMES] = attempts - 1
     if names.settings.capture_content and token_ids is not None:

@@ -15,9 +15,10 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any, NamedTuple
 
-from otel_verl.instrumentation import llm_server, reward, tools, trainer, vllm_tracing
-from otel_verl.instrumentation.rollout import chunk, events, manager, trajectory
+from otel_verl.instrumentation import llm_server, reward, tools, trainer, updates, vllm_tracing, weight_sync
+from otel_verl.instrumentation.rollout import chunk, events, group, manager, trajectory
 from otel_verl.wrapping import ray_actors, threads
+from otel_verl.wrapping.registry import alternatives
 from otel_verl.wrapping.signatures import Expected, expect
 
 
@@ -49,6 +50,8 @@ class Target(NamedTuple):
     reads: tuple[str, ...] | None
     """The parameters the wrapper reads (None: it reads none)."""
     records: str
+    alternative: str | None = None
+    """The same seam's ``Class.method`` in other verl versions (one of the two exists; the other is not missed)."""
 
 
 AGENT_LOOP = "verl.experimental.agent_loop.agent_loop"
@@ -84,6 +87,11 @@ TARGETS: tuple[Target, ...] = (
            None, "verl.validate spans (the validation rollout's parent)"),
     Target("verl.trainer.ppo.v1.trainer_base", "PPOTrainer._validate", lambda: trainer.validate_wrapper, Kind.TRAINER,
            None, "verl.validate spans (the validation rollout's parent)"),
+    # -- V1 inner updates (sample + train on a mini-batch; links to the consumed groups) and parameter syncs
+    Target(*updates.STEP_ONCE, lambda: updates.step_once_wrapper, Kind.TRAINER,
+           ("metrics", "timing_raw", "sample_batch_size"), "verl.update spans and their links to sample groups"),
+    Target(*weight_sync.UPDATE_WEIGHTS, lambda: weight_sync.update_weights_wrapper, Kind.TRAINER,
+           ("global_steps",), "verl.weight_sync spans"),
     # -- rollout manager (trainer process): carrier into each chunk, verl.barrier per worker after it
     Target(AGENT_LOOP, "AgentLoopManager.generate_sequences", lambda: manager.generate_sequences_wrapper, Kind.CHUNK,
            ("prompts",), "verl.barrier spans and the step-to-worker parent links"),
@@ -95,6 +103,9 @@ TARGETS: tuple[Target, ...] = (
     # -- rollout worker (AgentLoopWorker process): one verl.rollout.worker span per chunk
     Target(AGENT_LOOP, "AgentLoopWorker.generate_sequences", lambda: chunk.generate_sequences_wrapper, Kind.CHUNK,
            ("batch",), "verl.rollout.worker spans"),
+    # -- V1 sample group (one prompt, its rollout.n samples): its own trace under the async trainers
+    Target(*group.RUN_PROMPT, lambda: group.run_prompt_wrapper, Kind.CHUNK,
+           ("prompt", "sampling_params", "trajectory"), "verl.rollout.group spans"),
     # -- trajectory: one verl.rollout.request per _run_agent_loop
     Target(AGENT_LOOP, "AgentLoopWorker._run_agent_loop", lambda: trajectory.run_agent_loop_wrapper, Kind.REQUEST,
            ("sampling_params", "trajectory", "*", "agent_name"),
@@ -109,7 +120,10 @@ TARGETS: tuple[Target, ...] = (
     Target(AGENT_LOOP, "AgentLoopBase.ct_merge_assistant_token", lambda: events.preprocess_wrapper("merge_assistant"),
            Kind.EVENT, None, "verl.preprocess spans"),
     Target(AGENT_LOOP, "AgentLoopBase.ct_merge_context_msg", lambda: events.preprocess_wrapper("merge_context"),
-           Kind.EVENT, None, "verl.preprocess spans"),
+           Kind.EVENT, None, "verl.preprocess spans", "AgentLoopBase.ct_merge_non_assistant_msg"),
+    Target(AGENT_LOOP, "AgentLoopBase.ct_merge_non_assistant_msg",  # verl main (0.10): the same, renamed
+           lambda: events.preprocess_wrapper("merge_context"), Kind.EVENT, None, "verl.preprocess spans",
+           "AgentLoopBase.ct_merge_context_msg"),
     *(
         Target(TOOL_PARSER, f"{parser}.extract_tool_calls", lambda: events.tool_parse_wrapper, Kind.EVENT,
                None, "verl.tool.parse spans")
@@ -166,3 +180,4 @@ TARGETS: tuple[Target, ...] = (
 )  # fmt: skip
 
 expect({(t.module, t.method): Expected(t.reads, t.records) for t in TARGETS if t.reads is not None})
+alternatives({(t.module, t.method): t.alternative for t in TARGETS if t.alternative})

@@ -14,7 +14,7 @@ import inspect
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import wrapt
@@ -29,6 +29,8 @@ SeamSpec = Sequence[Any]
 """``(module, "Class.method", wrapper_factory, ...)``: the first three fields are read."""
 
 _applied: dict[Seam, bool] = {}
+_alternatives: dict[Seam, str] = {}
+"""seam → the path of the same seam under another verl's name (one of the two exists in any one verl)."""
 _pending: dict[str, list[tuple[str, WrapperFactory]]] = {}
 _hooked_modules: set[str] = set()
 _lock = threading.RLock()
@@ -76,7 +78,29 @@ def _apply(module: Any, module_name: str, path: str, factory: WrapperFactory) ->
         wrapt.wrap_function_wrapper(module, path, wrapper)
         _applied[seam] = True
     except Exception as exc:
-        warn_untraced(seam, exc)
+        alternative = alternative_present(module, seam) if isinstance(exc, AttributeError) else None
+        if alternative is None:
+            warn_untraced(seam, exc)
+        else:  # this verl names the seam the other way; that one is wrapped instead
+            logger.debug("otel_verl: %s.%s is absent; %s stands in for it", *seam, alternative)
+
+
+def alternatives(pairs: Mapping[Seam, str]) -> None:
+    """Declare seams that other verl versions name differently (``(module, path)`` → the other path)."""
+    _alternatives.update(pairs)
+
+
+def alternative_present(module: Any, seam: Seam) -> str | None:
+    """The other name of ``seam`` when ``module`` defines that one (None: no alternative, or it is absent too)."""
+    other = _alternatives.get(seam)
+    if other is None:
+        return None
+    try:
+        owner, attr = resolve(module, other)
+    except AttributeError:
+        return None
+    found = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr, None)
+    return other if found is not None else None
 
 
 def _on_import(module: Any) -> None:
@@ -170,6 +194,14 @@ _IS_KIND: dict[str, Callable[[Any], bool]] = {
     "coroutine": inspect.iscoroutinefunction,
     "generator": inspect.isgeneratorfunction,
 }
+
+
+def fits_kind(wrapper: Callable[..., Any], function: Any) -> bool:
+    """``function`` is the kind of function ``wrapper`` must wrap (coroutine, generator, or any)."""
+    kind = returns(wrapper)
+    return kind is None or _IS_KIND[kind](function)
+
+
 """What a wrapper hands verl → the kind of function it may wrap (else verl would get the wrong object)."""
 
 

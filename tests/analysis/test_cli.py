@@ -253,3 +253,27 @@ def test_console_script_exits_fast_with_every_output_written(planted_spool: Path
         [str(exe), "analyze", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o2")], capture_output=True, text=True
     )
     assert failed.returncode == 2 and "no such file or directory" in failed.stdout + failed.stderr
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--plant", "nope"], "--plant 'nope'"),
+        (["--plant", "stall", "--stall", "3:20"], "--plant replaces"),
+        (["--trainer", "v2"], "trainer 'v2'"),
+        (["--engine", "vllm"], "runs with trainer 'legacy'"),
+        (["--plant", "long-response", "--engine", "vllm", "--trainer", "legacy"], "needs --engine sim"),
+        (["--oversample", "0.25"], "oversample runs with trainer 'legacy'"),
+    ],
+)
+def test_demo_refuses_what_it_cannot_run(args: list[str], needle: str, monkeypatch) -> None:
+    """Before any run: exit 2 and one message naming the option (the demo's trainer modes and plants)."""
+    import otel_verl.demo.runner as runner_mod
+
+    def never(*_a, **_k):
+        raise AssertionError("the demo must not start")
+
+    monkeypatch.setattr(runner_mod, "run_demo", never)
+    res = runner.invoke(app, ["demo", *args])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert needle in " ".join(res.output.split()), res.output

@@ -26,6 +26,7 @@ ENGINE_RUN = {
     "n": 2,
     "ray_cpus": 2,
     "val_before_train": True,
+    "trainer": "legacy",
     "replicas": 2,
     "replica_capacity": {1: 2},
     "seconds_per_token": 0.005,

@@ -82,6 +82,42 @@ def test_base64_ids_and_status_and_links(tmp_path: Path) -> None:
     assert req["duration"] == pytest.approx(1.0)
 
 
+def test_async_sample_group_hangs_under_the_worker_that_dispatched_it(tmp_path: Path) -> None:
+    """An async V1 sample group is the root of its own trace, linked to the worker span that dispatched it
+    (otel_verl/instrumentation/rollout/group.py): the loader takes the link for its parent, so its samples
+    and their events keep their worker and step; the inner update linking to the group is its own kind."""
+    step_trace, group_trace = "0af7651916cd43dd8448eb211c80319c", "5b8aa5a2d2c872e8321cf37308d69df2"
+    step, update, worker, group, request, engine = (f"{i:016x}" for i in range(1, 7))
+
+    def span(trace, sid, parent, name, attrs=(), links=()):
+        return {
+            "traceId": trace,
+            "spanId": sid,
+            "parentSpanId": parent,
+            "name": name,
+            "startTimeUnixNano": "1",
+            "endTimeUnixNano": "2",
+            "attributes": [{"key": k, "value": {"intValue": str(v)}} for k, v in attrs],
+            "links": [{"traceId": t, "spanId": s} for t, s in links],
+        }
+
+    spans = [
+        span(step_trace, step, "", "verl.step", [("verl.step", 4)]),
+        span(step_trace, update, step, "verl.update", [("verl.update.index", 0)], [(group_trace, group)]),
+        span(step_trace, worker, step, "verl.rollout.worker", [("verl.worker.rank", 1)]),
+        span(group_trace, group, "", "verl.rollout.group", links=[(step_trace, worker)]),
+        span(group_trace, request, group, "verl.rollout.request"),
+        span(group_trace, engine, request, "text_completion model"),
+    ]
+    f = tmp_path / "export.json"
+    f.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}) + "\n")
+    df = load_spans(f).set_index("span_id")
+    assert df.loc[group, "kind"] == "group" and df.loc[update, "kind"] == "update"
+    for sid in (group, request, engine):
+        assert int(df.loc[sid, "worker"]) == 1 and int(df.loc[sid, "step"]) == 4, sid
+    assert df.loc[engine, "kind"] == "engine"
+
+
 def test_truncated_last_line_names_file_and_line(tmp_path: Path) -> None:
     b = TraceBuilder()
     b.span("verl.step", 0, 1, step=1, **{"verl.step": 1})

@@ -58,14 +58,15 @@ def read_otlp_jsonl(paths: Iterable[Path | str]) -> dict[str, dict]:
 
 
 def emitter_command(kind: str, spool: Path, args: Sequence[str] = ()) -> list[str]:
-    """``standin``: the plain-SDK emitter; ``demo``: ``otel-verl demo`` (default ``--steps 2`` unless ``args``)."""
+    """``standin``: the plain-SDK emitter; ``demo``: ``otel-verl demo`` (default ``--trainer legacy --steps 2``
+    unless ``args``: the legacy rollout's barrier and over-sampling spans are what the pipeline tests count)."""
     if kind == "standin":
         return [sys.executable, str(HERE / "standin_demo.py"), "--steps", "2", "--spool", str(spool), *args]
     if importlib.util.find_spec("otel_verl.demo") is None:
         pytest.skip("otel-verl demo not available")
     exe = Path(sys.executable).with_name("otel-verl")
     cmd = [str(exe)] if exe.exists() else ["uv", "run", "otel-verl"]
-    return [*cmd, "demo", *(args or ("--steps", "2")), "--spool", str(spool)]
+    return [*cmd, "demo", *(args or ("--trainer", "legacy", "--steps", "2")), "--spool", str(spool)]
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,10 @@ import pytest
 
 from tests.backends.conftest import Backends, backends  # noqa: F401  (the collector + Jaeger fixture)
 
-DEMO_ARGS = ["--steps", "1", "--prompts", "4", "--n", "2", "--workers", "2", "--oversample", "0.5", "--replicas", "2"]
+DEMO_ARGS = [
+    *("--trainer", "legacy"),  # the vLLM demo runs the legacy loop (the V1 trainers sync weights into the sim)
+    *("--steps", "1", "--prompts", "4", "--n", "2", "--workers", "2", "--oversample", "0.5", "--replicas", "2"),
+]
 
 
 RAY_START_TIMEOUT = "The current node timed out during startup"

@@ -138,6 +138,7 @@ def main() -> int:
         run_id=args.run_id,
         slow_step=args.slow_step,
         val_before_train=args.val_before_train,
+        trainer="legacy",  # the heartbeat wraps the legacy stand-in loop; what verl returned is compared
     )
     if args.stall:
         index, seconds = args.stall.split(":")

@@ -105,12 +105,23 @@ class StepSpread:
         The largest of ``n`` clean steps passes ``median + scale × (ln n + m)`` with probability about e^−m:
         ``th.warning_margin`` is m, so a longer run does not raise more false alarms."""
         excess = np.array([a.excess_s for a in accounts], dtype=float)
-        excess = excess[np.isfinite(excess)]
-        if len(excess) < th.min_steps:
+        ok = np.isfinite(excess)
+        if ok.sum() < th.min_steps:
             return cls(float("nan"), 0.0)
-        spread = float(np.median(np.abs(excess - np.median(excess)))) * 1.4826
+        spread = _mad(excess[ok])
+        # steps that anomalies made slow are not the run's own variation: leave them out and measure again (a run
+        # with several slow steps would otherwise call its own noise larger than it is)
+        cost = np.array([float(a.anomalies["cost"].sum()) if len(a.anomalies) else 0.0 for a in accounts])
+        slow = (excess > np.median(excess[ok]) + 3 * spread) & (cost >= 0.5 * np.maximum(excess, 0))
+        if (ok & ~slow).sum() >= th.min_steps:
+            spread = _mad(excess[ok & ~slow])
         scale = spread * GUMBEL_SCALE_PER_SPREAD
-        return cls(spread, scale * (GUMBEL_MEDIAN + np.log(len(excess)) + th.warning_margin))
+        return cls(spread, scale * (GUMBEL_MEDIAN + np.log(int(ok.sum())) + th.warning_margin))
+
+
+def _mad(values: np.ndarray) -> float:
+    """1.4826 × the median absolute deviation (a normal's standard deviation)."""
+    return float(np.median(np.abs(values - np.median(values)))) * 1.4826
 
 
 def step_accounts(summaries: list[StepSummary], b: Baselines, th: Thresholds) -> tuple[list[StepAccount], StepSpread]:

@@ -170,7 +170,7 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
     if lr.empty:
         return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     occ = s.occurrences
-    lr = lr[_shifted(lr, b, th)]
+    lr = lr[_shifted(lr, b, th) & _most_workers_moved(lr, th)]
     if lr.empty:
         return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     index = _GroupIndex(occ)
@@ -231,6 +231,22 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
                 )
             )
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=list(ANOMALY_COLUMNS))
+
+
+def _most_workers_moved(lr: pd.DataFrame, th: Thresholds) -> np.ndarray:
+    """A step moved as a whole only when its median worker moved too: more than half of its workers'
+    medians ``shift_min_ratio`` above the run's (with two or three workers one slow worker moves the step's
+    median; that is the worker's cause, told at the worker). Other groups pass."""
+    ok = np.ones(len(lr), dtype=bool)
+    step = (lr["group_type"] == GROUP_STEP).to_numpy()
+    if not step.any():
+        return ok
+    workers = lr[lr["group_type"] == GROUP_WORKER]
+    moved = workers.assign(up=workers["log_ratio"] >= np.log(th.shift_min_ratio))
+    share = moved.groupby(["part", "metric"])["up"].mean()
+    for i in np.flatnonzero(step):
+        ok[i] = share.get((lr["part"].iat[i], lr["metric"].iat[i]), 1.0) > 0.5
+    return ok
 
 
 def _shifted(lr: pd.DataFrame, b: Baselines, th: Thresholds) -> np.ndarray:

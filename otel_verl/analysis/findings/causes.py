@@ -56,11 +56,12 @@ def name_causes(accounts: list[StepAccount], spread: StepSpread, b: Baselines, t
     """Every cause of every step, recurring ones merged, ranked (:func:`.record.sort_findings`)."""
     if len(accounts) < th.min_steps:
         return []  # too few steps to tell a step's excess from the run's own variation
+    phases = _phase_spreads(accounts)
     causes: list[Cause] = []
     for a in accounts:
         if not np.isfinite(a.baseline_s):
             continue
-        causes.extend(_step_causes(a, b, th))
+        causes.extend(_step_causes(a, b, th, phases))
     kept = [c for c in causes if _reported(c, accounts, spread, th)]
     return sort_findings(_merge(kept, accounts, spread, th))
 
@@ -82,7 +83,7 @@ def _severity(c: Cause, a: StepAccount, spread: StepSpread, th: Thresholds) -> s
     return severity(min(c.seconds, max(a.excess_s, 0.0)), a.baseline_s, spread, th)
 
 
-def _step_causes(a: StepAccount, b: Baselines, th: Thresholds) -> list[Cause]:
+def _step_causes(a: StepAccount, b: Baselines, th: Thresholds, phases: dict[str, tuple[float, float]]) -> list[Cause]:
     out: list[Cause] = []
     limit = max(a.excess_s, 0.0)
     an = a.anomalies
@@ -92,7 +93,7 @@ def _step_causes(a: StepAccount, b: Baselines, th: Thresholds) -> list[Cause]:
         if p.seconds <= 0:
             continue
         if p.kind == k.PART_PHASE:
-            out.append(_phase_cause(a, p, min(p.seconds, limit)))
+            out.append(_phase_cause(a, p, phases.get(p.phase)))
             continue
         mine = np.flatnonzero((np.asarray(account_part) == p.kind) & (cost > 0)) if len(an) else np.zeros(0, int)
         total = float(cost[mine].sum()) if len(mine) else 0.0
@@ -146,8 +147,7 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame) -> list[Cause]:
         still = _stood_still(a, occ_rows, float(g["x"].max())) if scope in (k.SCOPE_REQUEST, k.SCOPE_SAMPLE) else 0.0
         if still:
             details["stalled_s"] = still
-        order = occ_rows[np.argsort(-g["cost"].to_numpy())][:5]
-        ev = [e for i in order for e in evidence(occ["trace_id"].iat[i], occ["span_id"].iat[i])]
+        ev = a.summary.evidence_of(occ_rows[np.argsort(-g["cost"].to_numpy())][:5])
         seconds = float(g["cost"].sum())
         out.append(Cause(cause, scope, where, a.step, seconds, str(top["part"]), workers, reqs, details, ev))
     return out
@@ -168,12 +168,17 @@ def _places(a: StepAccount, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]
         mine = own & (scope == k.SCOPE_WORKER) & (causes == cause)
         if len(everyone) > 1 and {float(w) for w in occ["worker"].to_numpy(dtype=float)[idx][mine]} >= everyone:
             scope[mine], where[mine] = k.SCOPE_STEP, ""  # every worker's: the step's cause, told once
+    spans = occ["request_span"].to_numpy()[idx]
+    # a sample group that moved with one rollout of it in the step is that request
+    for smp in set(where[scope == k.SCOPE_SAMPLE]):
+        mine = (scope == k.SCOPE_SAMPLE) & (where == smp)
+        if len(set(spans[mine])) < 2:
+            scope[mine] = k.SCOPE_REQUEST
     single = scope == k.SCOPE_REQUEST
     if not single.any():
         return scope, where
     sample = occ["sample_index"].to_numpy(dtype=float)[idx]
     worker = occ["worker"].to_numpy(dtype=float)[idx]
-    spans = occ["request_span"].to_numpy()[idx]
     rollouts = pd.Series(a.summary.requests["sample_index"].to_numpy(dtype=float)).value_counts()
     for cause in set(causes[single]):
         mine = single & (causes == cause)
@@ -211,13 +216,43 @@ def _stood_still(a: StepAccount, occ_rows: np.ndarray, x: float) -> float:
     return best
 
 
-def _phase_cause(a: StepAccount, p: Part, seconds: float) -> Cause:
+def _phase_spreads(accounts: list[StepAccount]) -> dict[str, tuple[float, float]]:
+    """Per trainer phase: the median and robust spread (1.4826 × MAD) of its seconds over the steps it ran in."""
+    values: dict[str, list[float]] = {}
+    for a in accounts:
+        for p in a.parts:
+            if p.kind == k.PART_PHASE and p.phase is not None:
+                values.setdefault(p.phase, []).append(p.value_s)
+    out = {}
+    for name, vs in values.items():
+        arr = np.asarray(vs, dtype=float)
+        med = float(np.median(arr))
+        out[name] = (med, float(np.median(np.abs(arr - med))) * 1.4826)
+    return out
+
+
+def _phase_cause(a: StepAccount, p: Part, norm: tuple[float, float] | None) -> Cause:
+    """A trainer phase that took longer than usual: its excess is what it cost (the trainer's phases run one
+    after another). Far outside the phase's own step-to-step spread it is an anomaly; else the phase's own
+    variation (``details.tail``)."""
     ph = a.summary.phases
     row = ph[(ph["name"] == p.phase).to_numpy() & ~ph["rollout"].to_numpy(dtype=bool)]
     ev = evidence(row["trace_id"].iat[0], row["span_id"].iat[0]) if len(row) else []
-    details = {"phase": p.phase, "metric": "s", "value": p.value_s, "usual": p.baseline_s}
+    details: dict[str, Any] = {"phase": p.phase, "metric": "s", "value": p.value_s, "usual": p.baseline_s}
     details["ratio"] = p.value_s / p.baseline_s if p.baseline_s > 0 else float("inf")
-    return Cause(k.SLOW_PHASE, k.SCOPE_PHASE, str(p.phase), a.step, seconds, p.kind, details=details, evidence=ev)
+    med, spread = norm if norm is not None else (p.baseline_s, 0.0)
+    scale = max(spread, PHASE_SPREAD_FLOOR * max(med, 0.0), 1e-3)
+    if (p.value_s - med) / scale < PHASE_Z or details["ratio"] < PHASE_MIN_RATIO:
+        details["tail"] = True
+    return Cause(k.SLOW_PHASE, k.SCOPE_PHASE, str(p.phase), a.step, p.seconds, p.kind, details=details, evidence=ev)
+
+
+PHASE_Z = 4.0
+"""A phase this many of its robust standard deviations above its median is an anomaly..."""
+PHASE_MIN_RATIO = 1.25
+"""...and this multiple of its median..."""
+PHASE_SPREAD_FLOOR = 0.02
+"""...its spread never taken below this share of its median (a phase that always takes the same time)."""
 
 
 def _tail_cause(a: StepAccount, p: Part, seconds: float, b: Baselines) -> Cause:
@@ -288,7 +323,10 @@ def _reported(c: Cause, accounts: list[StepAccount], spread: StepSpread, th: Thr
     if c.details.get("degraded"):
         return c.details.get("ratio", 0.0) >= th.degraded_ratio
     sp = spread.spread if np.isfinite(spread.spread) else 0.0
-    return c.seconds >= max(th.info_spread * sp, th.info_fraction * a.baseline_s, 1e-3)
+    # an anomaly (an occurrence or a group beyond its own norm) is worth reporting from half a spread; the usual
+    # path running long only from a whole one
+    k_spread = th.info_spread * (1.0 if c.details.get("tail") else 0.5)
+    return c.seconds >= max(k_spread * sp, th.info_fraction * a.baseline_s, 1e-3)
 
 
 def _merge(causes: list[Cause], accounts: list[StepAccount], spread: StepSpread, th: Thresholds) -> list[Finding]:

@@ -43,7 +43,8 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     plural = d.get("scope") in (k.SCOPE_STEP, k.SCOPE_SAMPLE) or (d.get("scope") == k.SCOPE_REQUEST and len(reqs) > 1)
     their = "their" if plural else "its"
     if f.kind == k.SLOW_PHASE:
-        return f"{d.get('phase')} took {fmt_s(value)} (usually {fmt_s(usual)}) {when}{cost}"
+        upto = "up to " if len(f.steps) > 1 else ""
+        return f"{d.get('phase')} took {upto}{fmt_s(value)} (usually {fmt_s(usual)}) {when}{cost}"
     if f.kind == k.STALL:
         n = d.get("occurrences", "several")
         return f"{who} stalled: {n} requests in flight and nothing started or ended for {fmt_s(value)} {when}{cost}"

@@ -40,13 +40,13 @@ SEGMENT_COLUMNS = (
     "start_ns",
     "end_ns",
     "turn_index",
-    "trace_id",
-    "span_id",
+    "span_row",
     "by_engine",
 )
 """``key``: what the part's baseline is kept per (turn index of engine parts, tool name, preprocess kind, else
 ``""``); ``tokens``: decoded tokens of a ``decode`` part; ``start_ns``/``end_ns``: the time the part alone held;
-``by_engine``: the part's seconds come from the engine's own account."""
+``span_row``: the span it came from (a row of the span table: its ids are looked up only for the few spans a
+finding names, see :func:`span_ids`); ``by_engine``: the part's seconds come from the engine's own account."""
 
 _PART_OF_KIND = {"tool": k.PART_TOOL, "tool_parse": k.PART_TOOL_PARSE, "preprocess": k.PART_PREPROCESS}
 _PART_OF_KIND["reward"] = k.PART_REWARD
@@ -85,57 +85,65 @@ def request_segments(t: Tables) -> pd.DataFrame:
     base = pd.DataFrame(
         {
             "request_span": rs,
-            "kind": ev["kind"].to_numpy(dtype=object),
+            "kind": objects(ev["kind"].to_numpy(dtype=object)),
             "value_s": own,
             "start_ns": own_start,
             "end_ns": np.maximum(own_end, own_start),
             "turn_index": turn,
-            "trace_id": ev["trace_id"].to_numpy(dtype=object),
-            "span_id": ev["span_id"].to_numpy(dtype=object),
+            "span_row": ev["span_row"].to_numpy(dtype=np.int64),
             "tokens": pd.to_numeric(ev["output_tokens"], errors="coerce").to_numpy(dtype=float),
-            "label": ev["event"].to_numpy(dtype=object),
-            "preprocess_kind": ev["preprocess_kind"].to_numpy(dtype=object) if "preprocess_kind" in ev else None,
             "call_s": ev["duration"].to_numpy(dtype=float),
         }
     )
-    parts = [_other_parts(base[base["kind"] != "engine"]), *_engine_parts(t, base[base["kind"] == "engine"])]
+    parts = [_other_parts(base[base["kind"] != "engine"], ev), *_engine_parts(t, base[base["kind"] == "engine"])]
     held = base.groupby("request_span")["value_s"].sum()
     dur = (req["end_ns"] - req["start_ns"]).to_numpy(dtype=float) / 1e9
     covered = held.reindex(req["request_row"].to_numpy()).fillna(0.0).to_numpy()
     gaps = pd.DataFrame(
         {
             "request_span": req["request_row"].to_numpy(dtype=np.int64),
-            "part": k.PART_GAP,
-            "key": "",
+            "part": objects(np.full(len(req), k.PART_GAP, dtype=object)),
+            "key": objects(np.full(len(req), "", dtype=object)),
             "value_s": np.clip(dur - covered, 0, None),
             "tokens": np.nan,
             "start_ns": req["start_ns"].to_numpy(dtype=np.int64),
             "end_ns": req["end_ns"].to_numpy(dtype=np.int64),
             "turn_index": np.nan,
-            "trace_id": req["trace_id"].to_numpy(dtype=object),
-            "span_id": req["span_id"].to_numpy(dtype=object),
+            "span_row": req["request_row"].to_numpy(dtype=np.int64),
             "by_engine": False,
         }
     )
     parts.append(gaps)
-    out = pd.concat([p for p in parts if len(p)], ignore_index=True)[list(SEGMENT_COLUMNS)]
-    return as_objects(out, TEXT_COLUMNS)
+    return pd.concat([p for p in parts if len(p)], ignore_index=True)[list(SEGMENT_COLUMNS)]
 
 
-TEXT_COLUMNS = ("part", "key", "trace_id", "span_id")
+def objects(values: np.ndarray) -> pd.Series:
+    """A text column as plain objects. pandas 3 stores text as Arrow strings, and building or reading one per row
+    makes Python strings anew each time: the part and key columns are compared again and again, and cost more
+    as Arrow strings than all of the account's arithmetic."""
+    return pd.Series(values, dtype=object, copy=False)
+
+
+def span_ids(spans: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """``trace_id``/``span_id`` of span-table rows (an Arrow take: no Python string per row), indexed by row."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return pd.DataFrame(
+        {"trace_id": spans["trace_id"].iloc[rows].array, "span_id": spans["span_id"].iloc[rows].array}, index=rows
+    )
+
+
+TEXT_COLUMNS = ("part", "key")
 
 
 def as_objects(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
-    """``columns`` as plain object arrays. pandas 3 stores text as Arrow strings; every ``to_numpy``, comparison
-    and row take of them then builds Python strings anew, which cost more than the account's arithmetic (the
-    account reads these columns per step, again and again)."""
+    """``columns`` as plain object arrays (:func:`objects`)."""
     return df.astype({c: object for c in columns if c in df})
 
 
 def containers(t: Tables) -> pd.DataFrame:
     """What holds a chain of parts: every request span, and every worker span of a step that holds none
-    (``request_span``: the span's row; ``step``, ``worker``, ``start_ns``, ``end_ns``, ``trace_id``, ``span_id``)."""
-    cols = ["request_span", "step", "worker", "start_ns", "end_ns", "trace_id", "span_id"]
+    (``request_span``: the span's row; ``step``, ``worker``, ``start_ns``, ``end_ns``)."""
+    cols = ["request_span", "step", "worker", "start_ns", "end_ns"]
     r = t.requests
     r = r[r["request_row"] >= 0] if "request_row" in r else r.iloc[:0]
     req = pd.DataFrame({"request_span": r["request_row"].to_numpy(dtype=np.int64)}).assign(
@@ -162,8 +170,6 @@ def bare_workers(t: Tables) -> pd.DataFrame:
             "worker": w["worker"].to_numpy(dtype=float, na_value=np.nan),
             "start_ns": w["start_ns"].to_numpy(dtype=np.int64),
             "end_ns": w["end_ns"].to_numpy(dtype=np.int64),
-            "trace_id": w["trace_id"].to_numpy(dtype=object),
-            "span_id": w["span_id"].to_numpy(dtype=object),
         }
     )
 
@@ -172,6 +178,7 @@ def _container_events(t: Tables, holders: pd.DataFrame) -> pd.DataFrame:
     """Known event spans of each container: a request's from the events table, a bare worker's right under it."""
     ev = t.events
     ev = ev[ev["kind"].isin(("engine", *_PART_OF_KIND)).to_numpy() & ev["request_span"].isin(holders["request_row"])]
+    ev = ev.assign(span_row=ev.index.to_numpy(dtype=np.int64))
     workers = set(holders["request_row"]) - set(t.requests.get("request_row", pd.Series(dtype=np.int64)))
     if not workers:
         return ev
@@ -182,6 +189,7 @@ def _container_events(t: Tables, holders: pd.DataFrame) -> pd.DataFrame:
         return ev
     wev = sp.loc[own, [c for c in EVENT_COLUMNS if c in sp.columns]].copy()
     wev["request_span"] = wev["worker_span"].to_numpy()
+    wev["span_row"] = wev.index.to_numpy(dtype=np.int64)
     wev["event"] = event_label(wev)
     return pd.concat([ev, wev], ignore_index=True)
 
@@ -194,15 +202,21 @@ def turn_key(turn: np.ndarray) -> np.ndarray:
     return out
 
 
-def _other_parts(ev: pd.DataFrame) -> pd.DataFrame:
-    kind = ev["kind"].to_numpy(dtype=object)
-    key = np.full(len(ev), "", dtype=object)
+def _other_parts(base: pd.DataFrame, ev: pd.DataFrame) -> pd.DataFrame:
+    """Tool, tool-parse, preprocess and reward parts; a tool is keyed by its name, a preprocess by its kind."""
+    kind = base["kind"].to_numpy(dtype=object)
+    key = np.full(len(base), "", dtype=object)
+    rows = base["span_row"].to_numpy()
+    by_row = ev.set_index("span_row")
     tool = kind == "tool"
-    key[tool] = ev["label"].to_numpy(dtype=object)[tool]
+    if tool.any():
+        key[tool] = by_row["event"].reindex(rows[tool]).to_numpy(dtype=object)
     pre = kind == "preprocess"
-    if ev["preprocess_kind"] is not None and pre.any():
-        key[pre] = pd.Series(ev["preprocess_kind"].to_numpy(dtype=object)[pre]).fillna("").astype(str).to_numpy()
-    return ev.assign(part=[_PART_OF_KIND[x] for x in kind], key=key, tokens=np.nan, by_engine=False)
+    if pre.any() and "preprocess_kind" in by_row:
+        key[pre] = by_row["preprocess_kind"].reindex(rows[pre]).astype(object).fillna("").to_numpy(dtype=object)
+    codes, uniques = pd.factorize(kind)
+    parts = np.array([_PART_OF_KIND.get(x, x) for x in uniques], dtype=object)[codes]
+    return base.assign(part=objects(parts).to_numpy(), key=key, tokens=np.nan, by_engine=False)
 
 
 def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
@@ -212,7 +226,8 @@ def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
     key = turn_key(ev["turn_index"].to_numpy(dtype=float))
     ev = ev.assign(key=key)
     account = _engine_account(t)
-    has = ev["span_id"].isin(account.index).to_numpy() if len(account) else np.zeros(len(ev), dtype=bool)
+    rows = ev["span_row"].to_numpy()
+    has = np.isin(rows, account.index.to_numpy()) if len(account) else np.zeros(len(ev), dtype=bool)
     out = []
     plain = ev[~has]
     if len(plain):
@@ -221,7 +236,7 @@ def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
         out.append(plain.assign(part=part, by_engine=False))
     split = ev[has]
     if len(split):
-        acc = account.reindex(split["span_id"].to_numpy())
+        acc = account.reindex(split["span_row"].to_numpy())
         cols = [sum(acc[c].fillna(0.0).to_numpy(dtype=float) for c in cs) for _, cs in _ENGINE_SPLIT]
         total = np.sum(cols, axis=0)
         scale = np.where(total > 0, split["value_s"].to_numpy() / np.where(total > 0, total, 1.0), 0.0)
@@ -244,7 +259,8 @@ def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
 
 
 def _engine_account(t: Tables) -> pd.DataFrame:
-    """The engine's account per call of ours (by our ``text_completion`` span id), summed over its engine spans."""
+    """The engine's account per call of ours (by our ``text_completion`` span's row), summed over its engine
+    spans."""
     calls = t.engine_calls
     if calls.empty:
         return pd.DataFrame()
@@ -252,7 +268,7 @@ def _engine_account(t: Tables) -> pd.DataFrame:
     if joined.empty:
         return pd.DataFrame()
     cols = ["engine_before_s", "engine_queue_s", "engine_prefill_s", "engine_decode_s", "engine_other_s"]
-    g = joined.groupby("call_span_id")
+    g = joined.groupby("call_row")
     out = g[[*cols, "engine_after_s", "completion_tokens"]].sum(min_count=1)
     out["replica"] = g["replica"].first()
     return out

@@ -1,10 +1,11 @@
 """Stalls: a worker that held its requests still (its process paused, its event loop blocked): :func:`with_stalls`.
 
-A stretch with several requests in flight, of different prompts, and nothing starting or ending below the worker,
+A stretch with several requests in flight and nothing starting or ending below the worker,
 heavier (seconds × requests in flight) than the run's stretches of nothing moving (:mod:`.quiet`,
 :mod:`.baselines`), is a stall, unless the engine's own account says where the time went (queued, prefill,
-decoding: each request is then told by its part) or every request in flight sat in one part that was slow across
-the worker by about the stretch (a slow reward holds its requests still together, and is a slow reward). The
+decoding: each request is then told by its part), the requests were decoding answers far longer than usual, or
+every request in flight sat in one part that was slow across the worker (a slow reward holds its requests still
+together, and is a slow reward). The
 stall's seconds are taken from what the stretched parts were blamed for.
 """
 
@@ -18,7 +19,7 @@ import pandas as pd
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.anomaly_rows import anomaly_rows
 from otel_verl.analysis.findings.baselines import Baselines
-from otel_verl.analysis.findings.step_summary import METRIC_SECONDS, StepSummary
+from otel_verl.analysis.findings.step_summary import METRIC_SECONDS, METRIC_TOKENS, StepSummary
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 
@@ -32,14 +33,10 @@ def with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFram
     if q.empty:
         return found
     occ = s.occurrences
-    samples = s.requests.set_index("request_span")["sample_index"]
     extra = []
     found = found.copy()
     for w in q.itertuples(index=False):
-        prompts = {x for x in samples.reindex(list(w.requests)).to_numpy(dtype=float) if np.isfinite(x)}
-        if len(prompts) == 1 and len(w.requests) > 1:
-            continue
-        if _engine_accounts_for(occ, w) or _one_part_moved(occ, w, b):
+        if _engine_accounts_for(occ, w) or _long_answers(occ, w, b) or _one_part_moved(occ, w, b, th):
             continue
         for req in w.requests:
             # a gap row spans its whole request (it is the rest, not a time of its own): never the part stretched
@@ -74,23 +71,59 @@ def with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFram
     return pd.concat([found, *extra], ignore_index=True) if extra else found
 
 
-def _one_part_moved(occ: pd.DataFrame, w: Any, b: Baselines) -> bool:
-    """Whether every request in flight was in the same part and that part was slow across the worker by about the
-    stretch: every reward of the worker 100 s slower holds its requests still together, and that is a slow reward
-    (its typical excess on the worker is the stretch). A stall stretches only what was in flight: the part's typical
-    occurrence on the worker stays about usual."""
-    held = occ["request_span"].isin(list(w.requests)).to_numpy() & (occ["start_ns"].to_numpy() < w.end_ns)
-    held = held & (occ["end_ns"].to_numpy() > w.start_ns) & (occ["part"].to_numpy() != k.PART_GAP)
+def _one_part_moved(occ: pd.DataFrame, w: Any, b: Baselines, th: Thresholds) -> bool:
+    """Whether every request in flight was in the same part and that part was slow across the worker: every
+    reward of the worker 100 s slower holds its requests still together, and that is a slow reward. A stall holds
+    requests in whatever part they were and leaves the same part alone before and after it: so the worker's
+    occurrences of that part outside the stretch decide (slow as a rule there too: the part), and when every one
+    of them overlapped it, their typical excess (about the stretch: the part)."""
+    held = _holding(occ, w)
     parts = set(occ["part"].to_numpy()[held])
     if len(parts) != 1:
         return False
     (part,) = parts
     mine = (occ["part"].to_numpy() == part) & (occ["worker"].to_numpy(dtype=float) == float(w.worker))
-    keys = occ["key"].to_numpy()[mine]
-    usual = np.array([(n.median if (n := b.norm(part, key, METRIC_SECONDS)) else np.nan) for key in keys])
-    excess = occ["value_s"].to_numpy(dtype=float)[mine] - usual
+    outside = mine & ((occ["end_ns"].to_numpy() <= w.start_ns) | (occ["start_ns"].to_numpy() >= w.end_ns))
+    keys = occ["key"].to_numpy()
+    value = occ["value_s"].to_numpy(dtype=float)
+
+    def usual(rows: np.ndarray) -> np.ndarray:
+        return np.array([(n.median if (n := b.norm(part, key, METRIC_SECONDS)) else np.nan) for key in keys[rows]])
+
+    if outside.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = value[outside] / usual(outside)
+        ratio = ratio[np.isfinite(ratio)]
+        return bool(len(ratio) and np.median(ratio) >= th.shift_min_ratio)
+    excess = value[mine] - usual(mine)
     excess = excess[np.isfinite(excess)]
     return bool(len(excess) and np.median(excess) >= 0.5 * float(w.seconds))
+
+
+def _long_answers(occ: pd.DataFrame, w: Any, b: Baselines) -> bool:
+    """Whether the requests in flight were decoding answers far longer than usual (three times the tokens, as a
+    rule): nothing moves while they decode, and that is a long response, not a stall."""
+    held = _holding(occ, w) & (occ["part"].to_numpy() == k.PART_DECODE)
+    tokens = occ["tokens"].to_numpy(dtype=float)
+    held &= np.isfinite(tokens) & (tokens > 0)
+    if not held.any():
+        return False
+    usual = np.array(
+        [
+            (n.median if (n := b.norm(k.PART_DECODE, key, METRIC_TOKENS)) else np.nan)
+            for key in occ["key"].to_numpy()[held]
+        ]
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = tokens[held] / usual
+    ratio = ratio[np.isfinite(ratio)]
+    return bool(len(ratio) and np.median(ratio) >= 3.0)
+
+
+def _holding(occ: pd.DataFrame, w: Any) -> np.ndarray:
+    """Occurrences of the requests in flight that overlap the stretch (a gap row spans its whole request: never)."""
+    held = occ["request_span"].isin(list(w.requests)).to_numpy() & (occ["start_ns"].to_numpy() < w.end_ns)
+    return held & (occ["end_ns"].to_numpy() > w.start_ns) & (occ["part"].to_numpy() != k.PART_GAP)
 
 
 def _engine_accounts_for(occ: pd.DataFrame, w: Any) -> bool:

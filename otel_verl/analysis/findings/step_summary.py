@@ -17,7 +17,7 @@ import pandas as pd
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.histograms import LogHistogram
 from otel_verl.analysis.findings.quiet import quiet_windows
-from otel_verl.analysis.findings.segments import TEXT_COLUMNS, as_objects, bare_workers, request_segments
+from otel_verl.analysis.findings.segments import TEXT_COLUMNS, as_objects, bare_workers, request_segments, span_ids
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -80,6 +80,18 @@ class StepSummary:
     groups: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Median per (group type, group, part, key, metric): how the whole step, each worker, replica and sample
     group did, for telling a step-wide or local shift from the run's usual spread."""
+    ids: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """``trace_id``/``span_id`` of every span the occurrences came from, indexed by their ``span_row``."""
+
+    def evidence_of(self, occ_rows: np.ndarray) -> list[dict[str, str]]:
+        """Evidence entries (trace and span id) of some occurrences, in their order, each span once."""
+        rows = self.occurrences["span_row"].to_numpy()[np.asarray(occ_rows, dtype=np.int64)]
+        found = self.ids.reindex(list(dict.fromkeys(int(r) for r in rows)))
+        return [
+            {"trace_id": str(t), "span_id": str(sp)}
+            for t, sp in zip(found["trace_id"], found["span_id"], strict=True)
+            if isinstance(t, str) and isinstance(sp, str) and sp
+        ]
 
     @property
     def duration_s(self) -> float:
@@ -104,6 +116,7 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
     w_by_step = t.workers.groupby("step", sort=False).indices if len(t.workers) else {}
     steps = []
     worker_occ = [seg]
+    worker_rows = _worker_rows(t)
     for row in t.steps.itertuples(index=False):
         step = int(row.step)
         w = t.workers.iloc[w_by_step.get(step, [])]
@@ -112,6 +125,7 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
         rollout = _rollout_window(ph, w, r)
         ph = ph.assign(rollout=_is_rollout(ph, rollout))
         wk = _workers(w, r)
+        wk["span_row"] = [worker_rows.get((step, int(x)), -1) for x in wk["worker"]]
         worker_occ.append(_worker_occurrences(wk, rollout).assign(step=float(step)))
         steps.append((row, step, rollout, ph, wk, r))
     frames = [x for x in worker_occ if len(x)]
@@ -122,6 +136,7 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
     out = []
     for row, step, rollout, ph, wk, r in steps:
         mine = occ.iloc[occ_by_step.get(float(step), [])].drop(columns="step").reset_index(drop=True)
+        ids = span_ids(t.spans, pd.unique(mine["span_row"].to_numpy()[mine["span_row"].to_numpy() >= 0]))
         q = quiet.iloc[quiet_by_step.get(step, [])].drop(columns="step").reset_index(drop=True)
         out.append(
             StepSummary(
@@ -138,9 +153,20 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
                 quiet=q,
                 histograms=hist.get(float(step), {}),
                 groups=groups.get(float(step), _empty_groups()),
+                ids=ids,
             )
         )
     return out
+
+
+def _worker_rows(t: Tables) -> dict[tuple[int, int], int]:
+    """(step, worker) → the row of its worker span (the evidence of the worker's own parts)."""
+    sp = t.spans
+    w = sp[(sp["kind"].to_numpy() == "worker") & sp["step"].notna().to_numpy() & sp["worker"].notna().to_numpy()]
+    return {
+        (int(a), int(b)): int(i)
+        for a, b, i in zip(w["step"].to_numpy(), w["worker"].to_numpy(), w.index.to_numpy(), strict=True)
+    }
 
 
 def _requests(t: Tables) -> pd.DataFrame:
@@ -258,8 +284,7 @@ def _worker_occurrences(wk: pd.DataFrame, rollout: tuple[int, int] | None) -> pd
         "worker": w["worker"].to_numpy(dtype=float),
         "replica": None,
         "sample_index": np.nan,
-        "trace_id": w["trace_id"].to_numpy(dtype=object),
-        "span_id": w["span_id"].to_numpy(dtype=object),
+        "span_row": w["span_row"].to_numpy(dtype=np.int64),
     }
     start = pd.DataFrame(
         {**common, "part": k.PART_START, "value_s": np.clip(first - rollout[0], 0, None) / 1e9}

@@ -2,7 +2,9 @@
 
 Why: instrumentation only promises ids on the request/worker spans; events below them are attributed
 through the parent chain. With ``OTEL_VERL_TRACE_PER_REQUEST`` a request is the root of its own trace with a
-link to its worker span: :func:`adopt_linked_requests` treats that link as the parent."""
+link to its worker span: :func:`adopt_linked_requests` treats that link as the parent, as it does for a V1
+sample group that is a trace of its own (async trainers). An engine's request span named like one of our
+engine calls is told apart by :func:`engine_request_mask`."""
 
 from __future__ import annotations
 
@@ -18,7 +20,10 @@ from otel_verl.analysis.read.id_lookup import arrow_strings, lookup
 
 KIND_BY_NAME = {
     sc.SPAN_STEP: "step",
+    sc.SPAN_UPDATE: "update",
+    sc.SPAN_WEIGHT_SYNC: "weight_sync",
     sc.SPAN_WORKER: "worker",
+    sc.SPAN_GROUP: "group",
     sc.SPAN_REQUEST: "request",
     sc.SPAN_TURN: "turn",
     sc.SPAN_TOOL_PARSE: "tool_parse",
@@ -40,6 +45,34 @@ def classify(names: pd.Series) -> np.ndarray:
     kinds[pd.isna(kinds) & s.str.startswith(sc.GEN_AI_OP_EXECUTE_TOOL).to_numpy()] = "tool"
     kinds[pd.isna(kinds)] = "other"
     return np.append(kinds, "other")[codes]  # code -1 (a missing name) -> "other"
+
+
+def engine_request_mask(spans: pd.DataFrame, kind: np.ndarray | None = None) -> np.ndarray:
+    """Rows that are an engine's own request span: vLLM's ``llm_request``, or the ``"{operation} {model}"`` it
+    is named under the latest GenAI conventions (vllm#47633). The renamed one can be named exactly like our
+    ``text_completion <model>``; it is the engine's when it carries what only the engine's span has: vLLM's
+    ``gen_ai.latency.*`` numbers, the engine's service (``<ours>.vllm``) or engine phase children
+    (``vllm.request.queue/prefill/decode``, vllm#44402)."""
+    if spans.empty:
+        return np.zeros(0, dtype=bool)
+    names = arrow_strings(spans["name"])
+    legacy = pc.equal(names, sc.ENGINE_SPAN_REQUEST).fill_null(False).to_numpy(zero_copy_only=False)
+    named = np.zeros(len(spans), dtype=bool)
+    for operation in sc.ENGINE_OPERATIONS:
+        named |= pc.starts_with(names, operation + " ").fill_null(False).to_numpy(zero_copy_only=False)
+    if not named.any():
+        return legacy
+    own = np.zeros(len(spans), dtype=bool)
+    if "extra" in spans:
+        extra = arrow_strings(spans["extra"].where(named, ""))
+        own |= pc.match_substring(extra, "gen_ai.latency.").fill_null(False).to_numpy(zero_copy_only=False)
+    if "service" in spans:
+        service = arrow_strings(spans["service"].fillna("").astype(str))
+        own |= pc.ends_with(service, sc.ENGINE_SERVICE_SUFFIX).fill_null(False).to_numpy(zero_copy_only=False)
+    phase = pc.starts_with(names, sc.ENGINE_PHASE_SPAN_PREFIX).fill_null(False).to_numpy(zero_copy_only=False)
+    if phase.any():
+        own |= spans["span_id"].isin(set(spans["parent_id"].to_numpy()[phase])).to_numpy()
+    return legacy | (named & own)
 
 
 def _ancestor(parent_idx: np.ndarray, is_target: np.ndarray) -> np.ndarray:
@@ -69,11 +102,12 @@ def adopt_linked_requests(
     parent_idx: np.ndarray,
     composite: bool,
 ) -> np.ndarray:
-    """Parent row of each span, where a parentless request span's first link stands in for its parent.
+    """Parent row of each span, where a parentless request span's first link stands in for its parent, and so
+    does an async V1 sample group's (a trace of its own, linked to the worker span that dispatched it).
 
     ``find`` maps span keys (span id, or span id + trace id when ``composite``) to rows, -1 when absent.
     """
-    orphan = (parent_idx < 0) & (kind == "request")
+    orphan = (parent_idx < 0) & ((kind == "request") | (kind == "group"))
     if not orphan.any():
         return parent_idx
     first = links[orphan].fillna("").astype(str).str.split(",").str[0]
@@ -100,7 +134,9 @@ def resolve_hierarchy(spans: pd.DataFrame, unique_span_ids: bool | None = None) 
     spans = spans.copy(deep=False)  # only whole columns are added or replaced below
     # object dtype on purpose: pandas 3 would store Arrow strings, and every ``kind.to_numpy()`` of the
     # analysis (a dozen) then rebuilt 2M Python strings; here they point at the ten interned labels
-    spans["kind"] = pd.Series(classify(spans["name"]), index=spans.index, dtype=object)
+    kinds = classify(spans["name"])
+    kinds[engine_request_mask(spans)] = "other"  # the engine's own request span, as vLLM's llm_request always was
+    spans["kind"] = pd.Series(kinds, index=spans.index, dtype=object)
     # span ids are unique across traces in practice; (span, trace) keys only when they are not. Both the
     # check and the lookups hash Arrow strings: a pandas Index of 2M ids cost seconds to build.
     keys = spans["span_id"]

@@ -16,7 +16,10 @@ column                 seconds
 ``engine_after_s``     from the engine's end to our call's end: the answer's way back
 =====================  =====================================================================================
 
-They add up to our call's seconds (``call_s``). The engine's spans come without our attributes (no step,
+They add up to our call's seconds (``call_s``). The engine's request span is ``llm_request`` (vLLM 0.24) or
+``"{operation} {model}"`` (vLLM under the latest GenAI conventions, vllm#47633); where it has children
+``vllm.request.queue/prefill/decode`` (vllm#44402), their seconds are its queue, prefill and decode.
+The engine's spans come without our attributes (no step,
 no worker): they are attributed through their parent. One whose parent is not one of our engine calls (an
 engine started outside the job, trace headers lost, its parent sampled away) is an **orphan**: loaded,
 counted, left out of every per-turn join. The attributes the engine sets are not columns of the span
@@ -33,6 +36,7 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from otel_verl import semconv as sc
+from otel_verl.analysis.read.hierarchy import engine_request_mask
 from otel_verl.analysis.read.id_lookup import arrow_strings, lookup
 
 if TYPE_CHECKING:
@@ -87,11 +91,28 @@ CALL_COLUMNS = (
 
 
 def engine_request_rows(spans: pd.DataFrame) -> np.ndarray:
-    """Row positions of the engine's ``llm_request`` spans (an Arrow compare: no Python string per row)."""
+    """Row positions of the engine's request spans: ``llm_request``, or vLLM's ``"{operation} {model}"`` under the
+    latest GenAI conventions (:func:`~otel_verl.analysis.read.hierarchy.engine_request_mask`)."""
     if spans.empty:
         return np.empty(0, dtype=np.int64)
-    hit = pc.equal(arrow_strings(spans["name"]), sc.ENGINE_SPAN_REQUEST).fill_null(False)
-    return np.flatnonzero(hit.to_numpy(zero_copy_only=False))
+    return np.flatnonzero(engine_request_mask(spans))
+
+
+def _phase_children(spans: pd.DataFrame, request_ids: pd.Series) -> dict[str, np.ndarray]:
+    """Seconds of each engine request's ``vllm.request.queue/prefill/decode`` children (vllm#44402), per part;
+    NaN where a request has no child of that part."""
+    out = {part: np.full(len(request_ids), np.nan) for part in sc.ENGINE_PHASE_SPANS.values()}
+    names = arrow_strings(spans["name"])
+    child = pc.starts_with(names, sc.ENGINE_PHASE_SPAN_PREFIX).fill_null(False).to_numpy(zero_copy_only=False)
+    if not child.any():
+        return out
+    kids = spans.loc[child, ["parent_id", "name", "start_ns", "end_ns"]]
+    kids = kids.assign(part=kids["name"].map(sc.ENGINE_PHASE_SPANS), seconds=(kids.end_ns - kids.start_ns) / 1e9)
+    sums = kids.dropna(subset=["part"]).groupby(["parent_id", "part"])["seconds"].sum()
+    for part in out:
+        if part in sums.index.get_level_values("part"):
+            out[part] = request_ids.map(sums.xs(part, level="part")).to_numpy(dtype=float)
+    return out
 
 
 def _attributes(extra: pd.Series) -> list[dict[str, Any]]:
@@ -123,6 +144,12 @@ def engine_calls_table(t: Tables) -> pd.DataFrame:
     )
     for col, key in _NUMBERS.items():
         out[col] = _number([a.get(key) for a in attrs])
+    # the engine's own phase spans, where it makes them, are its account; its span is its e2e
+    for part, seconds in _phase_children(spans, er["span_id"]).items():
+        col = f"engine_{part}_s"
+        out[col] = np.where(np.isnan(seconds), out[col].to_numpy(dtype=float), seconds)
+    span_s = (out["end_ns"].to_numpy(dtype=float) - out["start_ns"].to_numpy(dtype=float)) / 1e9
+    out["engine_e2e_s"] = np.where(np.isnan(out["engine_e2e_s"]), span_s, out["engine_e2e_s"])
     replica = [next((str(a[k]) for k in _REPLICA_KEYS if a.get(k) not in (None, "")), None) for a in attrs]
     out["replica"] = pd.Series(replica, dtype=object).fillna(pd.Series(er["service"].to_numpy(dtype=object)))
     # the parent: one of our engine calls (the same trace), else an orphan

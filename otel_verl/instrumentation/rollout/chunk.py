@@ -89,6 +89,8 @@ class WorkerChunk:
         """The context attached while the chunk runs (its span current)."""
         self.response_length: Any = UNKNOWN
         """``rollout_config.response_length``, read at the first request's end (an OmegaConf lookup)."""
+        self.trainer_mode: str | None = None
+        """verl's ``trainer.v1.trainer_mode`` ("" when not a V1 worker), read at the first sample group."""
 
     def track_tasks(self, tasks: set[asyncio.Task[Any]]) -> None:
         """Fire-and-forget dispatch (V1): the chunk lasts until the tasks it spawned are done."""
@@ -211,8 +213,10 @@ def _start_chunk(batch: Any) -> tuple[WorkerChunk, Any] | tuple[None, None]:
 
 
 async def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """``AgentLoopWorker.generate_sequences(batch)``: the chunk span around verl's dispatch of its trajectories."""
-    if not enabled():
+    """``AgentLoopWorker.generate_sequences(batch)``: the chunk span around verl's dispatch of its trajectories.
+
+    A subclass's override that calls ``super().generate_sequences`` belongs to the chunk its own call opened."""
+    if not enabled() or CURRENT_CHUNK.get() is not None:
         return await wrapped(*args, **kwargs)
     batch = args[0] if args else kwargs.get("batch")
     chunk = tokens = None

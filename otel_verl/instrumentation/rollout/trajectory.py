@@ -16,7 +16,7 @@ from opentelemetry import trace
 
 from otel_verl import semconv
 from otel_verl.export import tracing
-from otel_verl.instrumentation.rollout.attributes import FAILED, request_status, trajectory_attributes
+from otel_verl.instrumentation.rollout.attributes import FAILED, as_int, request_status, trajectory_attributes
 from otel_verl.instrumentation.rollout.chunk import (
     CURRENT_CHUNK,
     UNKNOWN,
@@ -24,6 +24,7 @@ from otel_verl.instrumentation.rollout.chunk import (
     ensure_worker_tracing,
     worker_rank,
 )
+from otel_verl.instrumentation.rollout.group import sample_finished
 from otel_verl.recording.recorder import RequestRecorder, current_request
 from otel_verl.wrapping.registry import coroutine_wrapper, enabled
 from otel_verl.wrapping.signatures import call_failed
@@ -33,6 +34,10 @@ logger = logging.getLogger(__name__)
 AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
 RUN_AGENT_LOOP = (AGENT_LOOP_MODULE, "AgentLoopWorker._run_agent_loop")
 POSTPROCESS = (AGENT_LOOP_MODULE, "AgentLoopWorker._agent_loop_postprocess")
+_VERSIONS = (
+    ("min_global_steps", semconv.VERL_POLICY_VERSION_MIN),
+    ("max_global_steps", semconv.VERL_POLICY_VERSION_MAX),
+)
 
 
 def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> RequestRecorder | None:
@@ -121,6 +126,7 @@ def end_request(
             recorder.root.attributes.update(extra)
             status = request_status(recorder, response_length)
         recorder.finish(status, extra, error)
+        sample_finished(recorder.root.attributes)
     except Exception:
         logger.debug("otel_verl: request spans could not be built", exc_info=True)
     finally:
@@ -144,6 +150,12 @@ def postprocess_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) 
                 attrs[semconv.VERL_REQUEST_RESPONSE_TOKENS] = len(response_ids)
             if prompt_ids is not None:
                 attrs[semconv.VERL_REQUEST_PROMPT_TOKENS] = len(prompt_ids)
+            extra = getattr(output, "extra_fields", None)
+            if isinstance(extra, dict):  # the policy versions verl's client noted (min/max_global_steps)
+                for key, attr in _VERSIONS:
+                    version = as_int(extra.get(key))
+                    if version is not None:
+                        attrs[attr] = version
         except Exception:
             call_failed(POSTPROCESS)
     return wrapped(*args, **kwargs)

@@ -1,0 +1,75 @@
+"""``otel-verl check-seams``: which of otel_verl's seams fit a verl, the installed one or a source tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from otel_verl.cli.common import console
+
+CHECK_SEAMS_HELP = (
+    "Check every seam otel_verl wraps against a verl: the installed one, or a source tree (`--verl-source`, "
+    "e.g. a clone of verl's main; imported with this environment's other packages). Prints one line per seam "
+    "that does not fit, with what is then not recorded, and a summary; exit 1 when any seam does not fit. "
+    "Seams of engines that are not installed (SGLang, vLLM) are skipped."
+)
+
+
+def _from_source(source: Path) -> dict[str, Any]:
+    """The check in a child process that imports verl from ``source`` (the installed verl is not loaded there)."""
+    path = os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = {**os.environ, "PYTHONPATH": path}
+    cmd = [sys.executable, "-m", "otel_verl.instrumentation.seam_check"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=source)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        console.print(f"error: the check could not run against {source}: {tail[0]}")
+        raise typer.Exit(code=2)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def check_seams(
+    verl_source: Annotated[
+        Path | None,
+        typer.Option(help="A verl source tree (the directory holding `verl/`) instead of the installed verl."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole result as JSON.")] = False,
+) -> None:
+    if verl_source is not None:
+        if not (verl_source / "verl" / "__init__.py").is_file():
+            console.print(f"error: --verl-source {verl_source}: no verl/__init__.py there")
+            raise typer.Exit(code=2)
+        result = _from_source(verl_source.resolve())
+    else:
+        import contextlib
+        import io
+        import logging
+
+        from otel_verl.instrumentation.seam_check import check_all, verl_identity
+
+        logging.disable(logging.WARNING)  # importing verl's modules logs (and prints) what it lacks here
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = {"verl": verl_identity(), "seams": [fit.as_dict() for fit in check_all()]}
+        logging.disable(logging.NOTSET)
+    if as_json:
+        print(json.dumps(result, indent=2))
+    seams = result["seams"]
+    misfits = [s for s in seams if s["status"] == "misfit"]
+    absent = [s for s in seams if s["status"] == "absent"]
+    if not as_json:
+        for s in misfits:
+            console.print(f"[bold red]misfit[/] {s['module']}.{s['method']}: {s['why']} → not recorded: {s['records']}")
+        verl = result["verl"]
+        console.print(
+            f"verl {verl['version']} ({verl['path']}): {len(seams) - len(misfits) - len(absent)} of {len(seams)} "
+            f"seams fit, {len(misfits)} do not, {len(absent)} skipped (an engine not installed, or another name "
+            "of the seam wrapped instead)"
+        )
+    if misfits:
+        raise typer.Exit(code=1)

@@ -1,0 +1,109 @@
+"""The demo's planted problems: the keys of a step's plan, the ready-made ``--plant`` problems, and which step
+gets which plan.
+
+A *plan* is one step's planted slowness, ``DemoOptions.step_plants[step]``: a dict whose keys are below. Each
+key is applied where the demo's real or simulated part does that work, so the planted time shows up in the
+span that covers it and in no other:
+
+========================  =================================  ============================================
+key                        value                              where the time goes
+========================  =================================  ============================================
+``stall``                  {sample index: s}                  the sample's first engine call stalls (sim engine)
+``slow_turn``              {sample index: (turn, s[, where])}  that turn's engine call (sim engine)
+``slow_reward``            {sample index: s}                  that sample's reward (reward actor)
+``slow_tool``              {sample index: s}                  each calculator call of the sample (verl's
+                                                              ``tools_kwargs``)
+``slow_phase``             {trainer phase: s}                 that trainer phase, once in the step (the
+                                                              trainer's stand-in compute)
+``slow_start``             {worker rank: s}                   the worker prepares its chunk ``s`` longer
+                                                              before its first request (the demo's worker)
+``long_response``          {sample index: tokens}             each rollout of the sample decodes ``tokens``
+                                                              tokens on its first turn (sim engine)
+``step_slow_decode``       k (float)                          every engine call decodes at k× the usual
+                                                              seconds per token (sim engine)
+``step_slow_reward``       s (float)                          every reward of the step takes ``s`` more
+========================  =================================  ============================================
+
+Steps without a plan run clean. The sim-engine keys need ``engine="sim"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+STALL: Final = "stall"
+SLOW_TURN: Final = "slow_turn"
+SLOW_REWARD: Final = "slow_reward"
+SLOW_TOOL: Final = "slow_tool"
+SLOW_PHASE: Final = "slow_phase"
+SLOW_START: Final = "slow_start"
+LONG_RESPONSE: Final = "long_response"
+STEP_SLOW_DECODE: Final = "step_slow_decode"
+STEP_SLOW_REWARD: Final = "step_slow_reward"
+KEYS: Final = (
+    STALL,
+    SLOW_TURN,
+    SLOW_REWARD,
+    SLOW_TOOL,
+    SLOW_PHASE,
+    SLOW_START,
+    LONG_RESPONSE,
+    STEP_SLOW_DECODE,
+    STEP_SLOW_REWARD,
+)
+ENGINE_KEYS: Final = (STALL, SLOW_TURN, LONG_RESPONSE, STEP_SLOW_DECODE)
+"""Keys the simulated engine applies (not available with ``engine="vllm"``)."""
+
+PLANT_STEP: Final = 2
+"""The step every ready-made plant goes into (the demo's default run has 3 steps)."""
+
+READY_MADE: Final[dict[str, tuple[dict[str, Any], str]]] = {
+    "stall": (
+        {STALL: {3: 20.0}},
+        "the 4 rollouts of sample 3 stall 20 s on their first engine call, so worker 0 stalls mid-rollout "
+        "and the others wait (a small seed step-67 story)",
+    ),
+    "slow-phase": ({SLOW_PHASE: {"update_actor": 8.0}}, "the trainer's update_actor phase takes 8 s more"),
+    "slow-start": (
+        {SLOW_START: {1: 8.0}},
+        "worker 1 prepares its chunk 8 s longer: its span starts on time, its first request 8 s late",
+    ),
+    "long-response": (
+        {LONG_RESPONSE: {5: 15000}},
+        "the rollouts of sample 5 decode 15000 tokens on their first turn (~6 s at the usual 0.4 ms a token)",
+    ),
+    "step-slow-decode": ({STEP_SLOW_DECODE: 8.0}, "every engine call of the step decodes 8x slower per token"),
+    "step-slow-reward": ({STEP_SLOW_REWARD: 4.0}, "every reward of the step takes 4 s more"),
+}
+"""``--plant NAME``: (the plan put into step :data:`PLANT_STEP`, what it does). Samples 0-7 run on worker 0
+and 8-15 on worker 1 in the default run (16 prompts, 2 workers)."""
+
+
+def ready_made(names: list[str]) -> dict[int, dict[str, Any]]:
+    """``step_plants`` for the ready-made problems ``names`` (merged into one plan of :data:`PLANT_STEP`)."""
+    plan: dict[str, Any] = {}
+    for name in names:
+        for key, value in READY_MADE[name][0].items():
+            plan[key] = {**plan[key], **value} if isinstance(value, dict) and key in plan else value
+    return {PLANT_STEP: plan} if plan else {}
+
+
+def step_plan(opts: Any, step: int) -> tuple[bool, dict[str, Any] | None]:
+    """(planted slowness on in ``step``, the step's own plan or None).
+
+    With ``opts.step_plants`` set, a step runs its plan or clean; else the per-sample knobs of
+    :class:`~otel_verl.demo.options.DemoOptions` apply in ``opts.slow_step`` (every step when None)."""
+    if opts.step_plants:
+        plan = opts.step_plants.get(step)
+        return plan is not None, plan
+    return opts.slow_step is None or opts.slow_step == step, None
+
+
+def longest_response(opts: Any) -> int:
+    """The most tokens any planted long response decodes (0: none planted)."""
+    return max((int(t) for plan in opts.step_plants.values() for t in plan.get(LONG_RESPONSE, {}).values()), default=0)
+
+
+def phase_extra(plan: dict[str, Any] | None, phase: str) -> float:
+    """Planted extra seconds of trainer ``phase`` in this step's plan."""
+    return float((plan or {}).get(SLOW_PHASE, {}).get(phase, 0.0))

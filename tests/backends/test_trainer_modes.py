@@ -1,0 +1,165 @@
+"""Each V1 trainer mode of the demo (verl's own ``PPOTrainerSync`` / ``PPOTrainerColocateAsync`` /
+``PPOTrainerSeparateAsync``) through the real collector into Jaeger: the trace shape checked in Jaeger.
+
+- the step's trace holds the training work: ``verl.update`` per inner update (``parameter_sync_step`` of them
+  under separate-async), its phases, and the parameter sync (``verl.weight_sync``; bytes where reported);
+- rollout work lives in a trace per sample group under the async trainers (in the step's trace under the
+  sync one), each sample with the policy versions that generated it;
+- each inner update links to the groups it consumed (staleness on the link) and each async group links to
+  the worker span that dispatched it: both ends of every link are in Jaeger.
+
+The demo's own analysis runs too (the command exits 0). Small runs: 3 steps of 4 prompts × 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from otel_verl import semconv as sc
+
+from .conftest import REPO, Backends, wait_until
+from .emitters import otlp_spans
+from .test_pipeline import jaeger_json
+
+pytestmark = pytest.mark.backends
+
+INNER = {"v1-sync": 1, "v1-colocate-async": 1, "v1-separate-async": 4}
+MODE = {"v1-sync": "sync", "v1-colocate-async": "colocate_async", "v1-separate-async": "separate_async"}
+STEPS = 3
+
+
+def _attrs(items: list[dict]) -> dict:
+    out = {}
+    for kv in items or []:
+        value = kv.get("value", {})
+        out[kv["key"]] = next(iter(value.values())) if value else None
+    return {k: int(v) if isinstance(v, str) and v.lstrip("-").isdigit() else v for k, v in out.items()}
+
+
+def _link(link: dict) -> tuple[str, str, dict]:
+    return link["traceId"].lower(), link["spanId"].lower(), _attrs(link.get("attributes"))
+
+
+def _jaeger_trace(b: Backends, trace_id: str) -> dict[str, dict]:
+    status, doc = jaeger_json(b, f"/api/v3/traces/{trace_id}")
+    if status != 200 or not doc:
+        return {}
+    spans = {}
+    for _svc, sp in otlp_spans(doc.get("result", doc)):
+        spans[sp["spanId"].lower()] = {
+            "trace": sp["traceId"].lower(),
+            "parent": (sp.get("parentSpanId") or "").lower(),
+            "name": sp["name"],
+            "attrs": _attrs(sp.get("attributes")),
+            "links": [
+                (lk["traceId"].lower(), lk["spanId"].lower(), _attrs(lk.get("attributes")))
+                for lk in sp.get("links") or []
+            ],
+        }
+    return spans
+
+
+@pytest.fixture(scope="module", params=list(INNER))
+def mode_run(request, backends: Backends, tmp_path_factory):
+    """One demo run of the mode against the collector; (mode, every trace of it as Jaeger returns it)."""
+    mode = request.param
+    spool = tmp_path_factory.mktemp(f"spool-{mode}")
+    exe = Path(sys.executable).with_name("otel-verl")
+    size = ["--steps", str(STEPS), "--workers", "2", "--prompts", "4", "--n", "2"]
+    cmd = [str(exe), "demo", "--trainer", mode, *size, "--spool", str(spool), "--report", str(spool / "report")]
+    env = {
+        **os.environ,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": backends.collector_otlp_grpc,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+        "OTEL_SDK_DISABLED": "false",
+    }
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"{cmd} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert (spool / "report" / "findings.json").exists()
+    traces: set[str] = set()
+    for path in spool.rglob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                traces |= {sp["traceId"].lower() for _, sp in otlp_spans(json.loads(line))}
+    counts: dict[str, int] = defaultdict(int)
+    for path in spool.rglob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                for _, sp in otlp_spans(json.loads(line)):
+                    counts[sp["traceId"].lower()] += 1
+
+    def arrived():
+        got = {t: _jaeger_trace(backends, t) for t in traces}
+        return got if all(len(got[t]) == counts[t] for t in traces) else None
+
+    got = wait_until(arrived, 120, f"{mode}: every spooled span in Jaeger", interval=2.0)
+    return mode, got
+
+
+def _all(got: dict[str, dict]) -> dict[str, dict]:
+    return {sid: span for spans in got.values() for sid, span in spans.items()}
+
+
+def test_step_trace_holds_the_training_work(mode_run) -> None:
+    mode, got = mode_run
+    spans = _all(got)
+    steps = {s["attrs"][sc.VERL_STEP]: sid for sid, s in spans.items() if s["name"] == sc.SPAN_STEP}
+    assert sorted(steps) == list(range(1, STEPS + 1))
+    for step, sid in steps.items():
+        trace = got[spans[sid]["trace"]]
+        assert spans[sid]["attrs"][sc.VERL_TRAINER_MODE] == MODE[mode]
+        updates = [s for s in trace.values() if s["name"] == sc.SPAN_UPDATE]
+        assert sorted(u["attrs"][sc.VERL_UPDATE_INDEX] for u in updates) == list(range(INNER[mode]))
+        assert all(u["parent"] == sid for u in updates)
+        for update_id in (uid for uid, s in trace.items() if s["name"] == sc.SPAN_UPDATE):
+            phases = {s["name"] for s in trace.values() if s["parent"] == update_id}
+            assert {sc.phase_span_name(p) for p in ("gen", "old_log_prob", "adv", "update_actor")} <= phases
+        syncs = [s for s in trace.values() if s["name"] == sc.SPAN_WEIGHT_SYNC]
+        assert len(syncs) == 1 and syncs[0]["attrs"][sc.VERL_SYNC_VERSION] == step
+        assert trace[syncs[0]["parent"]]["name"] == sc.phase_span_name("update_weights")
+        if mode == "v1-separate-async":  # its backend reports the payload
+            assert syncs[0]["attrs"][sc.VERL_SYNC_BYTES] > 0
+
+
+def test_updates_link_the_groups_they_consumed_and_groups_link_their_dispatch(mode_run) -> None:
+    mode, got = mode_run
+    spans = _all(got)
+    groups = {sid: s for sid, s in spans.items() if s["name"] == sc.SPAN_GROUP and not s["attrs"].get(sc.VERL_VALIDATE)}
+    assert groups
+    consumed = set()
+    staleness = []
+    for update in (s for s in spans.values() if s["name"] == sc.SPAN_UPDATE):
+        assert update["links"]
+        for trace_id, span_id, attrs in update["links"]:
+            group = got.get(trace_id, {}).get(span_id)  # the other end, in Jaeger
+            assert group is not None and group["name"] == sc.SPAN_GROUP, (trace_id, span_id)
+            assert attrs[sc.VERL_POLICY_VERSION_MIN] <= attrs[sc.VERL_POLICY_VERSION_MAX]
+            staleness.append(attrs[sc.VERL_SAMPLE_STALENESS])
+            if mode == "v1-sync":
+                assert trace_id == update["trace"]  # the step's own groups
+            consumed.add(span_id)
+    assert min(staleness) >= 0
+    if mode == "v1-sync":
+        assert set(staleness) == {0}  # on-policy
+    if mode == "v1-separate-async":
+        assert max(staleness) >= 1  # trained on samples of older weights, as the mode intends
+    for group in groups.values():
+        if mode == "v1-sync":
+            assert spans[group["parent"]]["name"] == sc.SPAN_WORKER  # in the step's trace
+            continue
+        assert group["parent"] == "" and len(got[group["trace"]]) > 1  # a trace of its own, with its samples
+        ((trace_id, span_id, _),) = group["links"]
+        assert got.get(trace_id, {}).get(span_id, {}).get("name") == sc.SPAN_WORKER  # who dispatched it
+    samples = [s for s in spans.values() if s["name"] == sc.SPAN_REQUEST and not s["attrs"].get(sc.VERL_VALIDATE)]
+    assert all(sc.VERL_POLICY_VERSION_MIN in s["attrs"] for s in samples)
+    assert all(spans[s["parent"]]["name"] == sc.SPAN_GROUP for s in samples)
+    assert consumed <= set(groups)
