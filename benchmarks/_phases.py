@@ -1,8 +1,10 @@
-"""Where a streamed ``analyze`` spends its CPU, phase by phase (``bench_analyze_stream --profile``).
+"""Where a streamed ``analyze`` spends its time and memory, stage by stage (``bench_analyze_stream --profile``).
 
-The pipeline's stages are wrapped with CPU timers (``time.process_time`` of this process) for one in-process run;
-the forked readers' CPU comes from ``RUSAGE_CHILDREN``. Figures are drawn in-line (``OTEL_VERL_ANALYZE_JOBS=1``)
-so their CPU is counted here. Timers cost ~1 µs a call, a few thousand calls a run: nothing at this scale.
+The pipeline's stages are wrapped with timers for one in-process run: CPU (``time.process_time`` of this process),
+wall (``time.perf_counter``), and the process's resident memory right after each call (the largest over the
+run's calls: which stage the memory is high after). The forked readers' CPU comes from ``RUSAGE_CHILDREN``; their
+wall overlaps this process's, so it is not split. Figures are drawn in-line (``OTEL_VERL_ANALYZE_JOBS=1``) so
+their CPU is counted here. Timers cost ~2 µs a call, a few thousand calls a run: nothing at this scale.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+READ = "read (assembly in this process)"
 PHASES = (
-    "read (assembly in this process)",
+    READ,
     "tables",
     "summaries",
     "summaries to the store",
@@ -29,11 +32,52 @@ PHASES = (
     "figures (combine, PNG, plotly)",
     "report.html",
 )
+STAGES = {
+    "read": (READ,),
+    "tables": ("tables",),
+    "per-step summaries (to the store)": ("summaries", "summaries to the store", "data quality", "counts"),
+    "diagnosis": ("diagnosis (baselines, accounts, causes)",),
+    "figures (parts, holds, drawing)": ("figure parts", "outlier and timeline holds", "figures (combine, PNG, plotly)"),
+    "report": ("report.html",),
+}
+"""The issue's stages (read → tables → diagnosis → figures → report), each a sum of timed phases."""
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * _PAGE
+
+
+class _Timers:
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.wall: dict[str, float] = defaultdict(float)
+        self.rss: dict[str, int] = defaultdict(int)
+        self.depth = 0
+
+    def timed(self, fn: Callable[..., Any], phase: str) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self.depth:  # a timed phase inside another: the outer one counts it
+                return fn(*args, **kwargs)
+            self.depth += 1
+            c0, w0 = time.process_time(), time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                self.cpu[phase] += time.process_time() - c0
+                self.wall[phase] += time.perf_counter() - w0
+                self.rss[phase] = max(self.rss[phase], _rss())
+
+        return timed
 
 
 def profile(source: str | Path, out: str | Path) -> dict[str, Any]:
     """One streamed analysis of ``source`` with every phase timed: {"spans", "wall_s", "main_cpu_s",
-    "readers_cpu_s", "store_bytes", "phases": {phase: cpu seconds}}."""
+    "readers_cpu_s", "store_bytes", "peak_rss", "phases": {phase: {"cpu_s", "wall_s", "rss"}}}; ``rss`` is
+    the largest resident size right after a call of the phase (the read's: the peak of the whole run)."""
     os.environ["OTEL_VERL_ANALYZE_JOBS"] = "1"
     from otel_verl.analysis import pipeline
     from otel_verl.analysis.figures import catalog
@@ -41,22 +85,15 @@ def profile(source: str | Path, out: str | Path) -> dict[str, Any]:
     from otel_verl.analysis.stream import collect, held, store
 
     use_system_allocator()
-    acc: dict[str, float] = defaultdict(float)
+    timers = _Timers()
     undo: list[Callable[[], None]] = []
 
     def wrap(owner: Any, name: str, phase: str) -> None:
+        raw = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
         fn = getattr(owner, name)
-
-        @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.process_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                acc[phase] += time.process_time() - t0
-
-        setattr(owner, name, timed)
-        undo.append(lambda: setattr(owner, name, fn))
+        wrapped = timers.timed(fn, phase)
+        setattr(owner, name, staticmethod(wrapped) if isinstance(raw, classmethod | staticmethod) else wrapped)
+        undo.append(lambda: setattr(owner, name, raw))
 
     wrap(collect.Tables, "build", "tables")
     wrap(collect, "summarize_steps", "summaries")
@@ -72,7 +109,7 @@ def profile(source: str | Path, out: str | Path) -> dict[str, Any]:
     wrap(pipeline, "write_html", "report.html")
     parts = dict(catalog.PARTS)
     for name, (part, combine) in parts.items():
-        catalog.PARTS[name] = (_timed(part, acc, "figure parts"), combine)
+        catalog.PARTS[name] = (timers.timed(part, "figure parts"), combine)
     bytes_written = [0]
     real_close = store.PartStore.close
 
@@ -95,25 +132,31 @@ def profile(source: str | Path, out: str | Path) -> dict[str, Any]:
         catalog.PARTS.update(parts)
         store.PartStore.close = real_close  # type: ignore[method-assign]
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    phases = {p: acc.get(p, 0.0) for p in PHASES}
-    phases["read (assembly in this process)"] = main - sum(acc.values())
+    phases = {p: {"cpu_s": timers.cpu[p], "wall_s": timers.wall[p], "rss": timers.rss[p]} for p in PHASES}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    phases[READ] = {
+        "cpu_s": main - sum(timers.cpu.values()),
+        "wall_s": wall - sum(timers.wall.values()),
+        "rss": peak,
+    }
     return {
         "spans": result.summary["spans"],
         "wall_s": wall,
         "main_cpu_s": main,
         "readers_cpu_s": children.ru_utime + children.ru_stime,
         "store_bytes": bytes_written[0],
+        "peak_rss": peak,
         "phases": phases,
     }
 
 
-def _timed(fn: Callable[..., Any], acc: dict[str, float], phase: str) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.process_time()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            acc[phase] += time.process_time() - t0
-
-    return timed
+def stages(got: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The profile's phases summed into :data:`STAGES`; the forked readers' CPU goes to "read"."""
+    out = {}
+    for stage, phases in STAGES.items():
+        cpu = sum(got["phases"][p]["cpu_s"] for p in phases)
+        wall = sum(got["phases"][p]["wall_s"] for p in phases)
+        rss = max(got["phases"][p]["rss"] for p in phases)
+        out[stage] = {"cpu_s": cpu, "wall_s": wall, "rss": rss}
+    out["read"]["cpu_s"] += got["readers_cpu_s"]
+    return out
