@@ -14,7 +14,7 @@ from otel_verl.analysis.findings.record import Finding
 from otel_verl.analysis.findings.step_summary import summarize_steps
 from otel_verl.analysis.read.step_split import split_by_step
 from otel_verl.analysis.stream.store import CACHED, PartStore
-from otel_verl.analysis.stream.summaries import SPILLED, SpilledSummary
+from otel_verl.analysis.stream.summaries import KEPT, SPILLED, SpilledSummary
 from otel_verl.analysis.tables import Tables
 
 
@@ -24,6 +24,10 @@ def test_spilled_summary_reads_back_what_went_in(planted_spans, tmp_path: Path) 
     with PartStore(tmp_path) as store:
         spilled = [SpilledSummary(s, store) for s in summaries]
         assert not any(name in s.__dict__ for s in spilled for name in SPILLED)  # not in memory
+        # every frame of a summary is spilled or named as small: a new frame that grows with the step's spans
+        # (as ``ids`` did) must be put in one of the two, or memory grows with the run again
+        frames = {f.name for f in fields(summaries[0]) if isinstance(getattr(summaries[0], f.name), pd.DataFrame)}
+        assert frames == set(SPILLED) | set(KEPT)
         for s, orig in zip(spilled, summaries, strict=True):
             assert isinstance(s, type(orig))
             for f in fields(orig):
