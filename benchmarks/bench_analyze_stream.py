@@ -257,7 +257,7 @@ def assemble(lines: list[dict[str, Any]]) -> tuple[str, list[Result]]:
     profiles = [d for d in lines if "profile" in d]
     text = [size_table(runs), *(stage_table(p) for p in profiles)]
     results: list[Result] = []
-    letters = iter("abcdefghijklmnop")
+    letters = iter("fghijklmnopqrstu")  # 31a-31e are bench_decode's (the batch decoder, on main)
     for what, label in (("spool", "spool"), ("seed", "seed logs")):
         streamed = sorted((r for r in runs if r.source == what), key=lambda r: r.spans)
         if len(streamed) > 1:
