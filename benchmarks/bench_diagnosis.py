@@ -28,11 +28,9 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from benchmarks._table import Result
 from benchmarks.diagnosis import tables
@@ -79,35 +77,13 @@ def formats_for(choice: str, kind: str | None) -> list[str]:
     return formats
 
 
-@contextmanager
-def without_figures() -> Iterator[None]:
-    """``analyze`` with every figure left undrawn (an empty frame each); a no-op where the pipeline's
-    ``render`` has moved (then the figures are drawn and the run is only slower)."""
-    from otel_verl.analysis import pipeline
-    from otel_verl.analysis.figures import rendering
-
-    if not (callable(getattr(pipeline, "render", None)) and callable(getattr(rendering, "render", None))):
-        yield
-        return
-    import pandas as pd
-
-    def blank(spec: Any, spans: Any, t: Any, out: Path, html_report: bool, **options: Any) -> Any:
-        return pd.DataFrame(), out / f"{spec[0]}.png", None
-
-    with mock.patch.object(pipeline, "render", blank), mock.patch.object(rendering, "render", blank):
-        yield
-
-
 def analyze_findings(source: Path, out: Path, figures: bool = False) -> dict[str, Any]:
-    """``findings.json`` of ``otel_verl.analysis.analyze(source, out)`` (read back from the file: the contract)."""
+    """``findings.json`` of ``otel_verl.analysis.analyze(source, out)`` (read back from the file: the contract);
+    without ``figures``, ``analyze(..., figures=False)`` (no figure is computed or drawn)."""
     from otel_verl.analysis import analyze
 
     os.environ["OTEL_VERL_ANALYZE_JOBS"] = "1"  # no forked figure worker inside a pool's worker
-    if figures:
-        analyze(source, out, html_report=False)
-    else:
-        with without_figures():
-            analyze(source, out, html_report=False)
+    analyze(source, out, html_report=False, figures=figures)
     return json.loads((out / "findings.json").read_text())
 
 

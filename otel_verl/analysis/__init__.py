@@ -133,38 +133,44 @@ def analyze(
     timeline_steps: tuple[int, ...] = (),
     source_name: str | None = None,
     plotly_dir: str | Path | None = None,
+    figures: bool = True,
+    steps: range | None = None,
+    window: int = 1,
+    spill_dir: str | None = None,
     **load_options: Any,
 ) -> Analysis:
     """Diagnose a run and write ``findings.json``, ``report.html`` and one PNG per figure under ``out``.
 
-    ``source``: anything :func:`load` reads (``load_options`` are its keywords), or tables or a span table
-    already loaded. ``top_requests``: the slowest requests the outlier figure breaks down (besides every
-    request a finding names). ``trace_url``: a template with ``{trace_id}`` (a Jaeger or Grafana URL) the
-    report links each cause's traces to. ``timeline_steps``: steps drawn as a timeline in the report besides
-    the slowest one. ``source_name``: the SOURCE the report's "open this step" commands name (default: ``source``
-    when it is a path or URL). ``plotly_dir``: where report.html finds ``plotly-<version>.min.js`` (default:
-    ``out``; a folder several reports share keeps one copy). Returns the findings, the summary, each figure's
-    frame and the files written.
+    ``source``: anything :func:`load` reads (``load_options`` are its keywords), read a step at a time
+    (``read.steps.iter_steps``: memory holds a step, not the run); or tables or a span table already loaded,
+    analysed step by step the same way. ``steps``: only these steps (``range(10, 21)``: steps 10 to 20);
+    ``window``: steps analysed together (more memory, fewer parts). ``top_requests``: the slowest requests the
+    outlier figure breaks down (besides every request a finding names). ``trace_url``: a template with
+    ``{trace_id}`` (a Jaeger or Grafana URL) the report links each cause's traces to. ``timeline_steps``: steps
+    drawn as a timeline in the report besides the slowest one. ``source_name``: the SOURCE the report's "open
+    this step" commands name (default: ``source`` when it is a path or URL). ``plotly_dir``: where report.html
+    finds ``plotly-<version>.min.js`` (default: ``out``; a folder several reports share keeps one copy).
+    ``figures=False``: findings.json only. ``spill_dir``: where what the end needs of each step waits (default
+    ``$TMPDIR``). Returns the findings, the summary, each figure's frame and the files written.
     """
-    from otel_verl.analysis.pipeline import write_analysis
+    from otel_verl.analysis.pipeline import write_analysis, write_parts
 
+    options: dict[str, Any] = {
+        "stats": stats,
+        "html_report": html_report,
+        "top_requests": top_requests,
+        "trace_url": trace_url,
+        "timeline_steps": timeline_steps,
+        "plotly_dir": Path(plotly_dir) if plotly_dir is not None else None,
+        "figures": figures,
+        "spill_dir": spill_dir,
+    }
     if isinstance(source, (str, os.PathLike)):
-        source_name = source_name or os.fspath(source)
-        tables = load(source, stats=stats, **load_options)
-    else:
-        tables = _tables(source)
-    return write_analysis(
-        tables,
-        out,
-        thresholds,
-        stats,
-        html_report=html_report,
-        top_requests=top_requests,
-        trace_url=trace_url,
-        timeline_steps=timeline_steps,
-        source=source_name,
-        plotly_dir=Path(plotly_dir) if plotly_dir is not None else None,
-    )
+        from otel_verl.analysis.read.steps import iter_steps
+
+        parts = iter_steps(source, stats=stats, steps=steps, window=window, spill_dir=spill_dir, **load_options)
+        return write_parts(parts, out, thresholds, source=source_name or os.fspath(source), **options)
+    return write_analysis(source, out, thresholds, source=source_name, steps=steps, window=window, **options)
 
 
 def _tables(tables_or_spans: Tables | pd.DataFrame) -> Tables:

@@ -1,29 +1,35 @@
-"""One analysis end to end on built tables: findings and figures side by side, then findings.json,
-the PNGs and report.html (:func:`write_analysis`; the facade's ``analyze`` calls it)."""
+"""One analysis end to end, a part of the run at a time: each part's tables, summaries and figure parts as the
+run streams by (:class:`~otel_verl.analysis.stream.collect.RunCollector`), then the diagnosis beside the figures,
+then findings.json, the PNGs and report.html (:func:`write_parts`; the facade's ``analyze`` calls it with the
+parts of a source read step by step, :func:`write_analysis` with those of a run already in memory)."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import outliers, step_account
 from otel_verl.analysis.figures.catalog import FIGURES
-from otel_verl.analysis.figures.rendering import BackgroundFigures, render
+from otel_verl.analysis.figures.rendering import BackgroundFigures, Rendered, draw, parallel_figures
 from otel_verl.analysis.findings.account_json import accounts_json
-from otel_verl.analysis.findings.diagnose import Diagnosis, diagnose_run
+from otel_verl.analysis.findings.diagnose import diagnose_summaries
 from otel_verl.analysis.findings.record import Finding
 from otel_verl.analysis.findings.thresholds import Thresholds
-from otel_verl.analysis.findings.verdict import headlines, verdict
 from otel_verl.analysis.output_paths import prepare_dir, writing
 from otel_verl.analysis.read.stats import LoadStats
+from otel_verl.analysis.read.step_split import owner_steps, split_by_step, take_rows
+from otel_verl.analysis.read.steps import StepSpans
 from otel_verl.analysis.report import write_html
+from otel_verl.analysis.stream.collect import RunCollector
+from otel_verl.analysis.stream.store import PartStore
 from otel_verl.analysis.tables import Tables
-from otel_verl.analysis.tables.engine_calls import engine_summary
 
 
 @dataclass
@@ -36,51 +42,6 @@ class Analysis:
     files: list[Path]
     steps: list[dict[str, Any]]
     """findings.json's ``steps``: every step's account."""
-
-
-def summarize(spans: pd.DataFrame, t: Tables, d: Diagnosis, th: Thresholds, stats: LoadStats | None) -> dict[str, Any]:
-    """Counts and headline numbers for findings.json's ``summary``."""
-    r = t.requests
-    findings = d.findings
-    workers = sorted({int(w) for w in t.workers["worker"]})
-    summary: dict[str, Any] = {
-        "verdict": verdict(d, len(workers), len(r)),
-        "headlines": headlines(d),
-        "spans": len(spans),
-        "steps": sorted(int(s) for s in t.steps["step"]),
-        "workers": workers,
-        "requests": len(r),
-        "requests_by_status": {str(k): int(v) for k, v in r["request_status"].value_counts().items()},
-        "median_rollout_s": round(t.median_rollout_s, 3) if len(t.steps) else None,
-        "spread_s": round(d.spread.spread, 3) if d.spread.spread == d.spread.spread else None,
-        "warn_excess_s": round(d.spread.warn_s, 3) if d.spread.spread == d.spread.spread else None,
-        "turn_spans": int((spans["kind"] == "turn").sum()) if len(spans) else 0,
-        "findings_by_severity": dict(Counter(f.severity for f in findings)),
-        "findings_by_kind": dict(Counter(f.kind for f in findings)),
-        "thresholds": th.as_dict(),
-        "engine": engine_summary(t),
-        "missing": missing_steps(d),
-    }
-    if stats is not None:
-        summary["load"] = {
-            "files": stats.files,
-            "lines": stats.lines,
-            "bad_lines_skipped": stats.bad_lines,
-            "duplicate_spans": stats.duplicates,
-            "seconds": round(stats.seconds, 3),
-            "first_bad_lines": stats.first_bad,
-            "warnings": stats.warnings,
-        }
-    return summary
-
-
-def missing_steps(d: Diagnosis) -> dict[str, list[int]]:
-    """Steps the input has no worker or request spans for, and steps with workers but no requests (a killed
-    exporter, a window cut, spans sampled away): the report and the summary say so instead of a clean verdict."""
-    return {
-        "steps_without_workers": [a.step for a in d.accounts if a.summary.workers.empty and a.summary.requests.empty],
-        "steps_without_requests": [a.step for a in d.accounts if len(a.summary.workers) and a.summary.requests.empty],
-    }
 
 
 def write_findings(path: Path, findings: list[Finding], summary: dict[str, Any], steps: list[dict[str, Any]]) -> Path:
@@ -103,7 +64,35 @@ def named_requests(findings: list[Finding]) -> list[str]:
 
 
 def write_analysis(
-    t: Tables,
+    run: Tables | pd.DataFrame,
+    out: str | Path,
+    thresholds: Thresholds | None = None,
+    steps: range | None = None,
+    window: int = 1,
+    **options: Any,
+) -> Analysis:
+    """:func:`write_parts` of a run in memory (its tables or its span table): the span table split by step
+    (``read/step_split.py``, the rule the step-at-a-time read follows), so a run in memory and the same run read
+    step by step are analysed alike; ``steps``/``window`` as ``iter_steps`` takes them."""
+    return write_parts(
+        _parts_of(run.spans if isinstance(run, Tables) else run, steps, window), out, thresholds, **options
+    )
+
+
+def _parts_of(spans: pd.DataFrame, steps: range | None, window: int) -> Iterator[StepSpans]:
+    """The table's steps (in ``steps`` only, when given), then its spans of no step (without ``steps``); a table
+    without steps as one part."""
+    if spans.empty or "step" not in spans or "trace_id" not in spans:
+        yield StepSpans((), spans)
+        return
+    if steps is not None:
+        owner = owner_steps(spans)
+        spans = take_rows(spans, np.flatnonzero((owner >= steps.start) & (owner < steps.stop)))  # NaN: neither
+    yield from split_by_step(spans, window)
+
+
+def write_parts(
+    parts: Iterable[StepSpans],
     out: str | Path,
     thresholds: Thresholds | None = None,
     stats: LoadStats | None = None,
@@ -113,40 +102,59 @@ def write_analysis(
     timeline_steps: tuple[int, ...] = (),
     source: str | None = None,
     plotly_dir: Path | None = None,
+    figures: bool = True,
+    spill_dir: str | None = None,
 ) -> Analysis:
-    """Run every detector and figure on the tables of one run and write the outputs under ``out``:
-    ``findings.json``, one PNG per figure, ``report.html`` (unless ``html_report`` is false).
+    """Analyse a run given as parts (each step's span table, in step order, then the spans of no step) and write
+    the outputs under ``out``: ``findings.json``, one PNG per figure, ``report.html`` (unless ``html_report`` is
+    false). Each part is dropped once analysed; what the end needs of it waits in a temporary directory under
+    ``spill_dir`` (default ``$TMPDIR``; about 40 % of the part's OTLP/JSON bytes), removed at the end.
 
-    ``top_requests``: how many of the slowest requests the outlier figure breaks down (besides every
-    request a finding names). ``trace_url``/``timeline_steps``/``source``/``plotly_dir``: see
-    :func:`otel_verl.analysis.report.write_html`.
+    ``top_requests``: how many of the slowest requests the outlier figure breaks down (besides every request a
+    finding names). ``figures=False``: findings.json only (no PNG; the report without figures).
+    ``trace_url``/``timeline_steps``/``source``/``plotly_dir``: see :func:`otel_verl.analysis.report.write_html`.
     """
     out = prepare_dir(out)
     th = thresholds or Thresholds()
-    spans = t.spans
-    # every figure but the outliers (it shows the requests the findings name) renders beside the detectors
-    independent = [spec for spec in FIGURES if spec[0] != "outliers"]
-    with BackgroundFigures(independent, spans, t, out, html_report) as background:
-        diagnosis = diagnose_run(t, th, stats)
-        findings = diagnosis.findings
-        summary = summarize(spans, t, diagnosis, th, stats)
-        steps = accounts_json(diagnosis.accounts)
-        files = [write_findings(out / "findings.json", findings, summary, steps)]
-        (outliers_spec,) = [spec for spec in FIGURES if spec[0] == "outliers"]
-        rendered = {
-            "outliers": render(
-                outliers_spec, spans, t, out, html_report, max_requests=top_requests, named=named_requests(findings)
-            )
-        }
-        rendered.update(background.results())
-    accounts = steps
+    with PartStore(spill_dir) as store:
+        run = RunCollector(store, th, figures=figures, top_requests=top_requests, timeline_steps=timeline_steps)
+        read_s = 0.0
+        it = iter(parts)
+        while True:
+            t0 = time.perf_counter()
+            part = next(it, None)
+            read_s += time.perf_counter() - t0
+            if part is None:
+                break
+            run.add(part)
+            del part  # the part's table goes before the next one is read
+        if stats is not None:
+            stats.seconds = read_s  # the reader's own time, not the per-step analysis it waited for
+        specs = [spec for spec in FIGURES if spec[0] != "outliers"] if figures else []
+        # every figure but the outliers (it shows the requests the findings name) renders beside the diagnosis
+        parallel = parallel_figures(run.counts.spans)
+        with BackgroundFigures(specs, run.figure_frame, out, html_report, parallel) as background:
+            diagnosis = diagnose_summaries(run.summaries, th, run.quality(), stats)
+            findings = diagnosis.findings
+            summary = run.counts.summary(diagnosis, th, stats)
+            steps = accounts_json(diagnosis.accounts)
+            files = [write_findings(out / "findings.json", findings, summary, steps)]
+            rendered: dict[str, Rendered] = {}
+            if figures:
+                (outliers_spec,) = [spec for spec in FIGURES if spec[0] == "outliers"]
+                frame = run.outliers.frame(named_requests(findings))
+                rendered["outliers"] = draw(outliers_spec, frame, out, html_report)
+            rendered.update(background.results())
+        timelines = run.timelines.timelines()
     frames: dict[str, pd.DataFrame] = {}
-    if accounts:
-        frames["step_account"] = step_account.compute_step_account(accounts)
+    if steps and figures:
+        frames["step_account"] = step_account.compute_step_account(steps)
         with writing(out / "step_account.png"):
             files.append(step_account.plot_step_account(frames["step_account"], out / "step_account.png"))
     fragments: list[tuple[str, str]] = []
     for name, *_ in FIGURES:
+        if name not in rendered:
+            continue
         df, png, fragment = rendered[name]
         frames[name] = df
         files.append(png)
@@ -160,10 +168,9 @@ def write_analysis(
                 summary,
                 frames,
                 fragments,
-                tables=t,
+                timelines=timelines,
                 trace_url=trace_url,
-                timeline_steps=timeline_steps,
-                accounts=accounts,
+                accounts=steps,
                 source=source,
                 plotly_dir=plotly_dir,
             )

@@ -53,13 +53,16 @@ def write_html(
     tables: Tables | None = None,
     trace_url: str | None = None,
     timeline_steps: tuple[int, ...] = (),
+    timelines: Sequence[timeline.StepTimeline] | None = None,
     accounts: Sequence[Mapping[str, Any]] | None = None,
     source: str | None = None,
     plotly_dir: Path | None = None,
 ) -> Path:
     """Write report.html (and plotly.js beside it, once).
 
-    ``findings``: findings.json dicts or finding objects (``to_json()``). ``trace_url``: a template with
+    ``findings``: findings.json dicts or finding objects (``to_json()``). ``timelines``: the step timelines to draw
+    (a streamed analysis made them from the steps it kept); else those of ``tables``: its slowest step and
+    ``timeline_steps``. ``trace_url``: a template with
     ``{trace_id}`` (Jaeger ``http://host:16686/trace/{trace_id}``, Grafana Explore) that links every trace id;
     without it each cause shows the command that writes its steps for ui.perfetto.dev. ``accounts``:
     findings.json's ``steps`` (one account per step). ``source``: the SOURCE analyzed, for that command.
@@ -93,8 +96,9 @@ def write_html(
         parts += _account(accounts)
     if found:
         parts.append(_causes(found, trace_url, source))
-    if tables is not None:
-        parts += _timelines(tables, timeline_steps, trace_url, source)
+    if timelines is None and tables is not None:
+        timelines = timeline.step_timelines(tables, timeline_steps)
+    parts += _timelines(timelines or [], trace_url, source)
     if summary.get("requests") and not summary.get("turn_spans"):
         parts.append(
             "<p class='note'>Recorded without turn and event spans (detail level <code>request</code>, the "
@@ -216,20 +220,17 @@ def _trace_id(trace_id: str, trace_url: str | None) -> str:
     return f"<a href='{html.escape(link)}'>{code}</a>" if link else code
 
 
-def _timelines(t: Tables, extra: tuple[int, ...], trace_url: str | None, source: str | None) -> list[str]:
-    slowest = timeline.slowest_step(t)
-    steps = list(dict.fromkeys([*([slowest] if slowest is not None else []), *extra]))
-    trace_of = dict(zip(t.steps["step"], t.steps["trace_id"], strict=True)) if len(t.steps) else {}
+def _timelines(timelines: Sequence[timeline.StepTimeline], trace_url: str | None, source: str | None) -> list[str]:
     out = []
-    for step in steps:
-        what = "the slowest step" if step == slowest else "step"
+    for tl in timelines:
+        step = tl.step
+        what = "the slowest step" if tl.slowest else "step"
         title = (
             f"Each worker's requests in step {step}, coloured by what they were doing "
             "(seconds since its first worker started)"
         )
         out.append(f"<h2 id='timeline-{step}'>Timeline of {what} ({step})</h2>")
-        trace_id = trace_of.get(step)
-        opener = (f"Its trace: {_trace_id(trace_id, trace_url)}" if isinstance(trace_id, str) and trace_id else "") + (
+        opener = (f"Its trace: {_trace_id(tl.trace_id, trace_url)}" if tl.trace_id else "") + (
             f"; open it elsewhere: <code>{html.escape(presenting.open_step_command(source, [step]))}</code>"
             if not trace_url
             else ""
@@ -238,7 +239,7 @@ def _timelines(t: Tables, extra: tuple[int, ...], trace_url: str | None, source:
             "<p class='caption'>One lane per worker, its requests packed into rows; the barrier wait (hatched red) "
             f"follows the worker's last request. Hover a bar for its seconds. {opener}</p>"
         )
-        out.append(timeline.timeline_svg(timeline.compute_timeline(t, step), title))
+        out.append(timeline.timeline_svg(tl.bars, title))
     return out
 
 

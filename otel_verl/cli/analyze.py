@@ -13,7 +13,6 @@ from otel_verl.cli.common import (
     EXIT_CODES,
     SourceOptions,
     exit_fast_after,
-    load_source,
     one_line_errors,
     parse_step_range,
     source_options,
@@ -79,7 +78,6 @@ def analyze(
         ),
     ] = None,
 ) -> None:
-    from otel_verl import analysis
     from otel_verl.analysis.output_paths import prepare_dir
     from otel_verl.analysis.read import LoadStats
 
@@ -87,20 +85,44 @@ def analyze(
     step_range = parse_step_range(steps) if steps is not None else None
     prepare_dir(out)  # before a load that may take minutes
     stats = LoadStats()
-    spans = load_source(src, stats, seed_lines=False, steps=step_range)  # only export-legacy reads the lines
-    result = analysis.analyze(
-        spans,
+    result = analyze_source(
+        src,
         out,
+        stats,
+        steps=step_range,
         thresholds=th,
-        stats=stats,
         html_report=not no_html,
         top_requests=top_requests,
         trace_url=trace_url,
         timeline_steps=tuple(timeline_step or ()),
-        source_name=src.source,
     )
     print_summary(result, stats, out, trace_url=trace_url, source=src.source)
     exit_fast_after()
+
+
+def analyze_source(src: SourceOptions, out: Path, stats: Any, steps: range | None = None, **options: Any) -> Any:
+    """``analysis.analyze`` of ``src`` read a step at a time (a progress bar when interactive); the load's
+    warnings go to stderr."""
+    import sys
+
+    from otel_verl import analysis
+    from otel_verl.analysis.read.allocator import use_system_allocator
+    from otel_verl.analysis.read.progress import interactive
+
+    use_system_allocator()  # before the first table is allocated
+    result = analysis.analyze(
+        src.source,
+        out,
+        stats=stats,
+        steps=steps,
+        progress=interactive(),
+        source_name=src.source,
+        **options,
+        **src.load_options(),
+    )
+    for w in stats.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return result
 
 
 def print_summary(
@@ -178,18 +200,8 @@ def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | No
 def run_analysis(source: str, out: Path, plotly_dir: Path | None = None) -> None:
     """Analyze with default thresholds and print the summary (used by ``otel-verl demo``; ``plotly_dir``: the
     folder its reports share one plotly.js in)."""
-    from otel_verl import analysis
     from otel_verl.analysis.read import LoadStats
 
     stats = LoadStats()
-    spans = load_source(SourceOptions(str(source)), stats, seed_lines=False)
-    result = analysis.analyze(
-        spans,
-        out,
-        thresholds=Thresholds(),
-        stats=stats,
-        html_report=True,
-        source_name=str(source),
-        plotly_dir=plotly_dir,
-    )
+    result = analyze_source(SourceOptions(str(source)), out, stats, thresholds=Thresholds(), plotly_dir=plotly_dir)
     print_summary(result, stats, out, source=str(source))

@@ -77,8 +77,8 @@ def test_figure_error_in_the_worker_is_raised_in_the_parent(
     def broken(*args, **kwargs):
         raise ValueError("figure broke")
 
-    name, _, plot, plotly_fn = next(spec for spec in FIGURES if spec[0] == "turn_counts")
-    specs = tuple((name, broken, plot, plotly_fn) if spec[0] == name else spec for spec in FIGURES)
+    name, compute, _, plotly_fn = next(spec for spec in FIGURES if spec[0] == "turn_counts")
+    specs = tuple((name, compute, broken, plotly_fn) if spec[0] == name else spec for spec in FIGURES)
     monkeypatch.setattr("otel_verl.analysis.pipeline.FIGURES", specs)
     with pytest.raises(ValueError, match="figure broke"):
         _analyze(planted_spans, tmp_path / "broken", "2", monkeypatch)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.labels import color
 
 if TYPE_CHECKING:
@@ -22,6 +24,16 @@ def compute_aborted(spans: pd.DataFrame, tables: Tables | None = None) -> pd.Dat
     from otel_verl.analysis.tables.aborted import aborted_per_step
 
     return aborted_per_step(tables if tables is not None else Tables.build(spans))
+
+
+def part_aborted(tables: Tables) -> pd.DataFrame:
+    """One part's frame: the figure is per step (:mod:`.parts`)."""
+    return compute_aborted(tables.spans, tables=tables)
+
+
+def combine_aborted(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The parts' frames in step order."""
+    return concat_parts(parts)
 
 
 def plot_aborted(df: pd.DataFrame, path: str | Path) -> Path:

@@ -1,10 +1,18 @@
-"""Every figure of the report, in report order: (name, compute, plot, plotly) per :data:`FIGURES` entry.
+"""Every figure of the report, in report order: (name, compute, plot, plotly) per :data:`FIGURES` entry, and
+how each is built a part of a run at a time (:data:`PARTS`, :mod:`.parts`).
 
-Adding a figure: a module here with ``compute_x(spans, tables=None) -> DataFrame``, ``plot_x(df, path)`` and
-``plotly_x(df)``, one line in :data:`FIGURES` and its title and caption in :data:`TITLES`. Figures read
+Adding a figure: a module here with ``compute_x(spans, tables=None) -> DataFrame``, ``part_x(tables)`` and
+``combine_x(parts) -> DataFrame`` (``compute_x`` of a whole run equals ``combine_x`` of its steps' parts:
+``tests/analysis/test_figure_parts.py`` checks it), ``plot_x(df, path)`` and ``plotly_x(df)``, one line in
+:data:`FIGURES` and :data:`PARTS` and its title and caption in :data:`TITLES`. Figures read
 :mod:`otel_verl.analysis.tables` only, never findings (``step_account`` reads findings.json's plain dicts)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
 
 from otel_verl.analysis.figures import (
     aborted,
@@ -49,6 +57,23 @@ FIGURES: tuple[FigureSpec, ...] = (
     ("turn_counts", turn_counts.compute_turn_counts, turn_counts.plot_turn_counts, turn_counts.plotly_turn_counts),
     ("aborted", aborted.compute_aborted, aborted.plot_aborted, aborted.plotly_aborted),
 )
+
+FigureParts = tuple[Callable[..., Any], Callable[[Sequence[Any]], pd.DataFrame]]
+"""(part(tables) -> a part's reduction, combine(parts) -> the figure's frame)."""
+
+PARTS: dict[str, FigureParts] = {
+    "request_cdf": (request_cdf.part_request_cdf, request_cdf.combine_request_cdf),
+    "step_timing": (step_timing.part_step_timing, step_timing.combine_step_timing),
+    "trainer_phases": (trainer_phases.part_trainer_phases, trainer_phases.combine_trainer_phases),
+    "worker_phases": (worker_phases.part_worker_phases, worker_phases.combine_worker_phases),
+    "worker_cdf": (worker_cdf.part_worker_cdf, worker_cdf.combine_worker_cdf),
+    "event_share": (event_share.part_event_share, event_share.combine_event_share),
+    "engine_phases": (engine_phases.part_engine_phases, engine_phases.combine_engine_phases),
+    "turn_engine": (turn_engine.part_turn_engine, turn_engine.combine_turn_engine),
+    "turn_counts": (turn_counts.part_turn_counts, turn_counts.combine_turn_counts),
+    "aborted": (aborted.part_aborted, aborted.combine_aborted),
+}
+"""Every figure but ``outliers`` (its top-k and the requests findings name: :mod:`otel_verl.analysis.stream.held`)."""
 
 TITLES: dict[str, tuple[str, str]] = {
     "step_account": (

@@ -4,12 +4,14 @@ our calls (:mod:`otel_verl.analysis.tables.engine_calls`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.labels import color, readable
 from otel_verl.analysis.tables.engine_calls import PHASE_COLUMNS, PHASES
 
@@ -22,25 +24,53 @@ COLUMNS = ["group", "key", "calls", "completion_tokens", *PHASE_COLUMNS]
 NONE = "no engine spans (vLLM llm_request) joined to our engine calls"
 
 
+VALUE_COLUMNS = [*PHASE_COLUMNS, "completion_tokens"]
+
+
 def compute_engine_phases(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """Rows ``group="turn index"`` (mean seconds per engine call of that turn index, all steps) and
     ``group="step"`` (seconds per step, all engine calls summed), one column per part of a call."""
     from otel_verl.analysis.tables import Tables
 
-    turns = (tables if tables is not None else Tables.build(spans)).engine_turns
+    return combine_engine_phases([part_engine_phases(tables if tables is not None else Tables.build(spans))])
+
+
+def part_engine_phases(t: Tables) -> pd.DataFrame:
+    """One part's engine turns reduced (:mod:`.parts`): per turn index, each column's sum and count of values
+    (``group="turn index"``, the counts as ``n_<column>``), and per step the sums (``group="step"``)."""
+    turns = t.engine_turns
     if turns.empty:
         return pd.DataFrame(columns=COLUMNS)
-    value_cols = [*PHASE_COLUMNS, "completion_tokens"]
     frames = []
-    for group, by, how in (("turn index", "turn_index", "mean"), ("step", "step", "sum")):
+    for group, by in (("turn index", "turn_index"), ("step", "step")):
         g = turns.groupby(by)
-        df = getattr(g[value_cols], how)().reset_index().rename(columns={by: "key"})
+        df = g[VALUE_COLUMNS].sum().reset_index().rename(columns={by: "key"})
+        if group == "turn index":
+            counts = g[VALUE_COLUMNS].count().to_numpy()
+            df = df.assign(**{f"n_{c}": counts[:, i] for i, c in enumerate(VALUE_COLUMNS)})
         df["calls"] = g["calls"].sum().to_numpy()
         df["group"] = group
         frames.append(df)
-    out = pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True)
+
+
+def combine_engine_phases(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Means per turn index from the parts' sums and counts (pandas' ``mean`` adds the values in another order:
+    equal to the last few bits), the steps' sums as they are."""
+    df = concat_parts(parts)
+    if df.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    by_turn = df[(df["group"] == "turn index").to_numpy()]
+    counted = [f"n_{c}" for c in VALUE_COLUMNS]
+    sums = by_turn.groupby("key")[[*VALUE_COLUMNS, *counted, "calls"]].sum()
+    means = pd.DataFrame(
+        {c: sums[c] / sums[f"n_{c}"].where(sums[f"n_{c}"] > 0) for c in VALUE_COLUMNS}, index=sums.index
+    )
+    turn = means.assign(calls=sums["calls"], group="turn index").reset_index()
+    step = df[(df["group"] == "step").to_numpy()]
+    out = pd.concat([turn, step], ignore_index=True)
     out["key"] = out["key"].astype(int)
-    return out[COLUMNS]
+    return out[COLUMNS].reset_index(drop=True)
 
 
 def plot_engine_phases(df: pd.DataFrame, path: str | Path) -> Path:

@@ -7,12 +7,14 @@ post-barrier events); the seconds are summed over workers, so shares add up to 1
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.labels import color, readable
 
 if TYPE_CHECKING:
@@ -33,6 +35,16 @@ def compute_event_share(spans: pd.DataFrame, tables: Tables | None = None) -> pd
     total = per.groupby("step")["seconds"].transform("sum")
     per["percent"] = 100 * per["seconds"] / total.where(total > 0)
     return per[COLUMNS]
+
+
+def part_event_share(tables: Tables) -> pd.DataFrame:
+    """One part's frame: the figure is per step (:mod:`.parts`)."""
+    return compute_event_share(tables.spans, tables=tables)
+
+
+def combine_event_share(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The parts' frames in step order."""
+    return concat_parts(parts)
 
 
 def event_share_table(df: pd.DataFrame) -> pd.DataFrame:

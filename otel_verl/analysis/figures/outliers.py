@@ -42,6 +42,22 @@ MAX_REQUESTS = 24
 DEPTH_NAMES = ("request", "turns, preprocess, reward", "inside each turn", "inside those")
 
 
+REQUEST_INFO = ["request_row", "request_id", "step", "worker", "start_ns", "duration"]
+"""What the figure reads of a request (``tables.requests`` columns)."""
+SPAN_COLUMNS = [
+    "span_id",
+    "parent_id",
+    "kind",
+    "name",
+    "tool_name",
+    "request_span",
+    "turn_index",
+    "start_ns",
+    "duration",
+]
+"""What it reads of the spans of a request's tree."""
+
+
 def compute_outliers(
     spans: pd.DataFrame,
     max_requests: int = DEFAULT_TOP,
@@ -50,15 +66,43 @@ def compute_outliers(
 ) -> pd.DataFrame:
     """One row per span of the ``max_requests`` slowest requests and of the ``named`` ones, with its depth
     below the request (0 = the request itself) and its start relative to the request's start."""
-    r = tables.requests if tables is not None else requests_table(spans)
-    r = r[r["request_row"].isin(spans.index)] if len(r) else r  # sampled-out summaries have no spans
+    r = drawable_requests(tables.requests if tables is not None else requests_table(spans), spans)
     if r.empty:
         return pd.DataFrame(columns=COLUMNS)
-    top = r.nlargest(max_requests, "duration")
-    named = [n for n in dict.fromkeys(named) if isinstance(n, str)]
-    extra = r[r["request_id"].isin(named) & ~r["request_row"].isin(top["request_row"])]
+    top = slowest(r, max_requests)
+    chosen = choose(top, named_extra(r, named, top), max_requests)
+    return order_rows(request_rows(spans, chosen), chosen)
+
+
+def drawable_requests(r: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
+    """Requests with spans of their own (a sampled-out request is a summary on its worker span: nothing to draw)."""
+    return r[r["request_row"].isin(spans.index)] if len(r) else r
+
+
+def slowest(r: pd.DataFrame, max_requests: int) -> pd.DataFrame:
+    """The ``max_requests`` slowest requests (the first ones of equal duration), their :data:`REQUEST_INFO`; of a
+    run read in parts, the slowest of the parts' slowest."""
+    return r.nlargest(max_requests, "duration")
+
+
+def named_extra(r: pd.DataFrame, named: Iterable[str], top: pd.DataFrame) -> pd.DataFrame:
+    """The requests of ``r`` a finding names that are not among the slowest, in ``named``'s order (the findings'
+    order: most severe first), so the most telling ones stay when there are more than :data:`MAX_REQUESTS`."""
+    ids = [n for n in dict.fromkeys(named) if isinstance(n, str)]
+    extra = r[r["request_id"].isin(ids) & ~r["request_row"].isin(top["request_row"])]
+    rank = {rid: i for i, rid in enumerate(ids)}
+    return extra.iloc[np.argsort(extra["request_id"].map(rank).to_numpy(), kind="stable")]
+
+
+def choose(top: pd.DataFrame, extra: pd.DataFrame, max_requests: int) -> pd.DataFrame:
+    """The requests drawn: the slowest, then the named ones, at most :data:`MAX_REQUESTS`; ``why`` each."""
     chosen = pd.concat([top.assign(why=f"top {max_requests} slowest"), extra.assign(why="named by a finding")])
-    chosen = chosen.head(MAX_REQUESTS)
+    return chosen.head(MAX_REQUESTS)
+
+
+def request_rows(spans: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the ``chosen`` requests' spans (:data:`COLUMNS`, in span order; ``request_span`` their
+    request's row in ``spans``): what :func:`order_rows` sorts."""
     rows = chosen["request_row"].to_numpy(dtype=np.int64)
     mask = np.isin(spans["request_span"].to_numpy(), rows)
     sub = spans.loc[mask, ["span_id", "parent_id", "kind", "name", "tool_name", "request_span", "turn_index"]]
@@ -68,8 +112,9 @@ def compute_outliers(
     req_start = sub["request_span"].map(info["start_ns"])
     turn = pd.to_numeric(sub["turn_index"], errors="coerce")
     label = sub["label"].where(sub["kind"] != "turn", "turn")
-    out = pd.DataFrame(
+    return pd.DataFrame(
         {
+            "request_span": sub["request_span"],
             "request_id": sub["request_span"].map(info["request_id"]),
             "step": sub["request_span"].map(info["step"]),
             "worker": sub["request_span"].map(info["worker"]),
@@ -82,8 +127,12 @@ def compute_outliers(
             "request_duration_s": sub["request_span"].map(info["duration"]),
         }
     )
+
+
+def order_rows(rows: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
+    """The figure's frame: requests in ``chosen``'s order, each by depth, then start."""
     order = {rid: i for i, rid in enumerate(chosen["request_id"])}
-    out = out.assign(_o=out["request_id"].map(order)).sort_values(["_o", "depth", "start_rel_s"])
+    out = rows.assign(_o=rows["request_id"].map(order)).sort_values(["_o", "depth", "start_rel_s"])
     return out.drop(columns="_o").reset_index(drop=True)[COLUMNS]
 
 

@@ -1,10 +1,11 @@
-"""Render the report's figures in a forked process while the parent runs the detectors.
+"""Render the report's figures in a forked process while the parent runs the diagnosis.
 
-Why: at 2M spans the figures (PNG + interactive HTML) and the detectors each take ~10 s, and both only
-read the shared tables; side by side on two cores ``analyze`` saves about a third of its post-load time.
-fork shares the span table copy-on-write (nothing is pickled on the way in); only the figure frames
-(a few MB) and HTML fragments come back. A worker that dies is not an error: its figures are rendered
-in the parent instead, so the report is the same either way.
+Why: at 2M spans the figures (PNG + interactive HTML) and the diagnosis each take seconds, and neither needs
+the other; side by side on two cores ``analyze`` saves about a third of its time after the read. The worker
+builds each figure's frame (``frame_of(name)``: a streamed analysis combines the parts it stored) and draws it;
+fork shares what the parent holds copy-on-write (nothing is pickled on the way in); only the figure frames and
+HTML fragments come back. A worker that dies is not an error: its figures are rendered in the parent instead,
+so the report is the same either way.
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ PARALLEL_MIN_SPANS = 200_000
 
 
 def render(spec: FigureSpec, spans: pd.DataFrame, t: Tables, out: Path, html_report: bool, **options: Any) -> Rendered:
-    """One figure: compute its frame, write its PNG, build its interactive HTML fragment."""
-    name, compute, plot, plotly_fn = spec
-    df = compute(spans, tables=t, **options)  # the shared tables: each figure used to rebuild them
+    """One figure of a run's tables: compute its frame, then :func:`draw` it."""
+    df = spec[1](spans, tables=t, **options)  # the shared tables: each figure used to rebuild them
+    return draw(spec, df, out, html_report)
+
+
+def draw(spec: FigureSpec, df: pd.DataFrame, out: Path, html_report: bool) -> Rendered:
+    """One figure's frame: write its PNG, build its interactive HTML fragment."""
+    name, _, plot, plotly_fn = spec
     with writing(out / f"{name}.png"):
         png = plot(df, out / f"{name}.png")
     fragment = None
@@ -62,11 +68,18 @@ def parallel_figures(n_spans: int) -> bool:
 
 class BackgroundFigures:
     """Figures rendered in a forked process from :meth:`start` until :meth:`results` (or in-line when not
-    :func:`parallel_figures`)."""
+    ``parallel``): each spec's frame is ``frame_of(name)``, drawn by :func:`draw`."""
 
-    def __init__(self, specs: Sequence[FigureSpec], spans: pd.DataFrame, t: Tables, out: Path, html_report: bool):
+    def __init__(
+        self,
+        specs: Sequence[FigureSpec],
+        frame_of: Callable[[str], pd.DataFrame],
+        out: Path,
+        html_report: bool,
+        parallel: bool,
+    ):
         self._specs = list(specs)
-        self._args = (spans, t, out, html_report)
+        self._frame_of, self._out, self._html, self._parallel = frame_of, out, html_report, parallel
         self._proc: Any = None
         self._conn: Any = None
 
@@ -82,7 +95,7 @@ class BackgroundFigures:
             self._proc = None
 
     def start(self) -> BackgroundFigures:
-        if not self._specs or not parallel_figures(len(self._args[0])):
+        if not self._specs or not self._parallel:
             return self
         import multiprocessing as mp
 
@@ -113,7 +126,7 @@ class BackgroundFigures:
             send.close()
 
     def _render_all(self) -> dict[str, Rendered]:
-        return {spec[0]: render(spec, *self._args) for spec in self._specs}
+        return {spec[0]: draw(spec, self._frame_of(spec[0]), self._out, self._html) for spec in self._specs}
 
     def results(self) -> dict[str, Rendered]:
         """Every figure by name; re-raises what the worker raised, renders here what the worker could not

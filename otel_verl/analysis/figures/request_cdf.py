@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.tables.requests import requests_table
 
 if TYPE_CHECKING:
@@ -18,12 +20,25 @@ if TYPE_CHECKING:
 def compute_request_cdf(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """One row per request: completion time since its step's rollout start, and its rank fraction in the step."""
     r = tables.requests if tables is not None else requests_table(spans)
-    df = r[["step", "worker", "request_id", "request_status", "rel_end_s"]].rename(columns={"rel_end_s": "t_rel_s"})
-    df = df.sort_values(["step", "t_rel_s"]).reset_index(drop=True)
+    return combine_request_cdf([_rows(r)])
+
+
+def part_request_cdf(tables: Tables) -> pd.DataFrame:
+    """One part's requests (:mod:`.parts`)."""
+    return _rows(tables.requests)
+
+
+def combine_request_cdf(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The parts' requests sorted by step and completion time, ranked within their step."""
+    df = concat_parts(parts).sort_values(["step", "t_rel_s"]).reset_index(drop=True)
     n = df.groupby("step")["t_rel_s"].transform("size")
     df["frac"] = (df.groupby("step").cumcount() + 1) / n
     df["t_norm"] = df["t_rel_s"] / df.groupby("step")["t_rel_s"].transform("max")
     return df
+
+
+def _rows(r: pd.DataFrame) -> pd.DataFrame:
+    return r[["step", "worker", "request_id", "request_status", "rel_end_s"]].rename(columns={"rel_end_s": "t_rel_s"})
 
 
 def cdf_quantiles(df: pd.DataFrame, quantiles: tuple[float, ...] = _style.QUANTILES) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.tables.baseline import robust_baseline
 from otel_verl.analysis.tables.steps import steps_table
 
@@ -16,11 +18,25 @@ if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
 
 
+COLUMNS = ["step", "start_s", "duration_s", "rollout_s", "interval_s", "robust_z", "outlier"]
+
+
 def compute_step_timing(spans: pd.DataFrame, k: float = 5.0, tables: Tables | None = None) -> pd.DataFrame:
     """Per step: duration, rollout time, interval to the next step start and an ``outlier`` flag."""
     s = tables.steps if tables is not None else steps_table(spans)
+    return combine_step_timing([_rows(s)], k)
+
+
+def part_step_timing(tables: Tables) -> pd.DataFrame:
+    """One part's steps: start, duration, rollout (:mod:`.parts`)."""
+    return _rows(tables.steps)
+
+
+def combine_step_timing(parts: Sequence[pd.DataFrame], k: float = 5.0) -> pd.DataFrame:
+    """Starts relative to the run's first, intervals to the next step and the robust z over every step."""
+    s = concat_parts(parts)
     if s.empty:
-        return pd.DataFrame(columns=["step", "start_s", "duration_s", "rollout_s", "interval_s", "robust_z", "outlier"])
+        return pd.DataFrame(columns=COLUMNS)
     df = pd.DataFrame(
         {
             "step": s["step"],
@@ -34,6 +50,10 @@ def compute_step_timing(spans: pd.DataFrame, k: float = 5.0, tables: Tables | No
     df["robust_z"] = (df["rollout_s"] - med) / mad if mad > 0 else 0.0
     df["outlier"] = df["robust_z"] > k
     return df
+
+
+def _rows(s: pd.DataFrame) -> pd.DataFrame:
+    return s[["step", "start_ns", "duration", "rollout_s"]]
 
 
 def plot_step_timing(df: pd.DataFrame, path: str | Path) -> Path:

@@ -6,13 +6,15 @@ not know (the seed's ``main_loop``, ``tool_calling_state``) are drawn as one kin
 named in its hover.
 
 ``compute_timeline(t, step)`` → DataFrame of bars; ``timeline_svg(df, title)`` → an ``<svg>`` string;
-``slowest_step(t)`` picks the default step.
+``slowest_step(t)`` picks the default step; ``step_timelines(t, extra)`` gives the report's (the slowest step's
+and the extra steps', in that order).
 """
 
 from __future__ import annotations
 
 import html
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -29,6 +31,33 @@ MAX_BARS = 20_000
 WIDTH, LEFT, ROW_H, GAP = 1100, 80, 7, 10
 
 
+BAR_COLUMNS = ["worker", "row", "kind", "start_s", "end_s", "name"]
+
+
+@dataclass(frozen=True)
+class StepTimeline:
+    """One timeline of the report: its step, whether it is the run's slowest, the step's trace id, its bars."""
+
+    step: int
+    slowest: bool
+    trace_id: str | None
+    bars: pd.DataFrame
+
+
+def step_timelines(t: Tables, extra: tuple[int, ...] = ()) -> list[StepTimeline]:
+    """The report's timelines of ``t``: its slowest step's (:func:`slowest_step`), then each of ``extra``'s."""
+    slowest = slowest_step(t)
+    steps = list(dict.fromkeys([*([slowest] if slowest is not None else []), *extra]))
+    return [step_timeline(t, step, step == slowest) for step in steps]
+
+
+def step_timeline(t: Tables, step: int, slowest: bool = False) -> StepTimeline:
+    """One step's timeline (no bars for a step ``t`` does not hold)."""
+    trace_id = t.steps.loc[t.steps["step"] == step, "trace_id"] if len(t.steps) else []
+    first = trace_id.iloc[0] if len(trace_id) else None
+    return StepTimeline(step, slowest, first if isinstance(first, str) and first else None, compute_timeline(t, step))
+
+
 def slowest_step(t: Tables) -> int | None:
     s = t.steps
     if s.empty:
@@ -40,7 +69,7 @@ def slowest_step(t: Tables) -> int | None:
 def compute_timeline(t: Tables, step: int) -> pd.DataFrame:
     """Bars (worker, row, kind, start_s, end_s) since the step's first worker start; ``kind`` is a key of the
     label mapping (``engine``, ``tool calculator``, ``barrier``, an unknown span's name)."""
-    cols = ["worker", "row", "kind", "start_s", "end_s", "name"]
+    cols = BAR_COLUMNS
     w = t.workers[t.workers["step"] == step]
     req = t.requests[(t.requests["step"] == step).fillna(False).to_numpy(dtype=bool)]
     if w.empty and req.empty:

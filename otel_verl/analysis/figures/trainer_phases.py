@@ -9,6 +9,7 @@ bar is its wall time, and two phases that overlap (an asynchronous trainer) are 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,14 +17,20 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.labels import color, hatch, phase_key, readable
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
 
 COLUMNS = ["step", "phase", "key", "seconds", "step_s", "order"]
+ROW_COLUMNS = ["step", "phase", "seconds", "step_s"]
 OUTSIDE = "outside_phases"
 NONE = "no trainer phase spans (verl.phase …): the trainer process was not traced"
+
+
+PhasesPart = tuple[pd.DataFrame, pd.Series]
+"""One part's rows (``step``, ``phase``, ``seconds``, ``step_s``) and each phase's first start in it."""
 
 
 def compute_trainer_phases(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
@@ -31,15 +38,23 @@ def compute_trainer_phases(spans: pd.DataFrame, tables: Tables | None = None) ->
     ``key`` is the label mapping's key, ``order`` the phase's usual position in a step (stack order)."""
     from otel_verl.analysis.tables import Tables
 
-    t = tables if tables is not None else Tables.build(spans)
+    return combine_trainer_phases([part_trainer_phases(tables if tables is not None else Tables.build(spans))])
+
+
+def part_trainer_phases(t: Tables) -> PhasesPart:
+    """One part's seconds per (step, phase) and its phases' first starts (:mod:`.parts`)."""
     sp = t.spans
+    none = (pd.DataFrame(columns=ROW_COLUMNS), pd.Series(dtype=np.int64))
     if sp.empty or "phase" not in sp:
-        return pd.DataFrame(columns=COLUMNS)
+        return none
     is_phase = (sp["kind"] == "phase").to_numpy() & sp["step"].notna().to_numpy()
     phases = sp.loc[is_phase, ["step", "phase", "start_ns", "end_ns"]]
-    if phases.empty or t.steps.empty:
-        return pd.DataFrame(columns=COLUMNS)
+    if phases.empty:
+        return none
     phases = phases.assign(step=phases["step"].astype("int64"), phase=phases["phase"].fillna("?").astype(str))
+    first = phases.groupby("phase")["start_ns"].min()  # validation's phases too: they set the stack order
+    if t.steps.empty:
+        return none[0], first
     rows: list[tuple[int, str, float, float]] = []
     by_step = dict(tuple(phases.groupby("step")))
     for step, a, b in zip(t.steps["step"], t.steps["start_ns"], t.steps["end_ns"], strict=True):
@@ -51,8 +66,16 @@ def compute_trainer_phases(spans: pd.DataFrame, tables: Tables | None = None) ->
             mine["phase"].tolist(), mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy(), lo, hi
         )
         rows += [(int(step), name, s, (hi - lo) / 1e9) for name, s in seconds.items()]
-    df = pd.DataFrame(rows, columns=["step", "phase", "seconds", "step_s"])
-    first = phases.groupby("phase")["start_ns"].min()
+    return pd.DataFrame(rows, columns=ROW_COLUMNS), first
+
+
+def combine_trainer_phases(parts: Sequence[PhasesPart]) -> pd.DataFrame:
+    """The parts' rows, each phase stacked by its first start in the whole run."""
+    full = [p for p in parts if len(p[1])]
+    if not full or not any(len(rows) for rows, _ in full):  # no phase spans, or none in a training step
+        return pd.DataFrame(columns=COLUMNS)
+    df = concat_parts([rows for rows, _ in full])
+    first = pd.concat([f for _, f in full]).groupby(level=0).min() if len(full) > 1 else full[0][1]
     rank = {name: i for i, name in enumerate(first.sort_values().index)}
     df["order"] = df["phase"].map(rank).fillna(len(rank)).astype(int)
     df["key"] = [OUTSIDE if p == OUTSIDE else phase_key(p) for p in df["phase"]]

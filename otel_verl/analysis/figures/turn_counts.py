@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.tables.requests import requests_table
 
 if TYPE_CHECKING:
@@ -25,6 +27,16 @@ def compute_turn_counts(spans: pd.DataFrame, tables: Tables | None = None) -> pd
     df = pd.DataFrame({"requests": g.size(), "mean_duration_s": g.mean()}).reset_index()
     df["fraction"] = df["requests"] / df.groupby("step")["requests"].transform("sum")
     return df
+
+
+def part_turn_counts(tables: Tables) -> pd.DataFrame:
+    """One part's frame: the figure is per step (:mod:`.parts`)."""
+    return compute_turn_counts(tables.spans, tables=tables)
+
+
+def combine_turn_counts(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The parts' frames in step order."""
+    return concat_parts(parts)
 
 
 def _turns(n: object) -> str:

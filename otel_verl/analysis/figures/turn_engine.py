@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.tables.events import events_table
 
 if TYPE_CHECKING:
@@ -26,6 +28,16 @@ def compute_turn_engine(spans: pd.DataFrame, tables: Tables | None = None) -> pd
     per_turn = eng.groupby(["step", "turn_index", "turn_span"], as_index=False)["duration"].sum()
     g = per_turn.groupby(["step", "turn_index"])["duration"]
     return pd.DataFrame({"mean_engine_s": g.mean(), "max_engine_s": g.max(), "turns": g.size()}).reset_index()
+
+
+def part_turn_engine(tables: Tables) -> pd.DataFrame:
+    """One part's frame: the figure is per step (:mod:`.parts`)."""
+    return compute_turn_engine(tables.spans, tables=tables)
+
+
+def combine_turn_engine(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The parts' frames in step order."""
+    return concat_parts(parts)
 
 
 def plot_turn_engine(df: pd.DataFrame, path: str | Path) -> Path:

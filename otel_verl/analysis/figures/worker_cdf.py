@@ -2,37 +2,52 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.tables.requests import requests_table
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
 
 
+COLUMNS = ["step", "worker", "request_id", "t_rel_s"]
+
+
 def compute_worker_cdf(spans: pd.DataFrame, step: int | None = None, tables: Tables | None = None) -> pd.DataFrame:
     """Per request: completion seconds since its worker started and the fraction of that worker's requests done.
-
     Requests without a known worker (no worker span, no rank attribute) have no worker timeline: left out.
     """
     r = tables.requests if tables is not None else requests_table(spans)
-    cols = ["step", "worker", "request_id", "worker_rel_end_s"]
-    r = r[r["step"].notna() & r["worker"].notna() & r["worker_rel_end_s"].notna()] if len(r) else r
+    return combine_worker_cdf([_rows(r)], step)
+
+
+def part_worker_cdf(tables: Tables) -> pd.DataFrame:
+    """One part's requests with a worker timeline (:mod:`.parts`)."""
+    return _rows(tables.requests)
+
+
+def combine_worker_cdf(parts: Sequence[pd.DataFrame], step: int | None = None) -> pd.DataFrame:
+    """The parts' requests (of ``step`` only, when given) ranked within their (step, worker)."""
+    df = concat_parts(parts)
     if step is not None:
-        r = r[r["step"] == step]
-    df = (
-        r[cols].rename(columns={"worker_rel_end_s": "t_rel_s"})
-        if len(r)
-        else pd.DataFrame(columns=[*cols[:3], "t_rel_s"])
-    )
+        df = df[df["step"] == step]
     df = df.sort_values(["step", "worker", "t_rel_s"]).reset_index(drop=True)
     g = df.groupby(["step", "worker"])
     df["frac"] = (g.cumcount() + 1) / g["t_rel_s"].transform("size") if len(df) else pd.Series(dtype=float)
     return df
+
+
+def _rows(r: pd.DataFrame) -> pd.DataFrame:
+    r = r[r["step"].notna() & r["worker"].notna() & r["worker_rel_end_s"].notna()] if len(r) else r
+    if not len(r):
+        return pd.DataFrame(columns=COLUMNS)
+    return r[["step", "worker", "request_id", "worker_rel_end_s"]].rename(columns={"worker_rel_end_s": "t_rel_s"})
 
 
 def pick_step(spans_or_df: pd.DataFrame) -> int | None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.labels import color, hatch, readable
 
 if TYPE_CHECKING:
@@ -58,6 +60,16 @@ def compute_worker_phases(spans: pd.DataFrame, tables: Tables | None = None) -> 
     df.loc[missing, "barrier"] = df.loc[missing, "barrier_s"]
     df[list(PHASES)] = df[list(PHASES)].fillna(0.0)
     return df[cols]
+
+
+def part_worker_phases(tables: Tables) -> pd.DataFrame:
+    """One part's frame: the figure is per step (:mod:`.parts`)."""
+    return compute_worker_phases(tables.spans, tables=tables)
+
+
+def combine_worker_phases(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The parts' frames in step order."""
+    return concat_parts(parts)
 
 
 def plot_worker_phases(df: pd.DataFrame, path: str | Path) -> Path:

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.findings.histograms import LogHistogram
+from otel_verl.analysis.findings.row_codes import factorize_rows
 from otel_verl.analysis.findings.step_summary import StepSummary
 from otel_verl.analysis.findings.thresholds import Thresholds
 
@@ -109,7 +110,7 @@ def group_log_ratios(groups: pd.DataFrame, b: Baselines) -> pd.DataFrame:
     in seconds). Groups of a part whose run median is 0 are left out."""
     if groups.empty:
         return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count", "median", "usual"])
-    codes, uniques = pd.MultiIndex.from_arrays([groups["part"], groups["key"], groups["metric"]]).factorize()
+    codes, uniques = factorize_rows([groups["part"], groups["key"], groups["metric"]])
     med = np.array([(n.median if (n := b.norm(*u)) is not None else np.nan) for u in uniques], dtype=float)
     g = groups.assign(base=med[codes])
     g = g[(g["base"] > 0).to_numpy() & (g["median"] > 0).to_numpy()]

@@ -1,0 +1,80 @@
+"""One part of a run in, everything the end needs of it out (:class:`RunCollector`).
+
+Per part (a step, a window of steps, or the spans of no step): its tables, its steps' summaries (their big frames
+to the store), its data-quality findings, each figure's part (to the store), its counts, and what the report
+draws of a few parts (:mod:`.held`). Then the part is dropped: what stays in memory per step is its summary's
+small fields (phases, workers, histograms, quiet stretches) and a few numbers.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from otel_verl.analysis.figures.catalog import PARTS
+from otel_verl.analysis.findings import kinds
+from otel_verl.analysis.findings.diagnose import part_quality
+from otel_verl.analysis.findings.engine_orphans import merge_engine_orphans
+from otel_verl.analysis.findings.record import Finding
+from otel_verl.analysis.findings.step_summary import StepSummary, summarize_steps
+from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.analysis.read.steps import StepSpans
+from otel_verl.analysis.stream.counts import RunCounts
+from otel_verl.analysis.stream.held import OutlierHold, TimelineHold
+from otel_verl.analysis.stream.store import PartStore
+from otel_verl.analysis.stream.summaries import SpilledSummary
+from otel_verl.analysis.tables import Tables
+
+QUALITY_ORDER = (kinds.INCOMPLETE_WORKER, kinds.ENGINE_ORPHANS, kinds.ABORTED_WASTE)
+"""The order :func:`~otel_verl.analysis.findings.diagnose.part_quality` lists its findings in on a whole run."""
+
+
+class RunCollector:
+    """``add`` each part in step order; then ``summaries``, :meth:`quality`, ``counts``, :meth:`figure_frame`,
+    ``outliers`` and ``timelines`` hold the run."""
+
+    def __init__(
+        self,
+        store: PartStore,
+        thresholds: Thresholds,
+        *,
+        figures: bool = True,
+        top_requests: int = 8,
+        timeline_steps: tuple[int, ...] = (),
+    ) -> None:
+        self.store, self.th, self.figures = store, thresholds, figures
+        self.summaries: list[StepSummary] = []
+        self.counts = RunCounts()
+        self.outliers = OutlierHold(store, top_requests)
+        self.timelines = TimelineHold(timeline_steps)
+        self.parts = 0
+        self._quality: dict[str, list[Finding]] = {kind: [] for kind in QUALITY_ORDER}
+
+    def add(self, part: StepSpans | pd.DataFrame) -> None:
+        spans = part.spans if isinstance(part, StepSpans) else part
+        t = Tables.build(spans)
+        self.add_tables(t)
+
+    def add_tables(self, t: Tables) -> None:
+        """One part's tables."""
+        index = self.parts
+        self.parts += 1
+        self.counts.add(t)
+        self.summaries += [SpilledSummary(s, self.store) for s in summarize_steps(t)]
+        for f in part_quality(t, self.th):
+            self._quality.setdefault(f.kind, []).append(f)
+        if self.figures:
+            for name, (part_of, _) in PARTS.items():
+                self.store.put(f"part{index}", f"figure_{name}", part_of(t))
+            self.outliers.add(index, t)
+            self.timelines.add(t)
+
+    def quality(self) -> list[Finding]:
+        """The parts' data-quality findings as a whole run's: in its order, the engine's orphans as one finding."""
+        found = dict(self._quality)
+        found[kinds.ENGINE_ORPHANS] = merge_engine_orphans(found[kinds.ENGINE_ORPHANS], self.counts.engine_spans)
+        return [f for fs in found.values() for f in fs]
+
+    def figure_frame(self, name: str) -> pd.DataFrame:
+        """A figure's frame from every part's (:data:`~otel_verl.analysis.figures.catalog.PARTS`)."""
+        _, combine = PARTS[name]
+        return combine([self.store.get(f"part{i}", f"figure_{name}") for i in range(self.parts)])

@@ -1,0 +1,78 @@
+"""What a streamed analysis keeps of each part: summaries whose big frames wait on disk, read back as they went in;
+a store whose memory stays a few values per kind; the engine's orphans of all parts told once."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis.findings.engine_orphans import merge_engine_orphans
+from otel_verl.analysis.findings.record import Finding
+from otel_verl.analysis.findings.step_summary import summarize_steps
+from otel_verl.analysis.read.step_split import split_by_step
+from otel_verl.analysis.stream.store import CACHED, PartStore
+from otel_verl.analysis.stream.summaries import KEPT, SPILLED, SpilledSummary
+from otel_verl.analysis.tables import Tables
+
+
+def test_spilled_summary_reads_back_what_went_in(planted_spans, tmp_path: Path) -> None:
+    parts = list(split_by_step(planted_spans))[:4]
+    summaries = [s for p in parts for s in summarize_steps(Tables.build(p.spans))]
+    with PartStore(tmp_path) as store:
+        spilled = [SpilledSummary(s, store) for s in summaries]
+        assert not any(name in s.__dict__ for s in spilled for name in SPILLED)  # not in memory
+        # every frame of a summary is spilled or named as small: a new frame that grows with the step's spans
+        # (as ``ids`` did) must be put in one of the two, or memory grows with the run again
+        frames = {f.name for f in fields(summaries[0]) if isinstance(getattr(summaries[0], f.name), pd.DataFrame)}
+        assert frames == set(SPILLED) | set(KEPT)
+        for s, orig in zip(spilled, summaries, strict=True):
+            assert isinstance(s, type(orig))
+            for f in fields(orig):
+                a, b = getattr(s, f.name), getattr(orig, f.name)
+                if isinstance(b, pd.DataFrame):
+                    pd.testing.assert_frame_equal(a, b)  # dtypes too: object text stays object
+                    assert list(a.dtypes) == list(b.dtypes)
+                else:
+                    assert a == b or (a != a and b != b), f.name
+        assert all(len(cache) <= CACHED for cache in store._cache.values())
+        assert len(list(store.dir.iterdir())) == len(summaries) * len(SPILLED)
+        where = store.dir
+    assert not where.exists()
+
+
+def _orphans(n: int, calls: int, services: list[str], span: str) -> Finding:
+    from otel_verl.analysis.findings.engine_orphans import _finding
+
+    return _finding(n, calls, n - 1, services, ["r0"], [{"trace_id": "t" * 32, "span_id": span}])
+
+
+def test_engine_orphans_of_all_parts_are_one_finding() -> None:
+    found = merge_engine_orphans([_orphans(3, 10, ["vllm"], "a" * 16), _orphans(2, 4, ["sglang"], "b" * 16)], 30)
+    assert len(found) == 1
+    f = found[0]
+    assert (f.value, f.baseline) == (5.0, 30.0)
+    assert f.details["orphans"] == 5 and f.details["without_parent"] == 3 and f.details["parent_not_ours"] == 2
+    assert f.details["services"] == ["sglang", "vllm"] and len(f.evidence) == 2
+    assert f.message.startswith("5 of 30 engine spans")
+    assert merge_engine_orphans([], 30) == []
+
+
+def test_factorize_rows_is_multiindex_factorize() -> None:
+    from otel_verl.analysis.findings.row_codes import factorize_rows
+
+    rng = np.random.default_rng(3)
+    a = pd.Series(rng.choice(["decode", "tool", "reward", None], 5000)).astype(object)
+    b = rng.choice(["0", "1", "", "calc"], 5000).astype(object)
+    b[7] = np.nan
+    c = pd.Series(rng.integers(0, 2000, 5000).astype(str))  # many distinct rows: codes folded, not multiplied
+    for cols in ([a, b], [a, b, c]):
+        codes, uniques = pd.MultiIndex.from_arrays(cols).factorize()
+        got_codes, got = factorize_rows(cols)
+        assert np.array_equal(got_codes, codes)
+        same = [tuple("NA" if pd.isna(v) else v for v in t) for t in got]
+        assert same == [tuple("NA" if pd.isna(v) else v for v in t) for t in uniques]
+    empty_codes, empty = factorize_rows([pd.Series([], dtype=object), np.array([], dtype=object)])
+    assert len(empty_codes) == 0 and empty == []
