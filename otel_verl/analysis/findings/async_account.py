@@ -157,4 +157,3 @@ def _max(values: Any) -> float:
 
 def _r(x: float) -> float | None:
     return None if x is None or not np.isfinite(x) else round(float(x), 6)
-

@@ -202,7 +202,7 @@ def rollout_lanes(t: Tables, paused: tuple[np.ndarray, np.ndarray]) -> pd.DataFr
     joined = t.engine_calls
     if len(joined):
         j = joined[joined["joined"].to_numpy(dtype=bool) & joined["replica"].notna().to_numpy()]
-        if len(j):  # the engine names its replica: lanes from the calls it served 
+        if len(j):  # the engine names its replica: lanes from the calls it served
             by_row = j.drop_duplicates("call_row").set_index("call_row")["replica"].astype(str)
             calls = calls[calls.index.isin(by_row.index)]
             replica = by_row.reindex(calls.index).astype(object)

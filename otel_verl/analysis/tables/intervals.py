@@ -36,9 +36,7 @@ def covered_s(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> float:
     return float(np.clip(np.minimum(e, hi) - np.maximum(s, lo), 0, None).sum()) / 1e9
 
 
-def minus(
-    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
+def minus(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The instants of union ``a`` outside union ``b`` (both as :func:`union` returns them)."""
     a_s, a_e = a
     b_s, b_e = b
