@@ -40,6 +40,7 @@ KEYS = {WAIT: "trainer_wait", TRAIN: "trainer_train", WEIGHT_SYNC: "weight_sync"
 PAUSED_KEY = "rollout_paused"
 MAX_STEPS = 40
 """The figure draws the first this many asynchronous steps (a longer run's lanes would be a blur)."""
+NONE = "not an asynchronous trainer (no verl.step with verl.trainer.mode colocate_async / separate_async)"
 TITLE = "Who waited for whom: the trainer (top) and each rollout replica (below)"
 
 
@@ -93,7 +94,7 @@ def _shown(df: pd.DataFrame) -> tuple[pd.DataFrame, int, list[str]]:
 
 def plot_async_timeline(df: pd.DataFrame, path: str | Path) -> Path:
     if df.empty:
-        return _style.empty(path, "who waited for whom", "not an asynchronous trainer (no verl.trainer.mode *_async)")
+        return _style.empty(path, "who waited for whom", NONE)
     import matplotlib.pyplot as plt
 
     df, zero, rows = _shown(df)
@@ -130,6 +131,8 @@ def plotly_async_timeline(df: pd.DataFrame) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    if df.empty:
+        return _style.plotly_note(go.Figure(), NONE)
     df, zero, rows = _shown(df)
     fig = make_subplots(
         rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.25, 0.75], subplot_titles=None
