@@ -59,7 +59,8 @@ STYLES: dict[str, Style] = {
     "trainer_wait": Style("trainer waiting for samples", "#f1a340", "//"),
     "trainer_train": Style("trainer training (an update's phases)", "#b2182b"),
     "weight_sync": Style("weight sync", "#762a83"),
-    "rollout_busy": Style("rollout generating (a request in flight)", "#4393c3"),
+    "rollout_busy": Style("rollout working (a sample in flight)", "#92c5de"),
+    "rollout_generating": Style("rollout generating (an engine call in flight)", "#2166ac"),
     "rollout_paused": Style("rollout paused (weight sync, asleep)", "#969696", "//"),
     # containers (the Perfetto export, the outlier figure)
     "step": Style("step", "#555555"),

@@ -136,6 +136,8 @@ def test_separate_async_account_adds_up(demo_train_bound) -> None:
         # the rollout is paused during the step's weight sync; paused time is idle time
         assert a["weight_sync_s"] - 1e-3 <= a["rollout_paused_s"] <= a["rollout_idle_ratio"] * wall + 1e-3 <= wall
         assert a["rollout_no_work_s"] >= 0 and set(a["replicas"]) == {"sim-0"}
+        # an engine call lies inside its sample: the engines idle at least as long as the samples do
+        assert a["engine_idle_ratio"] >= a["rollout_idle_ratio"] - 1e-6
         # weight sync seconds and bytes are the verl.weight_sync spans'
         ws = _spans_of(spans, sc.SPAN_WEIGHT_SYNC, s["step"])
         assert a["weight_syncs"] == len(ws) == 1
@@ -158,7 +160,8 @@ def test_slow_update_actor_makes_separate_async_train_bound(demo_train_bound) ->
     assert bound[0].severity == "warning" and bound[0].steps == [1, 2, 3]
     frame = result.frames["async_timeline"]
     assert set(frame["lane"]) == {"trainer", "rollout"} and set(frame["step"]) == {1, 2, 3}
-    assert {"trainer_wait", "trainer_train", "weight_sync", "rollout_busy", "rollout_paused"} <= set(frame["key"])
+    keys = {"trainer_wait", "trainer_train", "weight_sync", "rollout_busy", "rollout_generating", "rollout_paused"}
+    assert keys <= set(frame["key"])
     assert (out / "async_timeline.png").stat().st_size > 10_000
 
 

@@ -1,7 +1,8 @@
 """Who waited for whom: the trainer's timeline above the rollout's, for verl's asynchronous V1 trainers.
 
 Top lane, the trainer: waiting for samples (each inner update's ``gen``), training (the update's other phases),
-weight syncs. Below, one lane per rollout replica: generating (an engine call in flight, not paused) and paused
+weight syncs. Below, one lane per rollout replica: working (a sample in flight, not paused), generating (an engine
+call in flight, drawn thinner over it) and paused
 (weight syncs; in colocate_async also asleep while the trainer trains); blank is idle. The same clock for both, in
 seconds since the first step started, with a line at each step's start (:mod:`otel_verl.analysis.tables.async_sides`).
 
@@ -21,6 +22,7 @@ from otel_verl.analysis.figures import _style
 from otel_verl.analysis.labels import color, hatch, phase_key, readable
 from otel_verl.analysis.tables.async_sides import (
     BUSY,
+    GENERATING,
     TRAIN,
     WAIT,
     WEIGHT_SYNC,
@@ -36,7 +38,15 @@ if TYPE_CHECKING:
 COLUMNS = ["lane", "row", "key", "step", "start_ns", "end_ns", "step_start_ns"]
 TRAINER = "trainer"
 ROLLOUT = "rollout"
-KEYS = {WAIT: "trainer_wait", TRAIN: "trainer_train", WEIGHT_SYNC: "weight_sync", BUSY: "rollout_busy"}
+KEYS = {
+    WAIT: "trainer_wait",
+    TRAIN: "trainer_train",
+    WEIGHT_SYNC: "weight_sync",
+    BUSY: "rollout_busy",
+    GENERATING: "rollout_generating",
+}
+THIN = ("rollout_generating",)
+"""Drawn thinner, over the samples in flight."""
 PAUSED_KEY = "rollout_paused"
 MAX_STEPS = 40
 """The figure draws the first this many asynchronous steps (a longer run's lanes would be a blur)."""
@@ -104,12 +114,13 @@ def plot_async_timeline(df: pd.DataFrame, path: str | Path) -> Path:
     )
     for ax, lane_rows in ((top, rows[:1]), (bottom, rows[1:])):
         for y, row in enumerate(lane_rows):
-            for key, g in df[df["row"] == row].groupby("key"):
+            for key, g in sorted(df[df["row"] == row].groupby("key"), key=lambda kv: kv[0] in THIN):
                 s = (g["start_ns"].to_numpy() - zero) / 1e9
                 w = (g["end_ns"].to_numpy() - g["start_ns"].to_numpy()) / 1e9
+                half = 0.2 if key in THIN else 0.4
                 ax.broken_barh(
                     list(zip(s, w, strict=True)),
-                    (y - 0.4, 0.8),
+                    (y - half, 2 * half),
                     facecolors=color(key),
                     hatch=hatch(key) or None,
                     edgecolor="white",
@@ -137,7 +148,8 @@ def plotly_async_timeline(df: pd.DataFrame) -> Any:
     fig = make_subplots(
         rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.25, 0.75], subplot_titles=None
     )
-    for (lane, key), g in df.groupby(["lane", "key"], sort=False):
+    groups = sorted(df.groupby(["lane", "key"], sort=False), key=lambda kv: kv[0][1] in THIN)
+    for (lane, key), g in groups:
         start = (g["start_ns"].to_numpy() - zero) / 1e9
         width = (g["end_ns"].to_numpy() - g["start_ns"].to_numpy()) / 1e9
         fig.add_trace(
@@ -146,6 +158,7 @@ def plotly_async_timeline(df: pd.DataFrame) -> Any:
                 base=start,
                 y=g["row"],
                 orientation="h",
+                width=0.35 if key in THIN else 0.7,
                 name=readable(key),
                 legendgroup=key,
                 marker={"color": color(key), "pattern": {"shape": "/" if hatch(key) else ""}},

@@ -88,9 +88,10 @@ TITLES: dict[str, tuple[str, str]] = {
     "async_timeline": (
         "Who waited for whom (asynchronous trainers)",
         "The trainer above, each rollout replica below, on one clock: the trainer waiting for samples (hatched "
-        "amber), training, syncing weights; a replica generating (a request in flight) or paused (hatched grey: "
-        "a weight sync, or asleep while a colocated trainer trains); blank is idle. A long amber stretch is a "
-        "generation-bound run, long blanks and pauses below a train-bound one. Dotted lines: each step's start.",
+        "amber), training, syncing weights; a replica working (light blue: a sample in flight; dark blue: an "
+        "engine call in flight) or paused (hatched grey: a weight sync, or asleep while a colocated trainer "
+        "trains); blank is idle. A long amber stretch is a generation-bound run, long blanks and pauses below a "
+        "train-bound one. Dotted lines: each step's start.",
     ),
     "worker_cdf": (
         "Requests finishing within each worker",

@@ -6,10 +6,11 @@ Per step (its wall time W, the ``verl.step`` span), from :mod:`otel_verl.analysi
   ``sample``); ``trainer_idle_ratio`` = trainer_wait_s / W (verl#7601's trainer idle);
 - ``rollout_paused_s``: the rollout paused inside W (weight syncs; in colocate_async also asleep while the
   trainer trains);
-- per replica, idle = W − the time it had an engine call in flight and was not paused; ``rollout_idle_ratio`` is
-  the replicas' mean (verl#7601's rollout idle, over all replicas), ``replicas`` each one's; ``rollout_no_work_s``
+- per replica, idle = W − the time it had a sample in flight and was not paused; ``rollout_idle_ratio`` is the
+  replicas' mean (verl#7601's rollout idle, over all replicas), ``replicas`` each one's; ``rollout_no_work_s``
   (idle, not paused: every group it was given was done; the replay buffer waits for the trainer to take them)
-  is the replicas' mean too;
+  is the replicas' mean too; ``engine_idle_ratio`` the same with an engine call in flight instead of a sample
+  (verl#7601's literal "no request in flight": it counts a sample's tools, reward and turns as idle);
 - ``weight_sync_s`` (the ``verl.weight_sync`` spans' seconds), ``weight_sync_bytes``, ``_replicas``, ``_backend``.
 
 Sync trainers (``v1-sync``, legacy) have no such step: the key is null in findings.json.
@@ -24,6 +25,7 @@ import numpy as np
 
 from otel_verl.analysis.tables.async_sides import (
     BUSY,
+    GENERATING,
     TRAIN,
     WAIT,
     WEIGHT_SYNC,
@@ -51,6 +53,8 @@ class AsyncStep:
     rollout_paused_s: float
     rollout_idle_s: float
     rollout_no_work_s: float
+    engine_idle_s: float = float("nan")
+    """The replicas' mean time with no engine call in flight, or paused."""
     replicas: dict[str, float] = field(default_factory=dict)
     """Each replica's idle ratio."""
     weight_sync_s: float = 0.0
@@ -69,6 +73,10 @@ class AsyncStep:
     def rollout_idle_ratio(self) -> float:
         return self.rollout_idle_s / self.wall_s if self.wall_s > 0 else float("nan")
 
+    @property
+    def engine_idle_ratio(self) -> float:
+        return self.engine_idle_s / self.wall_s if self.wall_s > 0 else float("nan")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
@@ -80,6 +88,7 @@ class AsyncStep:
             "rollout_paused_s": _r(self.rollout_paused_s),
             "rollout_no_work_s": _r(self.rollout_no_work_s),
             "rollout_idle_ratio": _r(self.rollout_idle_ratio),
+            "engine_idle_ratio": _r(self.engine_idle_ratio),
             "replicas": {name: _r(v) for name, v in self.replicas.items()},
             "weight_sync_s": _r(self.weight_sync_s),
             "weight_syncs": self.weight_syncs,
@@ -99,7 +108,8 @@ def async_accounts(t: Tables) -> dict[int, AsyncStep]:
     lane = trainer_lane(t, steps)
     paused = pause_windows(t, steps, lane)
     rollout = rollout_lanes(t, paused)
-    busy = {name: g for name, g in rollout[rollout["what"] == BUSY].groupby("replica")} if len(rollout) else {}
+    busy = _by_replica(rollout, BUSY)
+    generating = _by_replica(rollout, GENERATING)
     out = {}
     for row in steps.itertuples(index=False):
         lo, hi = int(row.start_ns), int(row.end_ns)
@@ -113,6 +123,9 @@ def async_accounts(t: Tables) -> dict[int, AsyncStep]:
             for name, g in busy.items()
         }
         mean_idle = float(np.mean(list(idle.values()))) if idle else wall
+        engine_idle = [
+            wall - covered_s(g["start_ns"].to_numpy(), g["end_ns"].to_numpy(), lo, hi) for g in generating.values()
+        ]
         out[int(row.step)] = AsyncStep(
             step=int(row.step),
             mode=str(row.mode),
@@ -123,6 +136,7 @@ def async_accounts(t: Tables) -> dict[int, AsyncStep]:
             rollout_paused_s=paused_s,
             rollout_idle_s=mean_idle,
             rollout_no_work_s=max(mean_idle - paused_s, 0.0),
+            engine_idle_s=float(np.mean(engine_idle)) if engine_idle else wall,
             replicas={name: v / wall if wall > 0 else float("nan") for name, v in idle.items()},
             weight_sync_s=float((syncs["end_ns"] - syncs["start_ns"]).sum()) / 1e9,
             weight_syncs=len(syncs),
@@ -132,6 +146,12 @@ def async_accounts(t: Tables) -> dict[int, AsyncStep]:
             evidence=_evidence(syncs, waits),
         )
     return out
+
+
+def _by_replica(rollout: Any, what: str) -> dict[str, Any]:
+    if rollout.empty:
+        return {}
+    return dict(tuple(rollout[rollout["what"] == what].groupby("replica")))
 
 
 def _evidence(syncs: Any, waits: Any) -> list[dict[str, str]]:

@@ -110,12 +110,13 @@ def weight_sync_story(acc: list[AsyncStep]) -> dict:
     secs = np.array([a.weight_sync_s for a in synced])
     share = secs.sum() / sum(a.wall_s for a in synced)
     first, last = synced[0], synced[-1]
-    size = _bytes(float(np.nanmedian([a.weight_sync_bytes for a in synced])))
+    sizes = np.array([a.weight_sync_bytes for a in synced], dtype=float)
+    size = _bytes(float(np.median(sizes[np.isfinite(sizes)]))) if np.isfinite(sizes).any() else ""
     rate = first.weight_sync_bytes / first.weight_sync_s if first.weight_sync_s > 0 else float("nan")
     over = f" over {first.weight_sync_backend}" if first.weight_sync_backend else ""
     n = int(last.weight_sync_replicas) if np.isfinite(last.weight_sync_replicas) else 0
     replicas = f" to {n} replica{'s' if n > 1 else ''}" if n else ""
-    moved = f"{size}{replicas}{over}" + (f", {_bytes(rate)}/s" if np.isfinite(rate) else "")
+    moved = f"{size}{replicas}{over}".strip() + (f", {_bytes(rate)}/s" if np.isfinite(rate) else "")
     growth = last.weight_sync_s / first.weight_sync_s if first.weight_sync_s > 0 else float("nan")
     if len(synced) > 1 and np.isfinite(growth) and growth >= 1.5:
         drivers = []

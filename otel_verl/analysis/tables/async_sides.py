@@ -10,18 +10,20 @@ run side by side: inside a step the trainer runs its inner updates (``verl.updat
 :func:`trainer_lane` the trainer's intervals: ``step``, ``what`` (:data:`WAIT`, :data:`TRAIN`,
                      :data:`WEIGHT_SYNC`, or another top-level phase's name), ``phase``, ``start_ns``, ``end_ns``,
                      ``update_index``, and for syncs ``bytes``, ``replicas``, ``backend``, ``version``
-:func:`rollout_lanes` per replica: ``replica``, ``what`` (:data:`BUSY`: an engine call in flight, not paused;
-                     :data:`PAUSED`), ``start_ns``, ``end_ns``
+:func:`rollout_lanes` per replica: ``replica``, ``what`` (:data:`BUSY`: a sample in flight, not paused;
+                     :data:`GENERATING`: an engine call in flight, not paused; :data:`PAUSED`), ``start_ns``,
+                     ``end_ns``
 =================  ==========================================================================================
 
 The rollout is **paused** (verl's ``CheckpointEngineManager``/``RolloutReplica`` calls, which make no span of
 their own) during every weight sync (abort, transfer, resume: the ``verl.weight_sync`` span), and in
 ``colocate_async`` from the end of sampling (``on_sample_end`` aborts and sleeps the replicas, inside ``gen``)
-until the step's weight sync resumes them. A replica is **busy** while one of our engine calls on it is in
-flight and it is not paused (a call parked at the closed gate is not generating). Replicas are told apart by the
-engine's own span (``verl.engine.replica``): then only the calls an engine span joined count (a client's outer
-wrapping call and a call refused at the closed gate have none); without engine spans the rollout is one lane,
-:data:`ALL_REPLICAS`, from every call.
+until the step's weight sync resumes them. A replica is **busy** while a sample it serves is in flight (the agent
+loop at work: engine calls, tools, rewards) and it is not paused, and **generating** while one of our engine calls
+on it is in flight and it is not paused (a call parked at the closed gate is not generating). Replicas are told
+apart by the engine's own span (``verl.engine.replica``): then only the calls an engine span joined count (a
+client's outer wrapping call and a call refused at the closed gate have none), and a sample belongs to the
+replica of its first such call; without engine spans the rollout is one lane, :data:`ALL_REPLICAS`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ TRAIN = "train"
 """The inner update's other phases (old_log_prob, adv, update_actor …)."""
 WEIGHT_SYNC = "weight_sync"
 BUSY = "busy"
+"""A replica with a sample (``verl.rollout.request``) in flight: the agent loop at work (engine calls, tools,
+rewards, between turns)."""
+GENERATING = "generating"
+"""A replica with one of our engine calls in flight (verl#7601's "engine had a request in flight")."""
 PAUSED = "paused"
 ALL_REPLICAS = "all replicas"
 
@@ -192,23 +198,31 @@ def pause_windows(t: Tables, steps: pd.DataFrame, lane: pd.DataFrame) -> tuple[n
 
 
 def rollout_lanes(t: Tables, paused: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
-    """Per replica: when it had an engine call in flight and was not paused (:data:`BUSY`), and when the
-    rollout was paused (:data:`PAUSED`, the same windows for every replica: a weight sync updates them all)."""
+    """Per replica: when it had a sample in flight and was not paused (:data:`BUSY`), when one of our engine calls
+    was in flight on it and it was not paused (:data:`GENERATING`), and when the rollout was paused
+    (:data:`PAUSED`, the same windows for every replica: a weight sync updates them all)."""
     sp = t.spans
     calls = sp[sp["kind"].to_numpy() == "engine"]
     if calls.empty:
         return pd.DataFrame(columns=ROLLOUT_COLUMNS)
-    replica = pd.Series(ALL_REPLICAS, index=calls.index, dtype=object)
+    call_replica = pd.Series(ALL_REPLICAS, index=calls.index, dtype=object)
+    req = t.requests
+    req_replica = pd.Series(ALL_REPLICAS, index=req["request_row"].to_numpy(), dtype=object)
     joined = t.engine_calls
-    if len(joined):
-        j = joined[joined["joined"].to_numpy(dtype=bool) & joined["replica"].notna().to_numpy()]
-        if len(j):  # the engine names its replica: lanes from the calls it served
-            by_row = j.drop_duplicates("call_row").set_index("call_row")["replica"].astype(str)
-            calls = calls[calls.index.isin(by_row.index)]
-            replica = by_row.reindex(calls.index).astype(object)
+    j = joined[joined["joined"].to_numpy(dtype=bool) & joined["replica"].notna().to_numpy()] if len(joined) else joined
+    if len(j):  # the engine names its replica: lanes from the calls it served, and their samples
+        by_row = j.drop_duplicates("call_row").set_index("call_row")["replica"].astype(str)
+        calls = calls[calls.index.isin(by_row.index)]
+        call_replica = by_row.reindex(calls.index).astype(object)
+        first = j.sort_values("start_ns").drop_duplicates("request_span").set_index("request_span")["replica"]
+        req_replica = first.astype(str).reindex(req["request_row"].to_numpy())
     frames = []
-    for name, rows in calls.groupby(replica.to_numpy(), sort=True):
-        busy = minus(union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy()), paused)
-        frames.append(pd.DataFrame({"replica": name, "what": BUSY, "start_ns": busy[0], "end_ns": busy[1]}))
-        frames.append(pd.DataFrame({"replica": name, "what": PAUSED, "start_ns": paused[0], "end_ns": paused[1]}))
+    req_start, req_end = req["start_ns"].to_numpy(dtype=np.int64), req["end_ns"].to_numpy(dtype=np.int64)
+    for name in sorted(set(call_replica.dropna())):
+        mine = calls[call_replica.to_numpy() == name]
+        generating = minus(union(mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy()), paused)
+        has = req_replica.to_numpy() == name
+        busy = minus(union(req_start[has], req_end[has]), paused)
+        for what, (s, e) in ((BUSY, busy), (GENERATING, generating), (PAUSED, paused)):
+            frames.append(pd.DataFrame({"replica": name, "what": what, "start_ns": s, "end_ns": e}))
     return pd.concat(frames, ignore_index=True)[ROLLOUT_COLUMNS]
