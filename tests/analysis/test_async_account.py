@@ -18,7 +18,7 @@ from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.async_account import AsyncStep
 from otel_verl.analysis.findings.bound import find_bound
 from otel_verl.analysis.findings.thresholds import Thresholds
-from otel_verl.analysis.tables.intervals import covered_s, minus, union
+from otel_verl.analysis.tables.intervals import covered_s, disjoint_covered_s, minus, union
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -32,6 +32,8 @@ def test_union_merges_overlaps_and_minus_cuts_pauses_out() -> None:
     assert covered_s(np.array([0]) * S, np.array([10]) * S, 2 * S, 5 * S) == 3.0  # clipped to the window
     busy = minus(union(np.array([0]) * S, np.array([10]) * S), union(np.array([2, 6]) * S, np.array([3, 8]) * S))
     assert (busy[0] // S).tolist() == [0, 3, 8] and (busy[1] // S).tolist() == [2, 6, 10]
+    for lo, hi in ((0, 10), (1, 7), (2, 3), (9, 12), (11, 12)):
+        assert disjoint_covered_s(*busy, lo * S, hi * S) == covered_s(*busy, lo * S, hi * S)
 
 
 def _step(step: int, wait: float, idle: float, paused: float, sync: float = 0.3, nbytes: float = 3e9) -> AsyncStep:

@@ -34,7 +34,7 @@ from otel_verl.analysis.tables.async_sides import (
     rollout_lanes,
     trainer_lane,
 )
-from otel_verl.analysis.tables.intervals import covered_s
+from otel_verl.analysis.tables.intervals import covered_s, disjoint_covered_s
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -117,15 +117,10 @@ def async_accounts(t: Tables) -> dict[int, AsyncStep]:
         mine = lane[lane["step"].to_numpy(dtype=float) == row.step]
         waits, syncs = mine[mine["what"] == WAIT], mine[mine["what"] == WEIGHT_SYNC]
         trains = mine[mine["what"] == TRAIN]
-        paused_s = covered_s(paused[0], paused[1], lo, hi)
-        idle = {
-            str(name): wall - covered_s(g["start_ns"].to_numpy(), g["end_ns"].to_numpy(), lo, hi)
-            for name, g in busy.items()
-        }
+        paused_s = disjoint_covered_s(paused[0], paused[1], lo, hi)
+        idle = {str(name): wall - disjoint_covered_s(s, e, lo, hi) for name, (s, e) in busy.items()}
         mean_idle = float(np.mean(list(idle.values()))) if idle else wall
-        engine_idle = [
-            wall - covered_s(g["start_ns"].to_numpy(), g["end_ns"].to_numpy(), lo, hi) for g in generating.values()
-        ]
+        engine_idle = [wall - disjoint_covered_s(s, e, lo, hi) for s, e in generating.values()]
         out[int(row.step)] = AsyncStep(
             step=int(row.step),
             mode=str(row.mode),
@@ -148,10 +143,15 @@ def async_accounts(t: Tables) -> dict[int, AsyncStep]:
     return out
 
 
-def _by_replica(rollout: Any, what: str) -> dict[str, Any]:
+def _by_replica(rollout: Any, what: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each replica's intervals of one kind, disjoint and sorted as :func:`.async_sides.rollout_lanes` made them."""
     if rollout.empty:
         return {}
-    return dict(tuple(rollout[rollout["what"] == what].groupby("replica")))
+    mine = rollout[rollout["what"] == what].sort_values("start_ns")
+    return {
+        str(name): (g["start_ns"].to_numpy(dtype=np.int64), g["end_ns"].to_numpy(dtype=np.int64))
+        for name, g in mine.groupby("replica")
+    }
 
 
 def _evidence(syncs: Any, waits: Any) -> list[dict[str, str]]:
