@@ -97,7 +97,8 @@ def test_sync_runs_have_no_async_account(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- real runs of verl's separate-async trainer
-ASYNC_SIZE = {"trainer": "v1-separate-async", "steps": 3, "val_before_train": False}
+# ray_cpus: None = the runner's default for V1 (workers + 2: TransferQueue's controller and storage take a CPU each)
+ASYNC_SIZE = {"trainer": "v1-separate-async", "steps": 3, "val_before_train": False, "ray_cpus": None}
 
 
 @pytest.fixture(scope="module")
