@@ -1,11 +1,13 @@
 """Generation-bound or train-bound: which side of an asynchronous run waited for the other (:func:`find_bound`).
 
-Over the run's asynchronous steps (:mod:`.async_account`), the trainer's idle ratio (waiting for samples / step
-wall) and the rollout's (no request in flight or paused / step wall, the replicas' mean) are compared, as verl#7601
-asks. The side that idles more is waiting for the other: a trainer idling for samples means the run is
-**generation-bound**, a rollout idling (paused for weight syncs, or done with every group it was given) means it
-is **train-bound**. One run-scoped finding, ``info``, or ``warning`` when lopsided (the idle side idles at least
-``bound_warn_idle`` of the time and twice the other); none when both sides are busy or idle alike. Its message
+Over the run's asynchronous steps (:mod:`.async_account`), the time each side spent waiting for the other is
+compared: the trainer waiting for samples (its idle ratio, verl#7601), and the rollout with nothing to generate
+(every group it was given done: its idle time outside pauses). A trainer waiting for samples means the run is
+**generation-bound**, a rollout out of work means it is **train-bound**. The rollout's pauses (weight syncs; in
+colocate_async asleep while the trainer trains) are idle time (its idle ratio says so) but waiting for neither
+side's speed: the sync's cost, or colocate_async's design, so they do not decide the verdict. One run-scoped
+finding, ``info``, or ``warning`` when lopsided (the waiting side waited at least ``bound_warn_idle`` of the time
+and twice the other); none when both sides waited little, or alike. Its message
 ends with what verl offers for that side (its config keys), and says what the weight syncs cost and what drove
 them (bytes, replicas, backend) and how they grew over the run.
 """
@@ -51,28 +53,28 @@ def find_bound(summaries: list[StepSummary], th: Thresholds) -> list[Finding]:
         return []
     trainer = sum(a.trainer_wait_s for a in acc) / wall
     rollout = sum(a.rollout_idle_s for a in acc) / wall
-    idle, other = max(trainer, rollout), min(trainer, rollout)
-    if idle < th.bound_min_idle or idle - other < th.bound_min_idle / 2:
-        return []
-    kind = k.GENERATION_BOUND if trainer > rollout else k.TRAIN_BOUND
-    mode = max({a.mode for a in acc}, key=[a.mode for a in acc].count)
-    warn = idle >= th.bound_warn_idle and idle >= 2 * other
     paused = sum(a.rollout_paused_s for a in acc) / wall
     no_work = sum(a.rollout_no_work_s for a in acc) / wall
+    idle, other = max(trainer, no_work), min(trainer, no_work)
+    if idle < th.bound_min_idle or idle - other < th.bound_min_idle / 2:
+        return []
+    kind = k.GENERATION_BOUND if trainer > no_work else k.TRAIN_BOUND
+    mode = max({a.mode for a in acc}, key=[a.mode for a in acc].count)
+    warn = idle >= th.bound_warn_idle and idle >= 2 * other
+    pause_why = "weight syncs, asleep while the trainer trained" if mode == "colocate_async" else "weight syncs"
     steps = [a.step for a in acc]
     sync = weight_sync_story(acc)
     if kind == k.GENERATION_BOUND:
         what = (
             f"Generation-bound: the trainer waited for samples {trainer:.0%} of its step time "
-            f"({fmt_s(trainer * wall)} of {fmt_s(wall)} over {len(acc)} steps), while the rollout was idle "
-            f"{rollout:.0%} ({paused:.0%} paused, {no_work:.0%} with nothing to generate)"
+            f"({fmt_s(trainer * wall)} of {fmt_s(wall)} over {len(acc)} steps), while the rollout ran out of work "
+            f"{no_work:.0%} (idle {rollout:.0%} in all, paused {paused:.0%}: {pause_why})"
         )
     else:
         what = (
-            f"Train-bound: the rollout was idle {rollout:.0%} of the step time ({paused:.0%} paused for weight "
-            f"syncs{' or asleep' if mode == 'colocate_async' else ''}, {no_work:.0%} with every group it was given "
-            f"done), while the trainer waited for samples {trainer:.0%} ({fmt_s(trainer * wall)} of "
-            f"{fmt_s(wall)} over {len(acc)} steps)"
+            f"Train-bound: the rollout had nothing to generate {no_work:.0%} of the step time (every group it was "
+            f"given done; idle {rollout:.0%} in all, paused {paused:.0%}: {pause_why}), while the trainer waited "
+            f"for samples {trainer:.0%} ({fmt_s(trainer * wall)} of {fmt_s(wall)} over {len(acc)} steps)"
         )
     evidence = [e for a in acc for e in a.evidence][:20]
     return [
@@ -80,7 +82,7 @@ def find_bound(summaries: list[StepSummary], th: Thresholds) -> list[Finding]:
             kind=kind,
             severity="warning" if warn else "info",
             message=f"{what}. {sync['sentence']} To try: {TRY[(kind, mode)]}.",
-            metric="idle_ratio",
+            metric="wait_ratio",
             value=idle,
             baseline=other,
             steps=steps,
