@@ -199,7 +199,7 @@ def test_async_timeline_renders_in_chromium(demo_train_bound) -> None:
         title = page.locator("h2#async_timeline").inner_text()
         fig = page.locator("h2#async_timeline + p.caption + div .plotly-graph-div").first
         bars = fig.locator(".bars path").count()
-        rows = fig.locator(".ytick text").all_text_contents()
+        rows = fig.locator(".ytick text, .y2tick text").all_text_contents()  # the two lanes: y and y2
         browser.close()
     assert errors == []
     assert title.startswith("Who waited for whom") and bars > 10
