@@ -209,7 +209,7 @@ def test_window_keeps_whole_steps(planted_spool: Path, planted_spans) -> None:
 
 def test_ids_written_as_numbers_or_lists_are_kept_as_text():
     """A span whose traceId/spanId/parentSpanId is not a string (a retyped line) never crashes the loader."""
-    from otel_verl.analysis.read.otlp_json import normalize_id
+    from otel_verl.analysis.read.span_frame import normalize_id
 
     assert normalize_id("ABCDEF0123456789", 8) == "abcdef0123456789"
     assert normalize_id(None, 8) == normalize_id("", 8) == ""

@@ -20,6 +20,7 @@ from otel_verl.analysis.read import LoadStats, load_spans
 from otel_verl.analysis.read import otlp_json as otlp
 from otel_verl.analysis.read.files import trace_files
 from otel_verl.analysis.read.id_lookup import lookup
+from otel_verl.analysis.read.span_frame import _ids_clean
 
 
 @pytest.fixture(scope="module")
@@ -131,4 +132,4 @@ def test_id_check_on_arrow_buffers_answers_as_the_arrow_kernels() -> None:
         for typ in (pa.string(), pa.large_string()):
             arr = pa.array(values, type=typ)
             for view in (arr, arr.slice(1)):
-                assert otlp._ids_clean(view, 8) == kernels(view), (values, typ, len(view))
+                assert _ids_clean(view, 8) == kernels(view), (values, typ, len(view))

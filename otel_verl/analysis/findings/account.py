@@ -99,20 +99,29 @@ class StepSpread:
     warn_s: float
 
     @classmethod
-    def of(cls, accounts: list[StepAccount], th: Thresholds) -> StepSpread:
+    def of(cls, accounts: list[StepAccount], th: Thresholds, explained: np.ndarray | None = None) -> StepSpread:
         """A rollout waits for its slowest request, so a step's excess has the right tail of a maximum: a Gumbel's,
         whose scale the median absolute deviation gives (robust to the slow steps themselves, up to half of them).
         The largest of ``n`` clean steps passes ``median + scale × (ln n + m)`` with probability about e^−m:
-        ``th.warning_margin`` is m, so a longer run does not raise more false alarms."""
+        ``th.warning_margin`` is m, so a longer run does not raise more false alarms.
+
+        Steps that anomalies made slow are not the run's own variation: they are left out and the spread measured
+        again (a run with several slow steps would otherwise call its own noise larger than it is). ``explained``:
+        each step's seconds that anomalies account for (default: the anomalies' peel cost; the causes pass what
+        they named, trainer phases included). A step is left out when they explain at least half its excess and
+        it stands out from the steps they do not explain (not from all steps: with more than half the steps
+        slowed, the median step is a slow one and would hide them all)."""
         excess = np.array([a.excess_s for a in accounts], dtype=float)
         ok = np.isfinite(excess)
         if ok.sum() < th.min_steps:
             return cls(float("nan"), 0.0)
         spread = _mad(excess[ok])
-        # steps that anomalies made slow are not the run's own variation: leave them out and measure again (a run
-        # with several slow steps would otherwise call its own noise larger than it is)
-        cost = np.array([float(a.anomalies["cost"].sum()) if len(a.anomalies) else 0.0 for a in accounts])
-        slow = (excess > np.median(excess[ok]) + 3 * spread) & (cost >= 0.5 * np.maximum(excess, 0))
+        if explained is None:
+            explained = np.array([float(a.anomalies["cost"].sum()) if len(a.anomalies) else 0.0 for a in accounts])
+        by_anomaly = (explained > 0) & (explained >= 0.5 * np.maximum(excess, 0))
+        plain = ok & ~by_anomaly
+        ref = excess[plain] if plain.sum() >= th.min_steps else excess[ok]
+        slow = by_anomaly & (excess > np.median(ref) + 3 * max(_mad(ref), 1e-9))
         if (ok & ~slow).sum() >= th.min_steps:
             spread = _mad(excess[ok & ~slow])
         scale = spread * GUMBEL_SCALE_PER_SPREAD

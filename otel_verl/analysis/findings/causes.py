@@ -52,18 +52,48 @@ class Cause:
     evidence: list[dict[str, str]] = field(default_factory=list)
 
 
-def name_causes(accounts: list[StepAccount], spread: StepSpread, b: Baselines, th: Thresholds) -> list[Finding]:
-    """Every cause of every step, recurring ones merged, ranked (:func:`.record.sort_findings`)."""
+def name_causes(
+    accounts: list[StepAccount], spread: StepSpread, b: Baselines, th: Thresholds
+) -> tuple[list[Finding], StepSpread]:
+    """Every cause of every step, recurring ones merged, ranked (:func:`.record.sort_findings`), and the run's
+    spread measured again without the steps those causes made slow (a slow trainer phase included, which the
+    first measure could not tell)."""
     if len(accounts) < th.min_steps:
-        return []  # too few steps to tell a step's excess from the run's own variation
+        return [], spread  # too few steps to tell a step's excess from the run's own variation
     phases = _phase_spreads(accounts)
     causes: list[Cause] = []
     for a in accounts:
         if not np.isfinite(a.baseline_s):
             continue
         causes.extend(_step_causes(a, b, th, phases))
+    _mark_stall_echoes(causes)
+    named = {a.step: 0.0 for a in accounts}
+    for c in causes:
+        if not c.details.get("tail"):
+            named[c.step] += c.seconds
+    spread = StepSpread.of(accounts, th, np.array([named[a.step] for a in accounts]))
     kept = [c for c in causes if _reported(c, accounts, spread, th)]
-    return sort_findings(_merge(kept, accounts, spread, th))
+    return sort_findings(_merge(kept, accounts, spread, th)), spread
+
+
+def _mark_stall_echoes(causes: list[Cause]) -> None:
+    """A stall holds every request in flight on its worker, so their engine calls, tools or rewards look slow from
+    inside it: a small cause on a stalled worker of the same step is the stall seen from another side. It stays
+    in the findings, as a note (``details.stall_echo``), unless it cost a good share of what the stall did."""
+    stalls: dict[int, list[Cause]] = {}
+    for c in causes:
+        if c.kind == k.STALL and not c.details.get("tail"):
+            stalls.setdefault(c.step, []).append(c)
+    for c in causes:
+        if c.kind == k.STALL or c.step not in stalls or not c.workers or c.scope == k.SCOPE_STEP:
+            continue
+        for st in stalls[c.step]:
+            if set(c.workers) <= set(st.workers) and c.seconds < STALL_ECHO_SHARE * st.seconds:
+                c.details["stall_echo"] = True
+
+
+STALL_ECHO_SHARE = 0.1
+"""...below this share of the stall's seconds (a second real cause on a stalled worker costs more than that)."""
 
 
 def severity(seconds: float, usual_step_s: float, spread: StepSpread, th: Thresholds) -> str:
@@ -80,6 +110,8 @@ def _severity(c: Cause, a: StepAccount, spread: StepSpread, th: Thresholds) -> s
     the run's normal variation gets no warning, whatever one part did)."""
     if c.details.get("degraded"):
         return "warning"
+    if c.details.get("stall_echo"):
+        return "info"
     return severity(min(c.seconds, max(a.excess_s, 0.0)), a.baseline_s, spread, th)
 
 

@@ -69,7 +69,7 @@ def diagnose_summaries(
     streamed analysis calls this once every step is summarized)."""
     b = run_baselines(summaries, th)
     accounts, spread = step_accounts(summaries, b, th)
-    findings = name_causes(accounts, spread, b, th)
+    findings, spread = name_causes(accounts, spread, b, th)
     tail = long_tail(accounts, spread.spread)
     found = findings + ([tail] if tail is not None else []) + (quality or [])
     found += find_bound(summaries, th) + find_missing_workers(summaries) + find_missing_data(summaries, stats)

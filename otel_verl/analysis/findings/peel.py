@@ -5,7 +5,9 @@ would have ended earlier, but the step would end with the next-latest request: w
 only what it kept the step from ending sooner. Peeling finds it (HolisticTraceAnalysis's critical path, walked
 backwards): repeatedly take the request that ends last; if it has anomalies, take them away and give the drop in
 the rollout's end to its anomalies (in proportion to their seconds); stop when the request that ends last has none
-left to take. That request is the *counterfactual* critical path: the usual part of the step's rollout.
+left to take. That request is the *counterfactual* critical path: the usual part of the step's rollout. With
+over-sampling the rollout ends at its k-th completion, and then when the aborted requests have stopped: one stuck
+past that keeps the step waiting, and its anomalies own that time (:func:`abort_tail`).
 
 So the rollout's time splits exactly into what each anomaly cost and the parts of the counterfactual path (time
 before its request started, its segments net of anomalies, its worker's finish), plus the time after the last
@@ -69,8 +71,9 @@ def rollout_path(s: StepSummary, anomalies: pd.DataFrame) -> RolloutPath | None:
     took = np.array([x[r].sum() for r in rows_of])
     done = ~items["aborted"].to_numpy(dtype=bool)
     drops, usual, level0 = peel(ends, took, int(done.sum()) if done.any() else len(ends))
+    late = abort_tail(np.minimum(ends, p1 / 1e9), took, ~done, level0)
     cost = np.zeros(len(a))
-    for i, drop in drops.items():
+    for i, drop in [*drops.items(), *late.items()]:
         cost[rows_of[i]] += drop * x[rows_of[i]] / took[i]
     crit = int(np.argmax(np.where(done, ends, -np.inf))) if done.any() else int(np.argmax(ends))
     path = RolloutPath(
@@ -87,7 +90,8 @@ def rollout_path(s: StepSummary, anomalies: pd.DataFrame) -> RolloutPath | None:
         parts[key] = parts.get(key, 0.0) + float(c)
     for part, seconds in _usual_parts(s, items.iloc[usual], a, rows_of[usual], p0).items():
         parts[part] = parts.get(part, 0.0) + seconds
-    parts[k.PART_ROLLOUT_OVERHEAD] = parts.get(k.PART_ROLLOUT_OVERHEAD, 0.0) + (p1 / 1e9 - level0)
+    late_s = sum(late.values())
+    parts[k.PART_ROLLOUT_OVERHEAD] = parts.get(k.PART_ROLLOUT_OVERHEAD, 0.0) + (p1 / 1e9 - level0 - late_s)
     path.parts = parts
     return path
 
@@ -125,6 +129,28 @@ def peel(ends: np.ndarray, took: np.ndarray, k: int) -> tuple[dict[int, float], 
             drops[pick] = drops.get(pick, 0.0) + level - new
         level = new
     return drops, int(np.flatnonzero(cur == level)[0]), level0
+
+
+def abort_tail(ends: np.ndarray, took: np.ndarray, aborted: np.ndarray, level0: float) -> dict[int, float]:
+    """Over-sampling aborts the rest at the ``k``-th completion (``level0``), and the rollout ends when they have
+    stopped: at once, unless a request was stuck where the abort could not reach it (an engine call that never
+    returned). Peeled like :func:`peel` above ``level0``: the drop each aborted request's anomalies gave (what
+    they leave is the rollout's own overhead)."""
+    cur = np.where(aborted, ends, -np.inf)
+    left = aborted & (took > 0)
+    drops: dict[int, float] = {}
+    level = max(level0, float(cur.max()) if len(cur) else level0)
+    while level > level0:
+        holder = int(np.argmax(cur))
+        if not left[holder]:
+            break
+        cur[holder] -= took[holder]
+        left[holder] = False
+        new = max(level0, float(cur.max()))
+        if level - new > 0:
+            drops[holder] = drops.get(holder, 0.0) + level - new
+        level = new
+    return drops
 
 
 def _positions(a: pd.DataFrame, mask: np.ndarray, by: str) -> dict[object, np.ndarray]:

@@ -4,8 +4,8 @@ A stretch with several requests in flight and nothing starting or ending below t
 heavier (seconds × requests in flight) than the run's stretches of nothing moving (:mod:`.quiet`,
 :mod:`.baselines`), is a stall, unless the engine's own account says where the time went (queued, prefill,
 decoding: each request is then told by its part), the requests were decoding answers far longer than usual, or
-every request in flight sat in one part that was slow across the worker (a slow reward holds its requests still
-together, and is a slow reward). The
+every request in flight sat in one part that was slow across the worker and is told as such (a slow reward holds
+its requests still together, and is a slow reward). The
 stall's seconds are taken from what the stretched parts were blamed for.
 """
 
@@ -36,7 +36,9 @@ def with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFram
     extra = []
     found = found.copy()
     for w in q.itertuples(index=False):
-        if _engine_accounts_for(occ, w) or _long_answers(occ, w, b) or _one_part_moved(occ, w, b, th):
+        if _engine_accounts_for(occ, w) or _long_answers(occ, w, b):
+            continue
+        if _one_part_moved(occ, w, b, th) and _told(found, w, occ):
             continue
         for req in w.requests:
             # a gap row spans its whole request (it is the rest, not a time of its own): never the part stretched
@@ -98,6 +100,14 @@ def _one_part_moved(occ: pd.DataFrame, w: Any, b: Baselines, th: Thresholds) -> 
     excess = value[mine] - usual(mine)
     excess = excess[np.isfinite(excess)]
     return bool(len(excess) and np.median(excess) >= 0.5 * float(w.seconds))
+
+
+def _told(found: pd.DataFrame, w: Any, occ: pd.DataFrame) -> bool:
+    """Whether the part that held the requests is a cause of its own (beyond its fence): a part seen only in the
+    stretch itself (an engine call aborted mid-stall: no tokens, no engine spans) has too few values elsewhere to
+    earn a fence, and the stretch is then told as what it is, a stall."""
+    held = np.flatnonzero(_holding(occ, w))
+    return bool(len(found) and (found["occ"].isin(held) & (found["x"].to_numpy(dtype=float) > 0)).any())
 
 
 def _long_answers(occ: pd.DataFrame, w: Any, b: Baselines) -> bool:

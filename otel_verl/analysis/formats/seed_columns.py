@@ -4,7 +4,7 @@ Why: building each span as an OTLP/JSON dict (attributes as ``{"key", "value": {
 lists) only for :class:`~otel_verl.analysis.read.otlp_json.SpanColumns` to take it apart again was
 over half of the load: 31 MB of seed logs, one process, ``convert_dir`` 2.12 s → 1.73 s CPU without
 the dicts, 1.37 s with the one-buffer ``extra`` column (:func:`encode_lines`).
-Values are exactly what the OTLP round trip gives (``_attr_value(any_value(v))``; str and int pass
+Values are exactly what the OTLP round trip gives (``attr_value(any_value(v))``; str and int pass
 as they are), so the table is the same either way.
 """
 
@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from otel_verl import semconv as sc
 from otel_verl.analysis.formats.spool_write import any_value
-from otel_verl.analysis.read.otlp_json import SpanColumns, _attr_value
+from otel_verl.analysis.read.otlp_json import SpanColumns, attr_value
 
 _LINE = sc.VERL_LEGACY_LINE
 _PREFIX = orjson.dumps({_LINE: ""})[:-2]
@@ -75,7 +75,7 @@ class SeedSpanColumns(SpanColumns):
                 continue
             t = type(value)
             if t is not str and t is not int:
-                value = _attr_value(any_value(value))
+                value = attr_value(any_value(value))
             target = targets.get(key)
             if target is not None:
                 add_row, add_value, join = target

@@ -247,7 +247,7 @@ def documents(results: list[FileResult], steps: list[dict[str, Any]]) -> list[by
 
 
 def table_parts(results: list[FileResult], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Span-table parts of every span (for :func:`otel_verl.analysis.read.otlp_json.frame_from_parts`)."""
+    """Span-table parts of every span (for :func:`otel_verl.analysis.read.span_frame.frame_from_parts`)."""
     cols = SpanColumns()
     if steps:
         cols.add_document(_document(steps))

@@ -229,8 +229,9 @@ class WorkerStep:
             self._emit(self.trace, sid, requests[rid][0], sc.SPAN_TURN, x.start, x.end, attrs)
             by_key[(rid, i)] = (sid, x.start, x.end, True)
             used.add(id(x))
+        with_turn_lines = {key[0] for key in by_key}  # a set: scanning by_key per request was quadratic (~10%)
         for rid, (req_sid, x) in requests.items():
-            if any(key[0] == rid for key in by_key):
+            if rid in with_turn_lines:
                 continue
             cur = x.start
             for i, td in enumerate(_turn_durations(_extra(x.d).get("turn_timings"))):

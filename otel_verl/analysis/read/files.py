@@ -8,13 +8,14 @@ from __future__ import annotations
 import gc
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.read.otlp_batch import LineBatch, read_lines
 from otel_verl.analysis.read.otlp_json import SpanColumns
 from otel_verl.analysis.read.stats import LoadStats
 
@@ -68,22 +69,33 @@ def _read_file(
     except OSError as exc:
         raise AnalysisInputError(f"{path}: cannot open: {exc.strerror}") from None
     add, loads = cols.add_document, _loads
-    with fh:
+
+    def general(raw: bytes, lineno: int) -> None:
+        """The general decoder for one line (what the batch decoder does not take), with its file:line error."""
+        try:
+            add(loads(raw))
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            msg = f"{path}:{lineno}: {_why(raw, exc)}"
+            if not skip_bad_lines:
+                raise AnalysisInputError(msg + " (use --skip-bad-lines to skip it)") from None
+            stats.bad_lines += 1
+            if len(stats.first_bad) < 5:
+                stats.first_bad.append(msg)
+        cols.maybe_flush()
+
+    def lines() -> Iterator[tuple[bytes, int]]:
         for lineno, raw in enumerate(fh, start=1):
             advance(len(raw))
-            if not raw.strip():
-                continue
-            stats.lines += 1
-            try:
-                add(loads(raw))
-            except (ValueError, TypeError, AttributeError, KeyError) as exc:
-                msg = f"{path}:{lineno}: {_why(raw, exc)}"
-                if not skip_bad_lines:
-                    raise AnalysisInputError(msg + " (use --skip-bad-lines to skip it)") from None
-                stats.bad_lines += 1
-                if len(stats.first_bad) < 5:
-                    stats.first_bad.append(msg)
-            cols.maybe_flush()
+            if raw.strip():
+                stats.lines += 1
+                yield raw, lineno
+
+    with fh:
+        if cols.batch_decoder:
+            read_lines(lines(), LineBatch(), general, cols.add_part)
+        else:
+            for raw, lineno in lines():
+                general(raw, lineno)
 
 
 PARALLEL_MIN_BYTES = 64 << 20

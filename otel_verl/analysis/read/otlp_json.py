@@ -7,8 +7,6 @@ that turn into numpy arrays once at the end.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from typing import Any
 
@@ -16,14 +14,12 @@ import numpy as np
 import orjson
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from otel_verl.analysis.read.span_columns import ATTR_COLUMNS, BASE_COLUMNS, INT64_LIMIT
+from otel_verl.analysis.read.span_frame import _strings, frame_from_parts, normalize_id
 
-_HEX = set("0123456789abcdefABCDEF")
 
-
-def _attr_value(value: dict[str, Any]) -> Any:
+def attr_value(value: dict[str, Any]) -> Any:
     """One OTLP ``AnyValue`` as a plain Python value (ints arrive as strings in OTLP/JSON)."""
     for key, v in value.items():
         if key == "stringValue":
@@ -35,9 +31,9 @@ def _attr_value(value: dict[str, Any]) -> Any:
         if key == "boolValue":
             return bool(v)
         if key == "arrayValue":
-            return [_attr_value(x) for x in v.get("values", [])]
+            return [attr_value(x) for x in v.get("values", [])]
         if key == "kvlistValue":
-            return {kv["key"]: _attr_value(kv.get("value", {})) for kv in v.get("values", [])}
+            return {kv["key"]: attr_value(kv.get("value", {})) for kv in v.get("values", [])}
         if key == "bytesValue":
             return v
     return None
@@ -58,22 +54,14 @@ def _text(value: Any) -> str:
         return str(value)
 
 
-def normalize_id(raw: Any, nbytes: int) -> str:
-    """Hex id from OTLP/JSON (hex) or protobuf's default JSON mapping (base64, e.g. Tempo)."""
-    if raw is None or raw == "":
-        return ""
-    if not isinstance(raw, str):  # an id written as a number, list...: kept as text, never a crash
-        raw = str(raw)
-    if len(raw) == 2 * nbytes and set(raw) <= _HEX:
-        return raw.lower()
-    try:
-        return base64.b64decode(raw, validate=True).hex()
-    except (binascii.Error, ValueError):
-        return raw.lower()
-
-
 class SpanColumns:
-    """Accumulates spans from many documents; :meth:`frame` builds the span table once."""
+    """Accumulates spans from many documents; :meth:`frame` builds the span table once.
+
+    The general decoder: any document, every odd input read leniently. Files of OTLP/JSON lines go through
+    the batch decoder (:mod:`.otlp_batch`, about twice as fast) and come here only for the lines it does not
+    read exactly; ``batch_decoder = False`` reads them all here (the benchmark's "before", a check)."""
+
+    batch_decoder: bool = True
 
     def __init__(self) -> None:
         self.base: dict[str, list[Any]] = {c: [] for c in BASE_COLUMNS if c != "duration"}
@@ -126,7 +114,7 @@ class SpanColumns:
         st_l, en_l, code_l, msg_l = b["start_ns"], b["end_ns"], b["status"], b["status_message"]
         svc_l, links_l, extra_l = b["service"], b["links"], b["extra"]
         targets = self._targets
-        attr_value = _attr_value
+        any_value = attr_value
         dumps = orjson.dumps
         before = self.n
         n = self.n
@@ -134,7 +122,7 @@ class SpanColumns:
             service = ""
             for kv in (rs.get("resource") or {}).get("attributes", ()):
                 if kv.get("key") == "service.name":
-                    service = _attr_value(kv.get("value", {})) or ""
+                    service = attr_value(kv.get("value", {})) or ""
             for ss in rs.get("scopeSpans", rs.get("instrumentationLibrarySpans", ())):
                 for sp in ss.get("spans", ()):
                     tid_l.append(sp.get("traceId", ""))
@@ -152,6 +140,8 @@ class SpanColumns:
                         code = status.get("code", 0)
                         if isinstance(code, str):
                             code = {"STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(code, 0)
+                        elif not isinstance(code, (int, float)) or not -128 <= code < 128:
+                            raise ValueError(f"status code {code!r} is not an OTLP status code")  # not at flush
                         code_l.append(code)
                         msg_l.append(status.get("message", ""))
                     else:
@@ -171,11 +161,11 @@ class SpanColumns:
                     extra = None
                     for kv in sp.get("attributes", ()):
                         v = kv.get("value") or {}
-                        # fast path for the common one-key AnyValues; anything else goes through _attr_value
+                        # fast path for the common one-key AnyValues; anything else goes through attr_value
                         value = v.get("stringValue")
                         if value is None:
                             value = v.get("intValue")
-                            value = int(value) if value is not None else attr_value(v)
+                            value = int(value) if value is not None else any_value(v)
                         target = targets.get(kv.get("key"))
                         if target is not None:
                             add_row, add_value, join = target
@@ -238,6 +228,13 @@ class SpanColumns:
         self.parts.append(part)
         self._flushed = self.n
 
+    def add_part(self, part: dict[str, Any]) -> None:
+        """A part built elsewhere (the batch decoder), after every span added so far."""
+        self.flush()
+        self.parts.append(part)
+        self.n += part["n"]
+        self._flushed = self.n
+
     def maybe_flush(self) -> None:
         """:meth:`flush` once ``FLUSH_SPANS`` spans are pending (call between documents)."""
         if self.n - self._flushed >= FLUSH_SPANS:
@@ -257,138 +254,16 @@ class SpanColumns:
 FLUSH_SPANS = 200_000
 
 
-def _strings(values: list[Any]) -> pa.Array | np.ndarray:
-    """Arrow strings (compact); an object array when some value is not a string (kept as it was)."""
-    try:
-        return pa.array(values, type=pa.string())
-    except (pa.ArrowTypeError, pa.ArrowInvalid):
-        return np.array(values, dtype=object)
-
-
-def _concat_strings(chunks: list[pa.Array | np.ndarray]) -> pa.Array | np.ndarray:
-    if all(isinstance(c, pa.Array) for c in chunks):
-        return pa.concat_arrays(chunks) if chunks else pa.array([], type=pa.string())
-    return np.concatenate([c if isinstance(c, np.ndarray) else _objects(c) for c in chunks])
-
-
-def _objects(arr: pa.Array | np.ndarray) -> np.ndarray:
-    """Object array of Python strings (None for nulls), one object per distinct value: ids repeat a lot."""
-    if isinstance(arr, np.ndarray):
-        return arr
-    enc = pc.dictionary_encode(arr)
-    uniques = np.array([*enc.dictionary.to_pylist(), None], dtype=object)
-    idx = enc.indices.to_numpy(zero_copy_only=False)
-    if enc.indices.null_count:
-        idx = pc.fill_null(enc.indices, len(uniques) - 1).to_numpy()
-    return uniques[idx]
-
-
-def _str_column(arr: pa.Array | np.ndarray) -> Any:
-    """What the DataFrame constructor makes of Python strings: pandas ≥ 3 infers its Arrow-backed "str" dtype
-    (so hand it the Arrow array, no 2M Python objects on the way), older pandas keeps objects."""
-    if isinstance(arr, pa.Array) and _INFER_STR and arr.null_count < len(arr):
-        return pd.array(arr, dtype="str")
-    return _objects(arr)
-
-
-_INFER_STR = pd.DataFrame({"x": np.array(["a"], dtype=object)})["x"].dtype != object
-"""pandas ≥ 3 (or future.infer_string) turns object columns of strings into "str"; probed, not version-parsed."""
-
-
-def _ids_clean(arr: pa.Array, nbytes: int) -> bool:
-    """Every id already lower-case hex of ``2 * nbytes`` characters (or empty): nothing to normalize.
-
-    Read from the Arrow buffers with numpy (lengths from the offsets, a byte scan for A-F): Arrow's
-    ``utf8_length`` and a regex over the three id columns took 0.18 s at 0.9M spans, this ~0.02 s. Ids with
-    nulls or non-ASCII bytes take the Arrow kernels, whose answer counts characters."""
-    wide = pa.types.is_large_string(arr.type)
-    if arr.null_count == 0 and (wide or pa.types.is_string(arr.type)):
-        _, offsets_buf, data_buf = arr.buffers()
-        offsets = np.frombuffer(offsets_buf, dtype=np.int64 if wide else np.int32)[
-            arr.offset : arr.offset + len(arr) + 1
-        ]
-        lengths = np.diff(offsets)
-        data = (
-            np.frombuffer(data_buf, dtype=np.uint8)[offsets[0] : offsets[-1]]
-            if data_buf is not None and len(arr)
-            else np.empty(0, np.uint8)
-        )
-        if not (data >= 128).any():
-            return not (((lengths != 2 * nbytes) & (lengths != 0)).any() or ((data >= 65) & (data <= 70)).any())
-    lengths = pc.utf8_length(arr)
-    odd = pc.and_(pc.not_equal(lengths, 2 * nbytes), pc.not_equal(lengths, 0))
-    return not (pc.any(odd).as_py() or pc.any(pc.match_substring_regex(arr, "[A-F]")).as_py())
-
-
-def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
-    """Concatenate parts (from one or several :class:`SpanColumns`) into the span table, in order."""
-    n = sum(p["n"] for p in parts)
-    offsets = np.cumsum([0] + [p["n"] for p in parts])[:-1]
-    data: dict[str, Any] = {}
-    for col in ("trace_id", "span_id", "parent_id"):
-        nbytes = 16 if col == "trace_id" else 8
-        arr = _concat_strings([p[col] for p in parts])
-        if isinstance(arr, np.ndarray):
-            arr = pa.array([normalize_id(v, nbytes) for v in arr], type=pa.string())
-        elif not _ids_clean(arr, nbytes):
-            arr = pa.array([normalize_id(v, nbytes) for v in arr.to_pylist()], type=pa.string())
-        data[col] = pd.array(arr, dtype="str")
-    data["name"] = _str_column(_concat_strings([p["name"] for p in parts]))
-    start = np.concatenate([p["start_ns"] for p in parts]) if parts else np.empty(0, dtype=np.int64)
-    end = np.concatenate([p["end_ns"] for p in parts]) if parts else np.empty(0, dtype=np.int64)
-    data["start_ns"] = start
-    data["end_ns"] = end
-    data["duration"] = (end - start) / 1e9
-    data["status"] = np.concatenate([p["status"] for p in parts]) if parts else np.empty(0, dtype=np.int8)
-    for col in ("status_message", "service", "links", "extra"):
-        data[col] = _str_column(_concat_strings([p[col] for p in parts]))
-    for col, kind in ATTR_COLUMNS.values():
-        idx = np.concatenate([p[col][0] + off for p, off in zip(parts, offsets, strict=True)] or [np.empty(0, int)])
-        if kind in ("int", "float"):
-            vals = np.concatenate([p[col][1] for p in parts]) if len(idx) else np.empty(0)
-            if kind == "int":  # float columns skip these passes
-                nan = np.isnan(vals)
-                if np.all(nan | (np.abs(vals) < INT64_LIMIT) & (vals == np.round(vals))):  # int64 each, or missing
-                    # Int64 straight from the sparse values: a full float column converted after the fact
-                    # touched ~5x the memory (page faults were most of a 2M-span frame build)
-                    ints = np.zeros(n, dtype=np.int64)
-                    mask = np.ones(n, dtype=bool)
-                    ints[idx] = np.where(nan, 0, vals).astype(np.int64)
-                    mask[idx] = nan
-                    data[col] = pd.arrays.IntegerArray(ints, mask)
-                    continue
-            arr = np.full(n, np.nan)  # a float column (an int one with a fraction or beyond int64 too)
-            arr[idx] = vals
-            data[col] = arr
-        elif kind == "bool":
-            values = np.zeros(n, dtype=bool)
-            mask = np.ones(n, dtype=bool)
-            if len(idx):
-                values[idx] = np.concatenate([p[col][1] for p in parts])
-                mask[idx] = False
-            data[col] = pd.arrays.BooleanArray(values, mask)
-        else:
-            values = _concat_strings([p[col][1] for p in parts])
-            if isinstance(values, pa.Array) and len(idx) and _INFER_STR:
-                # scatter the sparse values into a full-length Arrow array (nulls elsewhere), no Python objects
-                where = np.full(n, -1, dtype=np.int64)
-                where[idx] = np.arange(len(idx))
-                taken = values.take(pa.array(where, mask=where < 0))
-                data[col] = _str_column(taken)
-            else:
-                obj = np.full(n, None, dtype=object)
-                if len(idx):
-                    obj[idx] = _objects(values)
-                data[col] = obj
-    return pd.DataFrame(data, copy=False)  # the arrays are fresh: no second copy of ~1 GB
-
-
 def _floats(vals: list[Any]) -> np.ndarray:
-    """Fast path for clean numbers; per-value fallback only when some value is not numeric."""
+    """Fast path for clean numbers; per-value fallback only when some value is not numeric (a list value,
+    which numpy would read as a row of a 2-D array, counts as not numeric: NaN)."""
     try:
-        return np.asarray(vals, dtype=float)
+        out = np.asarray(vals, dtype=float)
+        if out.ndim == 1:
+            return out
     except (TypeError, ValueError):
-        return np.asarray([_num(v) for v in vals], dtype=float)
+        pass
+    return np.asarray([_num(v) for v in vals], dtype=float)
 
 
 def _num(v: Any) -> float:

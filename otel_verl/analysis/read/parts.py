@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from otel_verl.analysis.read.otlp_json import _ids_clean, normalize_id
 from otel_verl.analysis.read.span_columns import ATTR_COLUMNS, INT64_LIMIT
+from otel_verl.analysis.read.span_frame import _ids_clean, normalize_id
 
 Part = dict[str, Any]
 
@@ -25,7 +25,7 @@ def raw_steps(part: Part) -> np.ndarray:
     """Each row's own ``verl.step`` (before the tree is resolved) as float64, NaN where it has none.
 
     A value that is not a whole number within int64 counts as none: the span table would not read it as a
-    step either (:func:`otel_verl.analysis.read.otlp_json.frame_from_parts`)."""
+    step either (:func:`otel_verl.analysis.read.span_frame.frame_from_parts`)."""
     out = np.full(part["n"], np.nan)
     idx, vals = part["step"]
     if len(idx):

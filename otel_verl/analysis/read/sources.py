@@ -22,8 +22,9 @@ from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.files import parallelism, read_files, read_parallel, trace_files
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
 from otel_verl.analysis.read.id_lookup import arrow_strings
-from otel_verl.analysis.read.otlp_json import SpanColumns, frame_from_parts
+from otel_verl.analysis.read.otlp_json import SpanColumns
 from otel_verl.analysis.read.progress import Bar
+from otel_verl.analysis.read.span_frame import frame_from_parts
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.read.window import in_window
 

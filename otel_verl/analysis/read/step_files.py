@@ -99,6 +99,10 @@ class _SpillingColumns(SpanColumns):
         parts, self.parts = self.parts, []
         self.entries.extend(spill_parts(self.spill_dir, parts))
 
+    def add_part(self, part: Part) -> None:
+        super().add_part(part)
+        self.flush()
+
 
 def _partition_chunk(files: list[Path], skip_bad_lines: bool, spill_dir: Path) -> tuple[list[SpillEntry], LoadStats]:
     """Reader body of the first pass: parse ``files``, write their spans grouped by step as they come."""

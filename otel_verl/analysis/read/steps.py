@@ -33,10 +33,10 @@ import pyarrow.compute as pc
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
-from otel_verl.analysis.read.otlp_json import frame_from_parts
 from otel_verl.analysis.read.parts import Part, split_rows, trace_ids
 from otel_verl.analysis.read.progress import Bar
 from otel_verl.analysis.read.sources import SOURCE_TYPES, detect_source_type, filter_and_dedupe
+from otel_verl.analysis.read.span_frame import frame_from_parts
 from otel_verl.analysis.read.spill import Spill, SpillEntry, partition
 from otel_verl.analysis.read.stats import LoadStats
 

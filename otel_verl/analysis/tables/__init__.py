@@ -4,6 +4,7 @@
 module              table
 ==================  ==========================================================================
 training_spans      the spans a training analysis looks at (with a step, no validation)
+kinds               the span kind of each row as a code, for the builders' row masks
 steps               one row per step: bounds, rollout window
 workers             one row per (step, worker): rollout window, requests, barrier wait
 requests            one row per request, sampled-out ones included (:mod:`.sampled_out`)
@@ -29,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.tables.events import events_table
+from otel_verl.analysis.tables.kinds import Kinds
 from otel_verl.analysis.tables.requests import requests_table
 from otel_verl.analysis.tables.steps import steps_table
 from otel_verl.analysis.tables.training_spans import training_spans
@@ -48,14 +50,15 @@ class Tables:
     @classmethod
     def build(cls, spans: pd.DataFrame) -> Tables:
         sp = training_spans(spans)  # once: each table used to filter (and copy) the span table again
-        steps = steps_table(spans, sp=sp)
-        workers = workers_table(spans, sp=sp)
+        kinds = Kinds(sp)  # once: each table compared the kind strings again
+        steps = steps_table(spans, sp=sp, kinds=kinds)
+        workers = workers_table(spans, sp=sp, kinds=kinds)
         return cls(
             spans,
             steps,
             workers,
-            requests_table(spans, sp=sp, steps=steps, workers=workers),
-            events_table(spans, sp=sp),
+            requests_table(spans, sp=sp, steps=steps, workers=workers, kinds=kinds),
+            events_table(spans, sp=sp, kinds=kinds),
         )
 
     @cached_property

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.read.span_columns import whole_numbers
+from otel_verl.analysis.tables.kinds import Kinds
 from otel_verl.analysis.tables.training_spans import training_spans
 
 EVENT_KINDS = ("engine", "tool", "tool_parse", "preprocess", "reward", "other")
@@ -64,11 +65,11 @@ EVENT_COLUMNS = (
 """Columns of :func:`events_table` (not every span column: the table has ~80% of all rows)."""
 
 
-def events_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.DataFrame:
+def events_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None, kinds: Kinds | None = None) -> pd.DataFrame:
     """Event spans below a request (engine, tool, tool_parse, preprocess, reward, other) with their context,
     plus ``event`` (:func:`event_label`); columns: :data:`EVENT_COLUMNS`."""
     sp = training_spans(spans) if sp is None else sp
-    keep = (sp["kind"].isin(EVENT_KINDS) & (sp["request_span"] >= 0)).to_numpy()
+    keep = Kinds.of(sp, kinds).mask(*EVENT_KINDS) & (sp["request_span"].to_numpy() >= 0)
     ev = sp.loc[keep, [c for c in EVENT_COLUMNS if c in sp.columns]]
     ev["event"] = event_label(ev)
     ev["step"] = whole_numbers(ev["step"])

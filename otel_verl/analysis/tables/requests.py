@@ -6,6 +6,7 @@ import pandas as pd
 
 from otel_verl.analysis.read.span_columns import whole_numbers
 from otel_verl.analysis.tables import sampled_out
+from otel_verl.analysis.tables.kinds import Kinds
 from otel_verl.analysis.tables.steps import steps_table
 from otel_verl.analysis.tables.training_spans import training_spans
 from otel_verl.analysis.tables.workers import workers_table
@@ -17,10 +18,11 @@ def requests_table(
     sp: pd.DataFrame | None = None,
     steps: pd.DataFrame | None = None,
     workers: pd.DataFrame | None = None,
+    kinds: Kinds | None = None,
 ) -> pd.DataFrame:
     """One row per request span, with times relative to its step's rollout start and its worker's start."""
     sp = training_spans(spans) if sp is None else sp
-    kind = sp["kind"].to_numpy()
+    k = Kinds.of(sp, kinds)
     cols = [
         "step",
         "worker",
@@ -38,20 +40,21 @@ def requests_table(
         "sample_index",
         "rollout_n",
     ]
-    req = sp.loc[kind == "request", [c for c in cols if c in sp.columns]]
+    req = sp.loc[k.mask("request"), [c for c in cols if c in sp.columns]]
     req["step"] = whole_numbers(req["step"])
     req["worker"] = whole_numbers(req["worker"])
     req["request_status"] = req["request_status"].fillna("completed").astype(object)
     # turn counts from turn spans when the attribute is missing (sampled instrumentation)
-    turn_parents = sp.loc[kind == "turn", "request_span"]
+    turn_parents = sp.loc[k.mask("turn"), "request_span"]
     turns = turn_parents.groupby(turn_parents.to_numpy()).size()
     idx = pd.Series(req.index, index=req.index)
     counted = idx.map(turns)
     req["num_turns"] = whole_numbers(req["num_turns"]).fillna(whole_numbers(counted))
-    req = sampled_out.with_sampled_out(req, sp)  # requests summarized on worker spans (tail sampling)
-    steps = (steps_table(spans, sp=sp) if steps is None else steps).set_index("step")
+    # requests summarized on worker spans (tail sampling): only the worker rows are looked at
+    req = sampled_out.with_sampled_out(req, sp.loc[k.mask("worker")])
+    steps = (steps_table(spans, sp=sp, kinds=k) if steps is None else steps).set_index("step")
     req["rel_end_s"] = (req["end_ns"] - req["step"].map(steps["rollout_start_ns"]).astype(float)) / 1e9
-    w = (workers_table(spans, sp=sp) if workers is None else workers).set_index(["step", "worker"])["start_ns"]
+    w = (workers_table(spans, sp=sp, kinds=k) if workers is None else workers).set_index(["step", "worker"])["start_ns"]
     keys = pd.MultiIndex.from_arrays([req["step"], req["worker"]])
     req["worker_rel_end_s"] = (req["end_ns"] - w.reindex(keys).to_numpy()) / 1e9
     req["request_row"] = req.index

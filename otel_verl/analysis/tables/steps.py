@@ -6,13 +6,15 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.read.span_columns import whole_numbers
+from otel_verl.analysis.tables.kinds import Kinds
 from otel_verl.analysis.tables.training_spans import training_spans
 
 
-def steps_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.DataFrame:
+def steps_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None, kinds: Kinds | None = None) -> pd.DataFrame:
     """One row per step: step span bounds and the rollout window (gen phase, else worker span bounds).
 
-    ``sp``: :func:`training_spans` of ``spans`` when the caller already has it (every table builder takes it).
+    ``sp``: :func:`training_spans` of ``spans`` when the caller already has it (every table builder takes it);
+    ``kinds``: :class:`~.kinds.Kinds` of ``sp`` likewise.
     """
     sp = training_spans(spans) if sp is None else sp
     if sp.empty:
@@ -29,29 +31,27 @@ def steps_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.Da
                 "span_id",
             ]
         )
+    k = Kinds.of(sp, kinds)
     g = sp.groupby(whole_numbers(sp["step"]))
     out = pd.DataFrame({"start_ns": g["start_ns"].min(), "end_ns": g["end_ns"].max()})
-    st = (
-        sp[sp["kind"] == "step"]
-        .drop_duplicates("step")
-        .set_index(whole_numbers(sp.loc[sp["kind"] == "step", "step"].drop_duplicates()))
-    )
+    step_rows = sp.loc[k.mask("step"), ["step", "start_ns", "end_ns", "trace_id", "span_id"]]
+    st = step_rows.drop_duplicates("step").set_index(whole_numbers(step_rows["step"].drop_duplicates()))
     out.loc[st.index, "start_ns"] = st["start_ns"].to_numpy()
     out.loc[st.index, "end_ns"] = st["end_ns"].to_numpy()
     out["trace_id"] = st["trace_id"].reindex(out.index)
     out["span_id"] = st["span_id"].reindex(out.index)
     # boolean masks and only the needed columns: a row filter of the whole table copies ~50 columns
-    kind = sp["kind"].to_numpy()
-    work = sp.loc[(kind == "worker") | (kind == "request"), ["step", "start_ns", "end_ns"]]
+    work = sp.loc[k.mask("worker", "request"), ["step", "start_ns", "end_ns"]]
     wg = work.groupby(whole_numbers(work["step"]))
     out["rollout_start_ns"] = wg["start_ns"].min().reindex(out.index)
     out["rollout_end_ns"] = wg["end_ns"].max().reindex(out.index)
-    bar = sp.loc[kind == "barrier", ["step", "end_ns"]]
+    bar = sp.loc[k.mask("barrier"), ["step", "end_ns"]]
     if len(bar):
         out["rollout_end_ns"] = np.fmax(
             out["rollout_end_ns"], bar.groupby(whole_numbers(bar["step"]))["end_ns"].max().reindex(out.index)
         )
-    gen = sp[(sp["kind"] == "phase") & (sp["phase"] == "gen")]
+    phases = sp.loc[k.mask("phase"), ["step", "phase", "start_ns", "end_ns"]]
+    gen = phases[(phases["phase"] == "gen").fillna(False).to_numpy(dtype=bool)]
     if len(gen):
         gg = gen.groupby(whole_numbers(gen["step"]))
         has = out.index.isin(gg.groups.keys())

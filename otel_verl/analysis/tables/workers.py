@@ -6,16 +6,18 @@ import pandas as pd
 
 from otel_verl.analysis.read.span_columns import whole_numbers
 from otel_verl.analysis.tables import sampled_out
+from otel_verl.analysis.tables.kinds import Kinds
 from otel_verl.analysis.tables.training_spans import training_spans
 
 
-def workers_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.DataFrame:
+def workers_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None, kinds: Kinds | None = None) -> pd.DataFrame:
     """One row per (step, worker): rollout window, request count, barrier wait (verl.barrier duration)."""
     sp = training_spans(spans) if sp is None else sp
+    k = Kinds.of(sp, kinds)
     has_worker = sp["worker"].notna().to_numpy()
-    kind = sp["kind"].to_numpy()
+    is_worker = k.mask("worker")
     cols = ["step", "worker", "kind", "start_ns", "end_ns", "trace_id", "span_id"]
-    work = sp.loc[has_worker & ((kind == "worker") | (kind == "request")), cols]
+    work = sp.loc[has_worker & (is_worker | k.mask("request")), cols]
     if work.empty:
         return pd.DataFrame(
             columns=[
@@ -50,9 +52,9 @@ def workers_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None) -> pd.
     )
     # sampled-out requests are summarized on worker spans: only those rows are passed
     out["num_requests"] += (
-        sampled_out.sampled_out_counts(sp.loc[has_worker & (kind == "worker")]).reindex(out.index).fillna(0).to_numpy()
+        sampled_out.sampled_out_counts(sp.loc[has_worker & is_worker]).reindex(out.index).fillna(0).to_numpy()
     )
-    bar = sp.loc[has_worker & (kind == "barrier"), ["step", "worker", "duration", "span_id", "trace_id"]]
+    bar = sp.loc[has_worker & k.mask("barrier"), ["step", "worker", "duration", "span_id", "trace_id"]]
     bg = bar.groupby([whole_numbers(bar["step"]), whole_numbers(bar["worker"])])
     out["barrier_s"] = bg["duration"].sum().reindex(out.index)
     out["barrier_span_id"] = bg["span_id"].first().reindex(out.index)
