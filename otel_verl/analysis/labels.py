@@ -55,6 +55,13 @@ STYLES: dict[str, Style] = {
     "rollout_overhead": Style("rollout overhead (dispatch, gather)", "#8c6d31"),
     "outside_phases": Style("outside any phase", "#cfc6a3"),
     "unexplained": Style("unexplained", "#f2f2f2", "//"),
+    # an asynchronous trainer's two sides (figures/async_timeline.py)
+    "trainer_wait": Style("trainer waiting for samples", "#f1a340", "//"),
+    "trainer_train": Style("trainer training (an update's phases)", "#b2182b"),
+    "weight_sync": Style("weight sync", "#762a83"),
+    "rollout_busy": Style("rollout working (a sample in flight)", "#92c5de"),
+    "rollout_generating": Style("rollout generating (an engine call in flight)", "#2166ac"),
+    "rollout_paused": Style("rollout paused (weight sync, asleep)", "#969696", "//"),
     # containers (the Perfetto export, the outlier figure)
     "step": Style("step", "#555555"),
     "worker": Style("worker", "#dddddd"),

@@ -16,6 +16,7 @@ import pandas as pd
 
 from otel_verl.analysis.figures import (
     aborted,
+    async_timeline,
     engine_phases,
     event_share,
     outliers,
@@ -43,6 +44,12 @@ FIGURES: tuple[FigureSpec, ...] = (
         worker_phases.compute_worker_phases,
         worker_phases.plot_worker_phases,
         worker_phases.plotly_worker_phases,
+    ),
+    (
+        "async_timeline",
+        async_timeline.compute_async_timeline,
+        async_timeline.plot_async_timeline,
+        async_timeline.plotly_async_timeline,
     ),
     ("worker_cdf", worker_cdf.compute_worker_cdf, worker_cdf.plot_worker_cdf, worker_cdf.plotly_worker_cdf),
     ("outliers", outliers.compute_outliers, outliers.plot_outliers, outliers.plotly_outliers),
@@ -102,6 +109,14 @@ TITLES: dict[str, tuple[str, str]] = {
         "Each worker's step, by what its requests were doing",
         "One bar per worker and step: the seconds in which any of its requests was in an engine call, a tool, "
         "a reward, preprocessing …, idle time, and then its wait at the barrier for the slowest worker.",
+    ),
+    "async_timeline": (
+        "Who waited for whom (asynchronous trainers)",
+        "The trainer above, each rollout replica below, on one clock: the trainer waiting for samples (hatched "
+        "amber), training, syncing weights; a replica working (light blue: a sample in flight; dark blue: an "
+        "engine call in flight) or paused (hatched grey: a weight sync, or asleep while a colocated trainer "
+        "trains); blank is idle. A long amber stretch is a generation-bound run, long blanks and pauses below a "
+        "train-bound one. Dotted lines: each step's start.",
     ),
     "worker_cdf": (
         "Requests finishing within each worker",

@@ -9,6 +9,7 @@ The stages, one module each::
     account        per step: every part against its baseline; the run's step-to-step spread
     causes         the parts that moved, named by what moved, recurring ones merged
     long_tail      the tail every run has, measured once, with what over-sampling and partial rollout would do
+    bound          asynchronous trainers: generation-bound or train-bound, from each step's two sides
     data quality   workers missing or cut short, engine spans without our call, aborted requests, skipped lines
 
 Nothing here rewrites another stage's output: each stage reads the one before it and returns new records.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from otel_verl.analysis.findings.aborted_waste import find_aborted_waste
 from otel_verl.analysis.findings.account import StepAccount, StepSpread, step_accounts
 from otel_verl.analysis.findings.baselines import Baselines, run_baselines
+from otel_verl.analysis.findings.bound import find_bound
 from otel_verl.analysis.findings.causes import name_causes
 from otel_verl.analysis.findings.engine_orphans import find_engine_orphans
 from otel_verl.analysis.findings.long_tail import long_tail
@@ -70,7 +72,7 @@ def diagnose_summaries(
     findings, spread = name_causes(accounts, spread, b, th)
     tail = long_tail(accounts, spread.spread)
     found = findings + ([tail] if tail is not None else []) + (quality or [])
-    found += find_missing_workers(summaries) + find_missing_data(summaries, stats)
+    found += find_bound(summaries, th) + find_missing_workers(summaries) + find_missing_data(summaries, stats)
     return Diagnosis(_capped(sort_findings(found), th), accounts, spread, b)
 
 

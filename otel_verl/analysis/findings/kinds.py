@@ -133,12 +133,23 @@ ENGINE_ORPHANS: Final = "engine_orphans"
 MISSING_DATA: Final = "missing_data"
 """What the input lacked: skipped bad lines, steps without workers or requests."""
 GENERATION_BOUND: Final = "generation_bound"
-"""Asynchronous trainers: the trainer waited for samples (generation is the bottleneck)."""
+"""Asynchronous trainers, once per run: the trainer idled waiting for samples more than the rollout idled
+(generation is the bottleneck; :mod:`.bound`)."""
 TRAIN_BOUND: Final = "train_bound"
-"""Asynchronous trainers: the rollout paused for the trainer (training is the bottleneck)."""
+"""Asynchronous trainers, once per run: the rollout idled (paused for weight syncs, asleep, or done with every group
+it was given) more than the trainer waited (training is the bottleneck)."""
 
-INFORMATION: Final = (LONG_TAIL, ABORTED_WASTE, MISSING_WORKER, INCOMPLETE_WORKER, ENGINE_ORPHANS, MISSING_DATA)
-ALL: Final = (*CAUSES, *INFORMATION, GENERATION_BOUND, TRAIN_BOUND)
+INFORMATION: Final = (
+    LONG_TAIL,
+    ABORTED_WASTE,
+    MISSING_WORKER,
+    INCOMPLETE_WORKER,
+    ENGINE_ORPHANS,
+    MISSING_DATA,
+    GENERATION_BOUND,
+    TRAIN_BOUND,
+)
+ALL: Final = (*CAUSES, *INFORMATION)
 
 # ---------------------------------------------------------------- where a cause moved (``details.scope``)
 SCOPE_STEP: Final = "step"

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.async_account import AsyncStep, async_accounts
 from otel_verl.analysis.findings.histograms import LogHistogram
 from otel_verl.analysis.findings.quiet import quiet_windows
 from otel_verl.analysis.findings.segments import TEXT_COLUMNS, as_objects, bare_workers, request_segments, span_ids
@@ -82,6 +83,8 @@ class StepSummary:
     group did, for telling a step-wide or local shift from the run's usual spread."""
     ids: pd.DataFrame = field(default_factory=pd.DataFrame)
     """``trace_id``/``span_id`` of every span the occurrences came from, indexed by their ``span_row``."""
+    async_account: AsyncStep | None = None
+    """Asynchronous trainers: who waited for whom in this step (:mod:`.async_account`); None for sync ones."""
 
     def evidence_of(self, occ_rows: np.ndarray) -> list[dict[str, str]]:
         """Evidence entries (trace and span id) of some occurrences, in their order, each span once."""
@@ -133,6 +136,7 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
     occ = as_objects(occ, TEXT_COLUMNS)
     occ_by_step = occ.groupby("step", sort=False).indices
     hist, groups = _statistics(occ)
+    sides = async_accounts(t)
     out = []
     for row, step, rollout, ph, wk, r in steps:
         mine = occ.iloc[occ_by_step.get(float(step), [])].drop(columns="step").reset_index(drop=True)
@@ -154,6 +158,7 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
                 histograms=hist.get(float(step), {}),
                 groups=groups.get(float(step), _empty_groups()),
                 ids=ids,
+                async_account=sides.get(step),
             )
         )
     return out

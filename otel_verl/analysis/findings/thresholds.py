@@ -60,6 +60,12 @@ class Thresholds:
     """A warning that cost at least this fraction of a usual step is critical."""
     aborted_warn_fraction: float = 0.5
     """Aborted (over-sampled) requests are a warning when they used this fraction of the step's request time."""
+    bound_min_idle: float = 0.2
+    """Asynchronous trainers: a run is generation-bound (train-bound) when the trainer waited for samples (the rollout
+    had nothing to generate) at least this fraction of the step time, and half this more than the other side
+    (:mod:`.bound`)..."""
+    bound_warn_idle: float = 0.5
+    """...and a warning when the waiting side waited at least this fraction, and twice the other side's."""
     min_steps: int = 3
     """Fewer steps than this give no step-to-step baseline: nothing is judged against the run's steps."""
     max_findings_per_kind: int = 50

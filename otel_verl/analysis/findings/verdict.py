@@ -27,7 +27,13 @@ def headlines(d: Diagnosis) -> list[str]:
 
 
 def verdict(d: Diagnosis, workers: int, requests: int) -> str:
-    """The run in one sentence."""
+    """The run in one sentence; an asynchronous run's balance (generation- or train-bound) follows it."""
+    bound = next((f for f in d.findings if f.kind in (k.GENERATION_BOUND, k.TRAIN_BOUND)), None)
+    balance = f" {bound.message.split('. ')[0]}." if bound is not None else ""
+    return _verdict(d, workers, requests) + balance
+
+
+def _verdict(d: Diagnosis, workers: int, requests: int) -> str:
     serious = [f for f in d.findings if f.serious and f.kind in k.CAUSES]
     missing = [f for f in d.findings if f.kind in (k.MISSING_DATA, k.MISSING_WORKER, k.INCOMPLETE_WORKER)]
     steps = len(d.accounts)
