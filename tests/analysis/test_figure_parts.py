@@ -43,7 +43,8 @@ def test_combined_parts_equal_the_whole_run(run: str, window: int, request: pyte
     expected = {name: compute(spans, tables=whole) for name, compute, *_ in FIGURES if name in PARTS}
     got = {name: combine([part(t) for t in parts]) for name, (part, combine) in PARTS.items()}
     assert_same_frames(got, expected)
-    assert all(len(frame) for name, frame in got.items() if name != "engine_phases")  # the test means something
+    # the test means something (no engine spans in these runs; async_timeline: sync trainers)
+    assert all(len(frame) for name, frame in got.items() if name not in ("engine_phases", "async_timeline"))
 
 
 @pytest.mark.parametrize("top", [1, 3, 30])

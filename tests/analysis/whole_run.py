@@ -49,6 +49,7 @@ def whole_run(
         "requests_by_status": {str(k): int(v) for k, v in r["request_status"].value_counts().items()},
         "median_rollout_s": round(t.median_rollout_s, 3) if len(t.steps) else None,
         "spread_s": round(d.spread.spread, 3) if d.spread.spread == d.spread.spread else None,
+        "warn_excess_s": round(d.spread.warn_s, 3) if d.spread.spread == d.spread.spread else None,
         "turn_spans": int((spans["kind"] == "turn").sum()) if len(spans) else 0,
         "findings_by_severity": dict(Counter(f.severity for f in d.findings)),
         "findings_by_kind": dict(Counter(f.kind for f in d.findings)),

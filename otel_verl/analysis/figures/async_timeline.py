@@ -54,6 +54,12 @@ NONE = "not an asynchronous trainer (no verl.step with verl.trainer.mode colocat
 TITLE = "Who waited for whom: the trainer (top) and each rollout replica (below)"
 
 
+def part_async_timeline(t: Tables) -> pd.DataFrame:
+    """One part of a run's rows (:mod:`.parts`): absolute times, so the parts' rows concatenate. A part's rollout
+    lanes see only its own spans: samples a step dispatched that run on into the next part are drawn from both."""
+    return compute_async_timeline(t.spans, t)
+
+
 def compute_async_timeline(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
     """One row per interval: ``lane`` (trainer / rollout), ``row`` (``trainer``, ``replica <name>``), ``key`` (the
     label mapping's), ``step``, ``start_ns``/``end_ns``, and ``step_start_ns`` (its step's start)."""

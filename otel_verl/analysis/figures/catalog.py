@@ -28,6 +28,7 @@ from otel_verl.analysis.figures import (
     worker_cdf,
     worker_phases,
 )
+from otel_verl.analysis.figures.parts import concat_parts
 from otel_verl.analysis.figures.rendering import FigureSpec
 
 FIGURES: tuple[FigureSpec, ...] = (
@@ -73,6 +74,7 @@ PARTS: dict[str, FigureParts] = {
     "step_timing": (step_timing.part_step_timing, step_timing.combine_step_timing),
     "trainer_phases": (trainer_phases.part_trainer_phases, trainer_phases.combine_trainer_phases),
     "worker_phases": (worker_phases.part_worker_phases, worker_phases.combine_worker_phases),
+    "async_timeline": (async_timeline.part_async_timeline, concat_parts),
     "worker_cdf": (worker_cdf.part_worker_cdf, worker_cdf.combine_worker_cdf),
     "event_share": (event_share.part_event_share, event_share.combine_event_share),
     "engine_phases": (engine_phases.part_engine_phases, engine_phases.combine_engine_phases),

@@ -15,6 +15,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.formats import seed_read, seed_spans
 from otel_verl.analysis.formats.seed_fast import FileResult, _convert, _document
@@ -24,6 +26,7 @@ from otel_verl.analysis.read.parts import Part
 from otel_verl.analysis.read.spill import SpillEntry, spill_parts
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.read.step_files import PREFETCH_STEPS, Workers
+from otel_verl.export.encoding import fields_json
 
 RUN = "legacy"
 """The run name ids are derived from: the one ``load_spans`` uses for seed logs, so both reads agree."""
@@ -116,7 +119,8 @@ class SeedSteps:
         cols = SpanColumns()
         for step in steps:
             if step in self.bounds:
-                cols.add_document(_document(seed_spans.step_spans(RUN, step, *self.bounds.pop(step))))
+                spans = [fields_json(*s) for s in seed_spans.step_spans(RUN, step, *self.bounds.pop(step))]
+                cols.add_document(orjson.loads(_document(spans)))
         return cols.take_parts()
 
     def finish(self) -> list[Part]:
