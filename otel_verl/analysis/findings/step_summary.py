@@ -236,18 +236,21 @@ def _phases(t: Tables) -> pd.DataFrame:
 
 
 def _rollout_window(ph: pd.DataFrame, w: pd.DataFrame, r: pd.DataFrame) -> tuple[int, int] | None:
-    """The phase the workers ran in (the one holding the median worker's start), else the workers' own span."""
+    """The phase the workers ran in (the one overlapping most of their window, at least half of it: verl's V1
+    trainer dispatches the rollout a few milliseconds before its ``gen`` timer starts), else the workers' own span."""
     starts = np.concatenate([w["start_ns"].to_numpy(dtype=float), r["start_ns"].to_numpy(dtype=float)])
-    starts = starts[np.isfinite(starts)]
+    ends = np.concatenate([w["end_ns"].to_numpy(dtype=float), r["end_ns"].to_numpy(dtype=float)])
+    starts, ends = starts[np.isfinite(starts)], ends[np.isfinite(ends)]
     if not len(starts):
         return None
-    mid = float(np.median(w["start_ns"].to_numpy(dtype=float))) if len(w) else float(np.median(starts))
-    hold = ph[(ph["start_ns"] <= mid).to_numpy() & (ph["end_ns"] >= mid).to_numpy()]
-    if len(hold):
-        first = hold.iloc[0]
-        return int(first["start_ns"]), int(first["end_ns"])
-    ends = np.concatenate([w["end_ns"].to_numpy(dtype=float), r["end_ns"].to_numpy(dtype=float)])
-    return int(starts.min()), int(np.nanmax(ends))
+    lo, hi = float(starts.min()), float(ends.max()) if len(ends) else float(starts.max())
+    if len(ph):
+        p0, p1 = ph["start_ns"].to_numpy(dtype=np.int64), ph["end_ns"].to_numpy(dtype=np.int64)  # exact: _is_rollout
+        overlap = np.clip(np.minimum(p1.astype(float), hi) - np.maximum(p0.astype(float), lo), 0, None)
+        best = int(np.argmax(overlap))
+        if overlap[best] > 0 and overlap[best] >= 0.5 * (hi - lo):
+            return int(p0[best]), int(p1[best])
+    return int(lo), int(hi)
 
 
 def _is_rollout(ph: pd.DataFrame, rollout: tuple[int, int] | None) -> np.ndarray:
