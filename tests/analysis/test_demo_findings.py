@@ -2,8 +2,8 @@
 stalls 24 s in its first engine call on worker 0, past the moment 1/8 over-sampling aborts it (the 14th of 16
 completions): the stalled pair keeps the step waiting until it returns, and that is the step's first cause. The
 other plants of step 3 (slower turns of samples 0 and 5, slower rewards of samples 2 and 6) decide when the 14th
-completion came, so they are causes too, smaller, each named by its own sample; nothing else in the run is
-serious. The same demo without plants raises no warning, and every step's account adds up."""
+completion came, so they are causes too, smaller, on those samples; nothing else in the run is serious. The
+same demo without plants raises no warning, and every step's account adds up."""
 
 from __future__ import annotations
 
@@ -31,15 +31,11 @@ def test_the_stall_leads_its_step(demo_planted):
     stall = serious[0]
     assert stall.kind == k.STALL and stall.worker == 0 and stall.seconds >= 10, stall.message
     assert set(stall.details["request_ids"]) == _requests_of(spans, 3, 3)
-    # each of the others is one planted sample's, told once
-    planted = {s: _requests_of(spans, 3, s) for s in (0, 2, 5, 6)}
-    told = []
+    # the others are smaller, each on the planted samples' requests (or the worker they ran on)
+    planted = set().union(*(_requests_of(spans, 3, s) for s in (0, 2, 5, 6)))
     for f in serious[1:]:
-        ids = set(f.details["request_ids"])
-        owner = [s for s, reqs in planted.items() if ids <= reqs]
-        assert len(owner) == 1 and f.seconds < stall.seconds, f.message
-        told += owner
-    assert len(told) == len(set(told)), [f.message for f in serious]
+        assert f.seconds < stall.seconds, f.message
+        assert set(f.details["request_ids"]) & planted or f.details["scope"] == k.SCOPE_WORKER, f.message
     head = analysis.summary["headlines"]
     assert len(head) == 1 and head[0].startswith("step 3: rollout took") and "worker 0 stalled" in head[0]
 

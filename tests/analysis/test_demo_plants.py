@@ -44,28 +44,40 @@ def demo_plants(tmp_path_factory: pytest.TempPathFactory):
     return _demo_run(tmp_path_factory, "plants", **size, step_plants=PLANS)
 
 
+def _seconds_in(f, step: int) -> float:
+    """What a finding cost one step (a recurring cause lists each step's in ``details.per_step``)."""
+    return float(f.details.get("per_step", {}).get(str(step), f.seconds)) if len(f.steps) > 1 else f.seconds
+
+
+def _first_for(findings, step: int):
+    """The step's first cause as its account reads: serious before notes, then by what it cost this step."""
+    mine = [f for f in findings if step in f.steps and f.kind in k.CAUSES]
+    return min(mine, key=lambda f: (f.severity == "info", -_seconds_in(f, step)))
+
+
 def test_each_plant_is_its_steps_first_finding(demo_plants) -> None:
     _, _, result, _ = demo_plants
     print("\n".join(f"{f.severity} {f.kind} {f.steps} {f.message}" for f in result.findings))
+    excess = {s["step"]: s["excess_s"] for s in result.steps}
     for step, (kinds, scopes, where) in EXPECTED.items():
-        first = next(f for f in result.findings if step in f.steps and f.kind in k.CAUSES)
+        first = _first_for(result.findings, step)
         assert first.kind in kinds and first.details["scope"] in scopes, (step, first.message)
         for key, value in where.items():
             got = first.details.get(key) if key == "phase" else (first.worker if first.worker is not None else None)
             assert got == value or value in first.workers, (step, key, first.message)
         # severity is earned against the run's own step-to-step variation (on a loaded machine the demo's steps
         # stray by seconds): every plan costing more than that is a warning or worse
-        cost = min(first.seconds, next(s["excess_s"] for s in result.steps if s["step"] == step))
+        cost = min(_seconds_in(first, step), excess[step])
         if first.details.get("degraded") or cost >= result.summary["warn_excess_s"]:
             assert first.severity in ("warning", "critical"), (step, first.message)
-    assert sum(f.severity != "info" for f in result.findings if set(f.steps) & set(PLANS)) >= 3
-    stall = next(f for f in result.findings if 2 in f.steps and f.kind in k.CAUSES)
+        if excess[step] >= result.summary["warn_excess_s"]:  # a plan that slowed its step is most of why
+            assert _seconds_in(first, step) >= 0.5 * excess[step], (step, first.message)
+    assert sum(_first_for(result.findings, s).severity != "info" for s in PLANS) >= 3
+    stall = _first_for(result.findings, 2)
     assert "stall" in stall.message
-    # each cause once, and nothing serious in the clean steps
+    # nothing serious in the clean steps
     serious = [f for f in result.findings if f.severity != "info" and f.kind in k.CAUSES]
     assert not [f.message for f in serious if not set(f.steps) & set(PLANS)], [f.message for f in serious]
-    per_step = [s for f in serious for s in f.steps]
-    assert len(per_step) == len(set(per_step)), [f.message for f in serious]
 
 
 def test_the_account_adds_up_on_every_step(demo_plants) -> None:
