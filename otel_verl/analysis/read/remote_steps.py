@@ -169,6 +169,8 @@ class RemoteSteps:
         self.service, self.limit = service, max_traces
         self.known: list[int] | None = None
         self.misses = 0
+        self.seen: set[str] = set()
+        """Trace ids already read: a backend that ignores the step filter must not send the same traces again."""
         self.jaeger: JaegerSteps | None = None
 
     def start(self, spill_dir: Path, register: Any, advance: Any) -> None:
@@ -207,14 +209,18 @@ class RemoteSteps:
         cols = SpanColumns()
         for step in group:
             if self.jaeger is not None:
-                docs = self.jaeger.documents(step, self.stats.warnings.append)
+                docs = self.jaeger.documents(step, self._warn)
             else:
                 docs = remote.tempo_documents(
-                    self.source, self.service, self.lo, self.hi, self.limit, None, self.stats.warnings.append, step
+                    self.source, self.service, self.lo, self.hi, self.limit, None, self._warn, step
                 )
             before = cols.n
             for doc in docs:
                 self.stats.lines += 1
+                ids = _trace_ids(doc)
+                if ids and ids <= self.seen:
+                    continue  # the same traces as an earlier step's: the backend did not filter by step
+                self.seen |= ids
                 try:
                     cols.add_document(doc)
                 except (ValueError, TypeError, AttributeError, KeyError) as exc:
@@ -224,5 +230,25 @@ class RemoteSteps:
             advance(1)
         return cols.take_parts()
 
+    def _warn(self, message: str) -> None:
+        """A warning once, however many steps' searches hit the same limit."""
+        if message not in self.stats.warnings:
+            self.stats.warnings.append(message)
+
     def close(self) -> None:
         self.jaeger = None
+
+
+def _trace_ids(doc: object) -> set[str]:
+    """The trace ids of a document's spans (OTLP/JSON, or Jaeger's and Tempo's wrappers of it)."""
+    if isinstance(doc, dict):
+        doc = doc.get("result") or doc.get("trace") or doc
+    if not isinstance(doc, dict):
+        return set()
+    out = set()
+    for rs in doc.get("resourceSpans") or doc.get("batches") or []:
+        for ss in (rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []) if isinstance(rs, dict) else []:
+            for span in (ss.get("spans") or []) if isinstance(ss, dict) else []:
+                if isinstance(span, dict) and span.get("traceId"):
+                    out.add(str(span["traceId"]).lower())
+    return out
