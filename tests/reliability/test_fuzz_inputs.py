@@ -50,7 +50,7 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 LINE_ERROR = re.compile(r"^error: (?P<path>.+?\.jsonl):(?P<line>\d+): ")
-SKIPPED = re.compile(r"(\d+)\s+bad\s+lines\s+skipped")  # rich may wrap
+SKIPPED = re.compile(r"(\d+)\s+bad\s+lines?\s+(?:was\s+|were\s+)?skipped")  # "1 bad line was skipped"; rich may wrap
 
 
 # ------------------------------------------------------------------ real inputs, made once

@@ -89,6 +89,8 @@ class LineBatch:
     def add(self, raw: bytes, lineno: int) -> bool:
         """Decode one line into the batch; False (and nothing kept) when it is not of the typed shape."""
         try:
+            if not raw.isascii():
+                raw.decode()  # all of it UTF-8, as json.loads demands: msgspec leaves unread text raw and unchecked
             doc = LINE_DECODER.decode(raw)
             chunks = []
             for rs in doc.resourceSpans:

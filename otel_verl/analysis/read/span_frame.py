@@ -41,7 +41,7 @@ def _strings(values: list[Any]) -> pa.Array | np.ndarray:
     try:
         return pa.array(values, type=pa.string())
     except (pa.ArrowTypeError, pa.ArrowInvalid):
-        return np.array(values, dtype=object)
+        return np.fromiter(values, dtype=object, count=len(values))  # 1-D even when the values are equal-length lists
 
 
 def _concat_strings(chunks: list[pa.Array | np.ndarray]) -> pa.Array | np.ndarray:

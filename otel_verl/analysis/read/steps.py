@@ -36,6 +36,7 @@ from otel_verl.analysis.read.hierarchy import resolve_hierarchy
 from otel_verl.analysis.read.parts import Part, split_rows, trace_ids
 from otel_verl.analysis.read.progress import Bar
 from otel_verl.analysis.read.sources import SOURCE_TYPES, detect_source_type, filter_and_dedupe
+from otel_verl.analysis.read.span_columns import whole_numbers
 from otel_verl.analysis.read.span_frame import frame_from_parts
 from otel_verl.analysis.read.spill import Spill, SpillEntry, partition
 from otel_verl.analysis.read.stats import LoadStats
@@ -241,7 +242,7 @@ def iter_steps(
                 frame = asm.step_table(group, src.read(group, bar.advance))
                 if frame is None:
                     continue
-                present = frame["step"].dropna().unique()
+                present = whole_numbers(frame["step"]).dropna().unique()  # 1.5, inf: no step (as the tables read it)
                 stats.steps += len(present)
                 yielded = True
                 stats.seconds = time.perf_counter() - t0
