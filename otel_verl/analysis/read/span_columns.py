@@ -6,9 +6,10 @@ so a renamed attribute in :mod:`otel_verl.semconv` is a one-line change here.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from otel_verl import semconv as sc
@@ -26,6 +27,18 @@ def whole_numbers(values: pd.Series) -> pd.Series:
     as_float = numeric.astype("float64")
     whole = np.isfinite(as_float) & (as_float == np.trunc(as_float)) & (as_float.abs() < INT64_LIMIT)
     return as_float.where(whole).astype("Int64")
+
+
+def extra_attributes(extra: pd.Series) -> list[dict[str, Any]]:
+    """The attributes no column holds (the ``extra`` JSON text) of a few spans, as dicts (unreadable: empty)."""
+    out = []
+    for text in extra.to_numpy(dtype=object):
+        try:
+            value = orjson.loads(text) if isinstance(text, str) and text else {}
+        except orjson.JSONDecodeError:
+            value = {}
+        out.append(value if isinstance(value, dict) else {})
+    return out
 
 
 # Attribute key -> (column name, kind). kind: "int" | "float" | "str" | "bool" | "strlist".

@@ -31,10 +31,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
 from otel_verl import semconv as sc
+from otel_verl.analysis.read.span_columns import extra_attributes
 from otel_verl.analysis.tables.intervals import minus, union
 
 if TYPE_CHECKING:
@@ -75,18 +75,6 @@ TRAINER_COLUMNS = [
 ROLLOUT_COLUMNS = ["replica", "what", "start_ns", "end_ns"]
 
 
-def attributes(extra: pd.Series) -> list[dict[str, Any]]:
-    """The non-column attributes (``extra`` JSON) of a few spans."""
-    out = []
-    for text in extra.to_numpy(dtype=object):
-        try:
-            value = orjson.loads(text) if isinstance(text, str) and text else {}
-        except orjson.JSONDecodeError:
-            value = {}
-        out.append(value if isinstance(value, dict) else {})
-    return out
-
-
 def async_steps(t: Tables) -> pd.DataFrame:
     """The training steps whose ``verl.trainer.mode`` is asynchronous (empty for sync and legacy runs)."""
     sp = t.spans
@@ -95,7 +83,7 @@ def async_steps(t: Tables) -> pd.DataFrame:
     rows = sp[(sp["kind"].to_numpy() == "step") & sp["step"].notna().to_numpy()]
     if rows.empty:
         return pd.DataFrame(columns=STEP_COLUMNS)
-    modes = [a.get(sc.VERL_TRAINER_MODE) for a in attributes(rows["extra"])]
+    modes = [a.get(sc.VERL_TRAINER_MODE) for a in extra_attributes(rows["extra"])]
     mode_of = {int(s): m for s, m in zip(rows["step"].to_numpy(), modes, strict=True) if m in ASYNC_MODES}
     st = t.steps[t.steps["step"].isin(list(mode_of))]
     out = st[["step", "start_ns", "end_ns", "trace_id", "span_id"]].copy()
@@ -114,7 +102,7 @@ def trainer_lane(t: Tables, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     kind = sp["kind"].to_numpy()
     updates = sp[in_step & (kind == "update")]
     update_index = dict(
-        zip(updates["span_id"], [a.get(sc.VERL_UPDATE_INDEX) for a in attributes(updates["extra"])], strict=True)
+        zip(updates["span_id"], [a.get(sc.VERL_UPDATE_INDEX) for a in extra_attributes(updates["extra"])], strict=True)
     )
     step_ids = set(steps["span_id"].dropna())
     phases = sp[in_step & (kind == "phase")]
@@ -155,7 +143,7 @@ def trainer_lane(t: Tables, steps: pd.DataFrame | None = None) -> pd.DataFrame:
 
 
 def _syncs(ws: pd.DataFrame) -> pd.DataFrame:
-    attrs = attributes(ws["extra"])
+    attrs = extra_attributes(ws["extra"])
     return pd.DataFrame(
         {
             "step": ws["step"].to_numpy(dtype=float),

@@ -31,13 +31,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import orjson
 import pandas as pd
 import pyarrow.compute as pc
 
 from otel_verl import semconv as sc
 from otel_verl.analysis.read.hierarchy import engine_request_mask
 from otel_verl.analysis.read.id_lookup import arrow_strings, lookup
+from otel_verl.analysis.read.span_columns import extra_attributes
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -115,17 +115,6 @@ def _phase_children(spans: pd.DataFrame, request_ids: pd.Series) -> dict[str, np
     return out
 
 
-def _attributes(extra: pd.Series) -> list[dict[str, Any]]:
-    out = []
-    for text in extra.to_numpy(dtype=object):
-        try:
-            value = orjson.loads(text) if isinstance(text, str) and text else {}
-        except orjson.JSONDecodeError:
-            value = {}
-        out.append(value if isinstance(value, dict) else {})
-    return out
-
-
 def _number(values: list[Any]) -> np.ndarray:
     return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
 
@@ -138,7 +127,7 @@ def engine_calls_table(t: Tables) -> pd.DataFrame:
     if len(rows) == 0:
         return pd.DataFrame(columns=list(CALL_COLUMNS))
     er = spans.iloc[rows]
-    attrs = _attributes(er["extra"]) if "extra" in er else [{} for _ in rows]
+    attrs = extra_attributes(er["extra"]) if "extra" in er else [{} for _ in rows]
     out = pd.DataFrame(
         {c: er[c].to_numpy() for c in ("trace_id", "span_id", "parent_id", "service", "start_ns", "end_ns")}
     )
