@@ -185,22 +185,14 @@ def test_slow_generation_makes_separate_async_generation_bound(demo_generation_b
 def test_async_timeline_renders_in_chromium(demo_train_bound) -> None:
     """report.html of the separate-async run in headless chromium: the two-lane figure is drawn (plotly bars in
     both lanes, the trainer's lane above), with no console error."""
-    from test_report_browser import CHROMIUM, _browser
+    from test_report_browser import report_page
 
     _, _, _, out = demo_train_bound
-    sync_api = _browser()
-    errors: list[str] = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto((out / "report.html").as_uri(), wait_until="load")
+    with report_page(out / "report.html") as (page, errors):
         title = page.locator("h2#async_timeline").inner_text()
         fig = page.locator("h2#async_timeline + p.caption + div .plotly-graph-div").first
         bars = fig.locator(".bars path").count()
         rows = fig.locator(".ytick text, .y2tick text").all_text_contents()  # the two lanes: y and y2
-        browser.close()
     assert errors == []
     assert title.startswith("Who waited for whom") and bars > 10
     assert rows == ["trainer", "replica sim-0"], rows

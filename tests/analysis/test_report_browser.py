@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,12 +39,9 @@ def _browser():
     return sync_api
 
 
-def test_report_opens_with_the_verdict_in_chromium(seed_report: Path) -> None:
-    from otel_verl.analysis.report import plotly_file_name
-
-    html = seed_report.read_text()
-    assert len(html) < 1_000_000 and (seed_report.parent / plotly_file_name()).stat().st_size > 1_000_000
-    assert f"<script src='{plotly_file_name()}'>" in html and "cdn" not in html.lower()
+@contextmanager
+def report_page(path: Path) -> Iterator[tuple[Any, list[str]]]:
+    """``path`` opened in headless chromium at 1280×800: (the page, the console and page errors seen so far)."""
     sync_api = _browser()
     errors: list[str] = []
     with sync_api.sync_playwright() as p:
@@ -49,7 +49,20 @@ def test_report_opens_with_the_verdict_in_chromium(seed_report: Path) -> None:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(seed_report.as_uri(), wait_until="load")
+        page.goto(path.as_uri(), wait_until="load")
+        try:
+            yield page, errors
+        finally:
+            browser.close()
+
+
+def test_report_opens_with_the_verdict_in_chromium(seed_report: Path) -> None:
+    from otel_verl.analysis.report import plotly_file_name
+
+    html = seed_report.read_text()
+    assert len(html) < 1_000_000 and (seed_report.parent / plotly_file_name()).stat().st_size > 1_000_000
+    assert f"<script src='{plotly_file_name()}'>" in html and "cdn" not in html.lower()
+    with report_page(seed_report) as (page, errors):
         headline = page.locator(".headline").first
         box = headline.bounding_box()
         text = headline.inner_text()
@@ -59,7 +72,6 @@ def test_report_opens_with_the_verdict_in_chromium(seed_report: Path) -> None:
         plots = page.locator(".plotly-graph-div .main-svg").count()
         titles = page.locator("h2").all_inner_texts()
         legend = page.locator("svg.timeline text").all_text_contents()
-        browser.close()
     assert errors == []
     assert box is not None and box["y"] + box["height"] < 800, box  # on the first screen
     assert text.startswith("step 3: rollout took") and "(worker 1)" in text and "engine call of turn index 0" in text
@@ -82,14 +94,7 @@ def test_account_and_new_findings_in_chromium(tmp_path: Path) -> None:
     path = write_html(tmp_path / "run1" / "report.html", new_findings(), new_summary(), {}, [],
                       accounts=step_accounts(), source="./spool", plotly_dir=tmp_path)  # fmt: skip
     assert (tmp_path / plotly_file_name()).exists() and not (tmp_path / "run1" / plotly_file_name()).exists()
-    sync_api = _browser()
-    errors: list[str] = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(path.as_uri(), wait_until="load")
+    with report_page(path) as (page, errors):
         verdict = page.locator(".verdict").bounding_box()
         account = page.locator("#account .plotly-graph-div").bounding_box()
         bars = page.locator("#account .plotly-graph-div .bars .point").count()
@@ -97,7 +102,6 @@ def test_account_and_new_findings_in_chromium(tmp_path: Path) -> None:
         missing = page.locator("#missing").inner_text()
         causes = page.locator("#causes").inner_text()
         page.screenshot(path=str(tmp_path / "account.png"))
-        browser.close()
     assert errors == []
     assert verdict is not None and verdict["y"] < 400
     assert account is not None and account["y"] < 1000  # right after the verdict
