@@ -39,9 +39,9 @@ _IMPOSSIBLE_STEP = "otel-verl-probe-no-such-step"
 
 
 def _spans(doc: Any) -> Iterator[tuple[dict[str, Any], list[Any]]]:
-    """(resourceSpans entry, its scopeSpans' span lists) of one OTLP/JSON answer."""
+    """(resourceSpans entry, its scopeSpans' span lists) of one OTLP/JSON answer (Tempo v1's ``batches`` too)."""
     inner = doc.get("result", doc) if isinstance(doc, dict) else None
-    for rs in (inner or {}).get("resourceSpans") or []:
+    for rs in (inner or {}).get("resourceSpans") or (inner or {}).get("batches") or []:
         yield rs, [(ss or {}).get("spans") or [] for ss in (rs or {}).get("scopeSpans") or []]
 
 
@@ -217,10 +217,10 @@ class RemoteSteps:
             before = cols.n
             for doc in docs:
                 self.stats.lines += 1
-                ids = _trace_ids(doc)
-                if ids and ids <= self.seen:
-                    continue  # the same traces as an earlier step's: the backend did not filter by step
-                self.seen |= ids
+                # spans of traces an earlier step brought are read already (a backend that ignores the step filter
+                # sends them again: then this step adds nothing, a miss)
+                doc, traces = _keep_traces(doc, self.seen)
+                self.seen |= traces
                 try:
                     cols.add_document(doc)
                 except (ValueError, TypeError, AttributeError, KeyError) as exc:
@@ -237,18 +237,3 @@ class RemoteSteps:
 
     def close(self) -> None:
         self.jaeger = None
-
-
-def _trace_ids(doc: object) -> set[str]:
-    """The trace ids of a document's spans (OTLP/JSON, or Jaeger's and Tempo's wrappers of it)."""
-    if isinstance(doc, dict):
-        doc = doc.get("result") or doc.get("trace") or doc
-    if not isinstance(doc, dict):
-        return set()
-    out = set()
-    for rs in doc.get("resourceSpans") or doc.get("batches") or []:
-        for ss in (rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []) if isinstance(rs, dict) else []:
-            for span in (ss.get("spans") or []) if isinstance(ss, dict) else []:
-                if isinstance(span, dict) and span.get("traceId"):
-                    out.add(str(span["traceId"]).lower())
-    return out
