@@ -25,6 +25,7 @@ The 1M and 4M runs are the first 6 and 24 steps of the 16M run (96 steps), hard-
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
@@ -285,20 +286,27 @@ def run(quick: bool) -> list[Result]:
     return results
 
 
-def _specs(args: list[str]) -> list[tuple[str, int]]:
-    specs = itertools.takewhile(lambda a: not a.startswith("--"), args)
+def _specs(specs: list[str]) -> list[tuple[str, int]]:
     return [(what, int(n)) for spec in specs for what, counts in [spec.split(":")] for n in counts.split(",")]
 
 
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="the smaller sizes (every row)")
+    parser.add_argument("--measure", nargs="+", metavar="WHAT:STEPS", help="single runs, one JSON line each")
+    parser.add_argument("--profile", nargs="+", metavar="WHAT:STEPS", help="time and memory stage by stage")
+    parser.add_argument("--rows", type=Path, metavar="FILE", help="the tables from saved --measure/--profile lines")
+    return parser.parse_args()
+
+
 if __name__ == "__main__":
-    if "--measure" in sys.argv:
-        for what, n in _specs(sys.argv[sys.argv.index("--measure") + 1 :]):
-            print(json.dumps(asdict(measure(what, _path(what, n)))), flush=True)
-    if "--profile" in sys.argv:
-        for what, n in _specs(sys.argv[sys.argv.index("--profile") + 1 :]):
-            print(json.dumps(profile(what, n)), flush=True)
-    if "--rows" in sys.argv:
-        saved = Path(sys.argv[sys.argv.index("--rows") + 1]).read_text().splitlines()
+    args = _args()
+    for what, n in _specs(args.measure or []):
+        print(json.dumps(asdict(measure(what, _path(what, n)))), flush=True)
+    for what, n in _specs(args.profile or []):
+        print(json.dumps(profile(what, n)), flush=True)
+    if args.rows:
+        saved = args.rows.read_text().splitlines()
         text, results = assemble([json.loads(line) for line in saved if line.startswith("{")])
         print(text + "\n")
         print(
@@ -306,6 +314,6 @@ if __name__ == "__main__":
                 f"| {r.label} | {r.goal} | {r.measured} | {'✅' if r.ok else '❌'} | {r.detail} |" for r in results
             )
         )
-    if not {"--measure", "--profile", "--rows"} & set(sys.argv):
-        for row in run("--quick" in sys.argv):
+    if not (args.measure or args.profile or args.rows):
+        for row in run(args.quick):
             print(row)

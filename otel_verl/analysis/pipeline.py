@@ -24,7 +24,7 @@ from otel_verl.analysis.findings.record import Finding
 from otel_verl.analysis.findings.thresholds import Thresholds
 from otel_verl.analysis.output_paths import prepare_dir, writing
 from otel_verl.analysis.read.stats import LoadStats
-from otel_verl.analysis.read.step_split import owner_steps, split_by_step, take_rows
+from otel_verl.analysis.read.step_split import own_positions, owner_steps, split_by_step, take_rows
 from otel_verl.analysis.read.steps import StepSpans
 from otel_verl.analysis.report import write_html
 from otel_verl.analysis.stream.collect import RunCollector
@@ -82,6 +82,7 @@ def write_analysis(
 def _parts_of(spans: pd.DataFrame, steps: range | None, window: int) -> Iterator[StepSpans]:
     """The table's steps (in ``steps`` only, when given), then its spans of no step (without ``steps``); a table
     without steps as one part."""
+    spans = own_positions(spans)
     if spans.empty or "step" not in spans or "trace_id" not in spans:
         yield StepSpans((), spans)
         return

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from steps_compare import assert_same_steps
 
@@ -208,3 +209,23 @@ def test_analyze_steps_option(planted_spool: Path, tmp_path: Path) -> None:
     assert summary["steps"] == [2, 3]
     bad = CliRunner().invoke(app, ["analyze", str(planted_spool), "--out", str(out), "--steps", "3:2"])
     assert bad.exit_code == 2 and "--steps '3:2'" in bad.output
+
+
+def test_a_filtered_table_is_split_with_its_own_positions(planted_spans) -> None:
+    """``spans[mask]`` keeps the whole table's positions in its index: split and analysed, they point at its own
+    rows (the same span as before), or -1 where the row they named was left out."""
+    from otel_verl.analysis.read.step_split import POSITION_COLUMNS, own_positions
+
+    keep = planted_spans.index.to_numpy() % 3 != 0
+    sub = planted_spans[keep]
+    own = own_positions(sub)
+    assert own.index.equals(pd.RangeIndex(len(sub)))
+    whole_ids = planted_spans["span_id"].to_numpy()
+    for col in POSITION_COLUMNS:
+        before = sub[col].to_numpy()
+        after = own[col].to_numpy()
+        kept = (before >= 0) & keep[np.maximum(before, 0)]
+        assert (after[~kept] == -1).all(), col
+        assert (own["span_id"].to_numpy()[after[kept]] == whole_ids[before[kept]]).all(), col
+        assert kept.any() and (~kept).any(), col
+    assert sum(len(p.spans) for p in split_by_step(own)) == len(sub)

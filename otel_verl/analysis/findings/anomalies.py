@@ -56,7 +56,7 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
     occ = s.occurrences
     if occ.empty:
         return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
-    rows = [_outliers(occ, b, th), _shifts(s, b, th)]
+    rows = [_outliers(occ, b, th, s.step), _shifts(s, b, th)]
     found = pd.concat([r for r in rows if len(r)], ignore_index=True) if any(len(r) for r in rows) else None
     if found is None:
         found = pd.DataFrame(columns=list(ANOMALY_COLUMNS))
@@ -81,24 +81,24 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
     return with_stalls(s, b, th, found).reset_index(drop=True)
 
 
-def _norms(occ: pd.DataFrame, b: Baselines, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """Each occurrence's usual value and fence for ``metric`` (looked up once per distinct part and key)."""
+def _norms(occ: pd.DataFrame, b: Baselines, metric: str, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each occurrence's usual value and fence for ``metric`` in ``step`` (looked up once per part and key)."""
     codes, uniques = factorize_rows([occ["part"], occ["key"]])
     med = np.full(len(uniques), np.nan)
     fence = np.full(len(uniques), np.inf)
     for i, (part, key) in enumerate(uniques):
         n = b.norm(part, key, metric)
         if n is not None:
-            med[i], fence[i] = n.median, n.fence
+            med[i], fence[i] = n.median, n.fence_in(step)
     return med[codes], fence[codes]
 
 
-def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds) -> pd.DataFrame:
+def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.DataFrame:
     v = occ["value_s"].to_numpy(dtype=float)
     part = occ["part"].to_numpy(dtype=object)
     tokens = occ["tokens"].to_numpy(dtype=float)
     dec = (part == k.PART_DECODE) & np.isfinite(tokens) & (tokens > 0)
-    med, fence = _norms(occ, b, METRIC_SECONDS)
+    med, fence = _norms(occ, b, METRIC_SECONDS, step)
     out = []
     plain = ~dec & (v > fence) & (v - med >= th.occurrence_min_s)
     if plain.any():
@@ -113,8 +113,8 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds) -> pd.DataFrame:
             anomaly_rows(i, causes, part[i], v[i] - med[i], scope, group, METRIC_SECONDS, v[i], med[i], v[i] / fence[i])
         )
     if dec.any():
-        n0, n_fence = _norms(occ, b, METRIC_TOKENS)
-        r0, r_fence = _norms(occ, b, METRIC_RATE)
+        n0, n_fence = _norms(occ, b, METRIC_TOKENS, step)
+        r0, r_fence = _norms(occ, b, METRIC_RATE, step)
         rate = np.where(dec, v / np.where(dec, tokens, 1.0), np.nan)
         # a call is only told by its tokens or its rate when its seconds stand out too: 21 tokens in a usual
         # 4 s is a high rate, not a slow engine

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.read.span_frame import normalize_id
 from otel_verl.semconv import VERL_STEP
 
 TIMEOUT_S = 30.0
@@ -98,14 +99,19 @@ def _rfc3339(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _trace_ids(doc: Any) -> set[str]:
-    """Trace ids in one OTLP/JSON answer (``{"result": {...}}`` or the bare request)."""
+def span_lists(doc: Any) -> Iterator[list[Any]]:
+    """The span lists of one OTLP/JSON answer: Jaeger's ``{"result": {...}}``, a bare request, Tempo v1's
+    ``batches``, and the ``instrumentationLibrarySpans`` of OTLP before 0.15 (Tempo 1.x)."""
     inner = doc.get("result", doc) if isinstance(doc, dict) else None
-    ids: set[str] = set()
-    for rs in (inner or {}).get("resourceSpans") or []:
-        for ss in (rs or {}).get("scopeSpans") or []:
-            ids.update(str(sp.get("traceId")) for sp in (ss or {}).get("spans") or [] if isinstance(sp, dict))
-    return ids
+    for rs in (inner or {}).get("resourceSpans") or (inner or {}).get("batches") or []:
+        rs = rs or {}
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
+            yield (ss or {}).get("spans") or []
+
+
+def _trace_ids(doc: Any) -> set[str]:
+    """Trace ids in one OTLP/JSON answer."""
+    return {str(sp.get("traceId")) for spans in span_lists(doc) for sp in spans if isinstance(sp, dict)}
 
 
 def jaeger_documents(
@@ -145,11 +151,8 @@ def jaeger_documents(
         url = f"{base}/api/v3/traces?{query}"
         traces: set[str] = set()
         for doc in _json_documents(url, _get(url, accept=(404,))):
-            if isinstance(doc, dict) and "error" in doc and "result" not in doc:
-                msg = str(doc["error"])
-                if "not found" in msg.lower():
-                    continue
-                raise AnalysisInputError(f"{url}: Jaeger error: {msg}")
+            if jaeger_error(url, doc):
+                continue
             traces |= _trace_ids(doc)
             yield doc
         if warn is not None and len(traces) >= limit:
@@ -159,6 +162,21 @@ def jaeger_documents(
             )
         if bar is not None:
             bar.advance(1)
+
+
+def jaeger_error(url: str, doc: Any) -> bool:
+    """Whether ``doc`` is Jaeger's error answer meaning "nothing in this window" (then skip it).
+
+    Jaeger answers an empty search with a 404 error document ("No traces found" in 2.x, "trace not found"
+    before); any other error document is the user's to see, as one line naming the URL.
+    """
+    if not (isinstance(doc, dict) and "error" in doc and "result" not in doc):
+        return False
+    error = doc["error"]
+    code = error.get("httpCode") if isinstance(error, dict) else None
+    if code == 404 or "found" in str(error).lower():
+        return True
+    raise AnalysisInputError(f"{url}: Jaeger error: {error}")
 
 
 def _traceql_string(value: str) -> str:
@@ -224,8 +242,10 @@ def tempo_documents(
     bar: Any = None,
     warn: Callable[[str], None] | None = None,
     step: int | None = None,
+    skip: set[str] | frozenset[str] = frozenset(),
 ) -> Iterator[Any]:
-    """Each trace of the window (that holds spans of ``step``, when given) as an OTLP/JSON document:
+    """Each trace of the window (that holds spans of ``step``, when given; not in ``skip``, ids as
+    :func:`~otel_verl.analysis.read.span_frame.normalize_id` writes them) as an OTLP/JSON document:
     ``/api/v2/traces/<id>``, else ``/api/traces/<id>``.
 
     v2 (Tempo >= 2.5, and 3.x) wraps the trace as ``{"trace": {...}, "status": ...}``; v1 answers
@@ -239,9 +259,11 @@ def tempo_documents(
     base = base_url(base)
     paths = ["/api/v2/traces/", "/api/traces/"]
     ids = tempo_trace_ids(base, service, since_ns, until_ns, limit, step)
-    if warn is not None and len(ids) >= limit:
+    found = len(ids)
+    ids = [tid for tid in ids if normalize_id(tid, 16) not in skip] if skip else ids
+    if warn is not None and found >= limit:
         warn(
-            f"Tempo's search returned {len(ids)} traces, the limit (--max-traces {limit}): the window may hold "
+            f"Tempo's search returned {found} traces, the limit (--max-traces {limit}): the window may hold "
             "more; narrow --since/--until or raise --max-traces"
         )
     if bar is not None:

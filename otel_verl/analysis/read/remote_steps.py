@@ -38,21 +38,13 @@ crashed or skipped step, not the end)."""
 _IMPOSSIBLE_STEP = "otel-verl-probe-no-such-step"
 
 
-def _spans(doc: Any) -> Iterator[tuple[dict[str, Any], list[Any]]]:
-    """(resourceSpans entry, its scopeSpans' span lists) of one OTLP/JSON answer (Tempo v1's ``batches`` too)."""
-    inner = doc.get("result", doc) if isinstance(doc, dict) else None
-    for rs in (inner or {}).get("resourceSpans") or (inner or {}).get("batches") or []:
-        yield rs, [(ss or {}).get("spans") or [] for ss in (rs or {}).get("scopeSpans") or []]
-
-
 def _keep_traces(doc: Any, skip: set[str]) -> tuple[Any, set[str]]:
     """``doc`` without the spans of traces in ``skip`` (already fetched for this step), and the traces it has."""
     found: set[str] = set()
-    for _rs, span_lists in _spans(doc):
-        for spans in span_lists:
-            kept = [sp for sp in spans if normalize_id(sp.get("traceId"), 16) not in skip]
-            found.update(normalize_id(sp.get("traceId"), 16) for sp in kept)
-            spans[:] = kept
+    for spans in remote.span_lists(doc):
+        kept = [sp for sp in spans if normalize_id(sp.get("traceId"), 16) not in skip]
+        found.update(normalize_id(sp.get("traceId"), 16) for sp in kept)
+        spans[:] = kept  # in place: the list is the document's
     return doc, found
 
 
@@ -84,17 +76,14 @@ class JaegerSteps:
         }
         url = f"{self.base}/api/v3/traces?{urllib.parse.urlencode(query)}"
         for doc in remote._json_documents(url, remote._get(url, accept=(404,))):
-            if isinstance(doc, dict) and "error" in doc and "result" not in doc:
-                if "not found" in str(doc["error"]).lower():
-                    continue
-                raise AnalysisInputError(f"{url}: Jaeger error: {doc['error']}")
-            yield doc
+            if not remote.jaeger_error(url, doc):
+                yield doc
 
     def _supports_v3_attributes(self) -> bool:
         """Whether ``/api/v3/traces`` filters by ``query.attributes``: a search for a step no span has finds
         nothing where it does, and any trace where the parameter is ignored (Jaeger < 2.19)."""
         for doc in self._v3_search(self.services[0], {VERL_STEP: _IMPOSSIBLE_STEP}, 1):
-            if any(spans for _rs, lists in _spans(doc) for spans in lists):
+            if any(remote.span_lists(doc)):
                 return False
         return True
 
@@ -215,20 +204,43 @@ class RemoteSteps:
                     self.source, self.service, self.lo, self.hi, self.limit, None, self._warn, step
                 )
             before = cols.n
-            for doc in docs:
-                self.stats.lines += 1
-                # spans of traces an earlier step brought are read already (a backend that ignores the step filter
-                # sends them again: then this step adds nothing, a miss)
-                doc, traces = _keep_traces(doc, self.seen)
-                self.seen |= traces
-                try:
-                    cols.add_document(doc)
-                except (ValueError, TypeError, AttributeError, KeyError) as exc:
-                    raise AnalysisInputError(f"{self.source}: unexpected response ({exc})") from None
-                cols.maybe_flush()
+            self._add(cols, docs)
             self.misses = 0 if cols.n > before else self.misses + 1
             advance(1)
         return cols.take_parts()
+
+    def finish(self) -> list[Part]:
+        """Traces of the window that no step's search found (spans of no step: the first weight sync, before
+        step 1), read once a whole run is asked for; with ``--steps`` there is nothing to sweep.
+
+        Tempo's search answers trace ids, so only the unread traces are fetched. Jaeger's answers whole
+        traces: the sweep transfers the window once more (its documents one service at a time, the traces
+        read already dropped as they are parsed); ``--steps`` skips it on a run too big for that.
+        """
+        if self.steps is not None:
+            return []
+        cols = SpanColumns()
+        if self.jaeger is not None:
+            docs = remote.jaeger_documents(self.source, self.service, self.lo, self.hi, self.limit, None, self._warn)
+        else:
+            docs = remote.tempo_documents(
+                self.source, self.service, self.lo, self.hi, self.limit, None, self._warn, skip=self.seen
+            )
+        self._add(cols, docs)
+        return cols.take_parts()
+
+    def _add(self, cols: SpanColumns, docs: Iterator[Any]) -> None:
+        """The spans of ``docs`` into ``cols``, less those of traces read already (a backend that ignores the
+        step filter sends them again: then a step adds nothing, a miss)."""
+        for doc in docs:
+            self.stats.lines += 1
+            doc, traces = _keep_traces(doc, self.seen)
+            self.seen |= traces
+            try:
+                cols.add_document(doc)
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                raise AnalysisInputError(f"{self.source}: unexpected response ({exc})") from None
+            cols.maybe_flush()
 
     def _warn(self, message: str) -> None:
         """A warning once, however many steps' searches hit the same limit."""

@@ -30,13 +30,32 @@ def owner_steps(frame: pd.DataFrame) -> np.ndarray:
 
 
 def take_rows(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
-    """Rows of ``frame`` as their own table: positions renumbered, -1 where they pointed outside the rows."""
-    sub = frame.iloc[rows].reset_index(drop=True)
-    new_pos = np.full(len(frame) + 1, -1, dtype=np.int64)  # the last slot answers position -1
-    new_pos[rows] = np.arange(len(rows))
-    for col in POSITION_COLUMNS:
-        if col in sub:
-            sub[col] = new_pos[sub[col].to_numpy(dtype=np.int64)]
+    """Rows (positions) of ``frame`` as their own table: positions renumbered, -1 where they pointed outside."""
+    sub = frame.iloc[rows]
+    sub.index = pd.Index(np.asarray(rows, dtype=np.int64))  # their positions, which own_positions maps
+    return own_positions(sub)
+
+
+def own_positions(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its positions pointing at its own rows.
+
+    A table the user filtered (``spans[spans.service == "verl"]``) keeps the positions of the whole table, which
+    its index still names (``load_spans`` numbers rows 0..n-1): they are renumbered here, -1 where they pointed
+    at a row left out.
+    """
+    index = frame.index
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        return frame
+    if not pd.api.types.is_integer_dtype(index) or (len(index) and index.min() < 0):
+        raise ValueError("a span table's index must be the row numbers load_spans gave it (or reset_index it)")
+    old = index.to_numpy(dtype=np.int64)
+    cols = [c for c in POSITION_COLUMNS if c in frame]
+    top = max([int(old.max()) if len(old) else 0, *(int(frame[c].max()) for c in cols if len(frame))])
+    new_pos = np.full(top + 2, -1, dtype=np.int64)  # the last slot answers position -1
+    new_pos[old] = np.arange(len(old))
+    sub = frame.reset_index(drop=True)
+    for col in cols:
+        sub[col] = new_pos[sub[col].to_numpy(dtype=np.int64)]
     return sub
 
 
