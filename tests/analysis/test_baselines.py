@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from otel_verl.analysis.findings.baselines import _norm, fence, steady
+from otel_verl.analysis.findings.baselines import fence, part_norm, steady
 from otel_verl.analysis.findings.histograms import LogHistogram
 from otel_verl.analysis.findings.thresholds import Thresholds
 
@@ -30,7 +30,7 @@ def test_a_step_that_moved_whole_is_left_out_of_the_fence() -> None:
         assert fence(merged, th).fence > 10.0
         assert fence(steady(hs, th)[0], th).fence < 1.0, seed
         # the moved step's own rewards are judged against every step's fence: its move tells them, once
-        norm = _norm(list(enumerate(hs)), th)
+        norm = part_norm(list(enumerate(hs)), th)
         assert norm.moved == {moved} and norm.fence_in(moved) > 10.0 > 1.0 > norm.fence_in(moved - 1)
 
 
