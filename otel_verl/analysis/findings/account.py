@@ -110,20 +110,24 @@ class StepSpread:
         each step's seconds that anomalies account for (default: the anomalies' peel cost; the causes pass what
         they named, trainer phases included). A step is left out when they explain at least half its excess and
         it stands out from the steps they do not explain (not from all steps: with more than half the steps
-        slowed, the median step is a slow one and would hide them all)."""
+        slowed, the median step is a slow one and would hide them all); where fewer than ``th.min_steps`` steps
+        go unexplained, from what the causes leave of every step."""
         excess = np.array([a.excess_s for a in accounts], dtype=float)
         ok = np.isfinite(excess)
         if ok.sum() < th.min_steps:
             return cls(float("nan"), 0.0)
-        spread = _mad(excess[ok])
         if explained is None:
             explained = np.array([float(a.anomalies["cost"].sum()) if len(a.anomalies) else 0.0 for a in accounts])
         by_anomaly = (explained > 0) & (explained >= 0.5 * np.maximum(excess, 0))
         plain = ok & ~by_anomaly
-        ref = excess[plain] if plain.sum() >= th.min_steps else excess[ok]
-        slow = by_anomaly & (excess > np.median(ref) + 3 * max(_mad(ref), 1e-9))
-        if (ok & ~slow).sum() >= th.min_steps:
-            spread = _mad(excess[ok & ~slow])
+        # fewer than min_steps plain steps (a cause named in nearly every step, if only a 0.1 s one): what the
+        # causes leave of each step is the run's own variation (all the excesses would put the median on a slow one)
+        ref = excess[plain] if plain.sum() >= th.min_steps else (excess - np.where(by_anomaly, explained, 0.0))[ok]
+        slow = ok & by_anomaly & (excess > np.median(ref) + 3 * max(_mad(ref), 1e-9))
+        short = th.min_steps - int((ok & ~slow).sum())
+        if short > 0:  # too few steps left to measure: the least slowed of the slow ones come back
+            slow[np.argsort(np.where(slow, excess, np.inf))[:short]] = False
+        spread = _mad(excess[ok & ~slow])
         scale = spread * GUMBEL_SCALE_PER_SPREAD
         return cls(spread, scale * (GUMBEL_MEDIAN + np.log(int(ok.sum())) + th.warning_margin))
 
