@@ -2,7 +2,8 @@
 vLLM-shaped ``llm_request`` spans under our ``text_completion`` spans; two replicas behind verl's own load
 balancer, one of which runs 2 requests at once (the rest queue in it). Planted in step 2: sample 0 waits
 8 s in the engine's queue on turn index 0, sample 3's turn index 1 reaches the engine 8 s late, sample 6
-decodes 8 s longer on turn index 1. 1/8 over-sampling in every step (aborted requests get no engine span).
+decodes 8 s longer on turn index 1 (steps 1 and 3-5 run clean). 1/8 over-sampling in every step (aborted
+requests get no engine span).
 
 The engine's own account splits each call, so each plant is named by what moved: queueing in the engine, the
 way to the engine, decoding (slower per token, at the usual token count)."""
@@ -20,7 +21,8 @@ from otel_verl.analysis.findings.diagnose import diagnose_run
 pytestmark = pytest.mark.ray
 
 ENGINE_RUN = {
-    "steps": 3,
+    "steps": 5,  # with 3, the run's usual (each part's median) and spread came from one quiet step too few
+    # to hold still on a shared CI machine: step 2's plants then read as within its variation
     "workers": 2,
     "prompts": 8,
     "n": 2,
@@ -119,7 +121,8 @@ def test_each_engine_plant_is_named_by_what_moved(engine_run):
 def test_engine_figure_and_per_turn_columns(engine_run):
     _, _, t, analysis, out = engine_run
     frame = analysis.frames["engine_phases"]
-    assert set(frame["group"]) == {"turn index", "step"} and set(frame[frame["group"] == "step"]["key"]) == {1, 2, 3}
+    assert set(frame["group"]) == {"turn index", "step"}
+    assert set(frame[frame["group"] == "step"]["key"]) == {1, 2, 3, 4, 5}
     assert (out / "engine_phases.png").stat().st_size > 5_000
     turns = t.engine_turns
     for col in ("engine_before_s", "engine_queue_s", "engine_prefill_s", "engine_decode_s", "completion_tokens"):
