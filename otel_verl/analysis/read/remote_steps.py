@@ -53,31 +53,11 @@ class JaegerSteps:
 
     def __init__(self, base: str, service: str | None, lo: int, hi: int, limit: int, stats: LoadStats) -> None:
         self.base, self.lo, self.hi, self.limit, self.stats = remote.base_url(base), lo, hi, limit, stats
-        self.services = [service] if service else self._services()
+        self.services = [service] if service else remote.jaeger_services(self.base)
         self.v3_attributes = self._supports_v3_attributes()
 
-    def _services(self) -> list[str]:
-        services: list[str] = []
-        for doc in remote._json_documents(self.base, remote._get(f"{self.base}/api/v3/services")):
-            services.extend(doc.get("services", []) if isinstance(doc, dict) else [])
-        services = [s for s in services if not s.startswith("jaeger")]
-        if not services:
-            raise AnalysisInputError(f"{self.base}: Jaeger knows no services; is this the right URL?")
-        return services
-
     def _v3_search(self, service: str, attributes: dict[str, str], limit: int) -> Iterator[Any]:
-        query = {
-            "query.service_name": service,
-            "query.start_time_min": remote._rfc3339(self.lo),
-            "query.start_time_max": remote._rfc3339(self.hi),
-            "query.search_depth": limit,
-            "query.num_traces": limit,
-            "query.attributes": json.dumps(attributes, separators=(",", ":")),
-        }
-        url = f"{self.base}/api/v3/traces?{urllib.parse.urlencode(query)}"
-        for doc in remote._json_documents(url, remote._get(url, accept=(404,))):
-            if not remote.jaeger_error(url, doc):
-                yield doc
+        return remote.jaeger_search(self.base, service, self.lo, self.hi, limit, attributes)
 
     def _supports_v3_attributes(self) -> bool:
         """Whether ``/api/v3/traces`` filters by ``query.attributes``: a search for a step no span has finds
