@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks.diagnosis.draws import StepDraw, draw_run
 from benchmarks.diagnosis.effects import Effects, Plant
 from benchmarks.diagnosis.planting import PLANT_COUNTS, Planter
-from benchmarks.diagnosis.shape import MAX_SPANS_PER_RUN, TRAINER_PHASES, Shape, draw_shape
+from benchmarks.diagnosis.shape import MAX_SPANS_PER_RUN, TRAINER_PHASES, Shape, draw_replica_load, draw_shape
 from benchmarks.diagnosis.steps import StepTimeline, assemble, resimulate, simulate_workers
 
 MAD_TO_SIGMA = 1.4826
@@ -90,7 +90,7 @@ def build_run(
     """Run ``seed`` in format ``fmt`` with ``plants`` causes (None: 1-5 at random; 0: a clean run) of the
     ``kinds`` given (default: any the format shows), about ``max_spans`` spans at most."""
     rng = random.Random(seed)
-    shape = draw_shape(rng, fmt, max_spans)
+    shape = draw_replica_load(random.Random(f"{seed}:replicas"), draw_shape(rng, fmt, max_spans))
     draws = draw_run(rng, shape)
     none = Effects()
     workers = [simulate_workers(shape, d, none) for d in draws]

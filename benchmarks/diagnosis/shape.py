@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SEED: str = "seed"
 """The seed's logs (``step_<n>/worker_<rank>.jsonl``): no trainer phases, no engine spans."""
@@ -73,6 +73,11 @@ class Shape:
     """A validation's length against the median rollout."""
     abort_share: float
     """Over-sampling: the share of each step's requests aborted once the rest are done (0: none)."""
+    replica_queue: tuple[float, ...] = ()
+    """Each replica's queueing as a multiple of ``queue_median`` (empty: all alike; :func:`draw_replica_load`)."""
+
+    def queue_factor(self, replica: int) -> float:
+        return self.replica_queue[replica] if replica < len(self.replica_queue) else 1.0
 
     @property
     def requests_per_worker(self) -> int:
@@ -158,3 +163,14 @@ def draw_shape(rng: random.Random, fmt: str, max_spans: int = MAX_SPANS_PER_RUN)
         testing_share=rng.uniform(0.3, 1.0),
         abort_share=rng.uniform(0.05, 0.15) if fmt != SEED and rng.random() < 0.2 else 0.0,
     )
+
+
+def draw_replica_load(rng: random.Random, shape: Shape) -> Shape:
+    """``shape`` where, in a third of the runs with two replicas or more, one replica queues 10-100× more than
+    the others (fewer slots, or a busier route), every step: its usual, not a cause. Drawn from an rng of its
+    own so every other draw of the run stays as it was."""
+    if shape.replicas < 2 or rng.random() >= 1 / 3:
+        return shape
+    factors = [1.0] * shape.replicas
+    factors[rng.randrange(shape.replicas)] = _log_uniform(rng, 10.0, 100.0)
+    return replace(shape, replica_queue=tuple(factors))

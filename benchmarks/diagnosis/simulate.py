@@ -93,7 +93,7 @@ def _request(shape: Shape, draw: RequestDraw, start: float, mods: RequestMods, s
         truncated = tokens >= shape.max_tokens
         arrival = call_start + td.before + mods.before
         queued = arrival + td.engine_other / 2
-        scheduled = queued + td.queue + mods.queue
+        scheduled = queued + td.queue * shape.queue_factor(draw.replica) + mods.queue
         first = scheduled + new_tokens * shape.prefill_s_per_token * td.prefill_jitter + mods.prefill
         last = first + tokens * s_per_token * td.rate * mods.decode
         engine_end = last + td.engine_other / 2

@@ -56,3 +56,38 @@ def test_too_few_steps_or_too_many_moved_keep_every_step() -> None:
     for i in range(5):  # more than half the steps "moved": that is the run, not a move
         half[i] = LogHistogram.of(np.full(16, 10.0))
     assert steady(half, th)[0].n == 128
+
+
+def test_the_engine_queue_is_fenced_per_replica() -> None:
+    """Replica ``a`` (fewer slots) queues ~1 s on half its calls, ``b`` never queues: over both, the fence of turn
+    index 0 lies past 3 s and an 8 s wait on ``b`` barely passes it under load; ``b``'s own fence is a few ms. A
+    replica with too few values falls back to the turn's fence."""
+    from otel_verl.analysis.findings import kinds as k
+    from otel_verl.analysis.findings.baselines import MIN_KEY_COUNT, Baselines
+    from otel_verl.analysis.findings.step_summary import replica_keys
+
+    th = Thresholds()
+    rng = np.random.default_rng(1)
+    n = 200
+    a = np.where(rng.random(n) < 0.5, rng.lognormal(0, 0.5, n), 1e-5)
+    b = rng.uniform(5e-6, 2e-5, n)
+    steps = lambda v: [(s, LogHistogram.of(c)) for s, c in enumerate(np.array_split(v, 10))]  # noqa: E731
+    norms = {
+        (k.PART_ENGINE_QUEUE, "0", "s"): part_norm(steps(np.r_[a, b]), th),
+        (k.PART_ENGINE_QUEUE, "0@a", "s"): part_norm(steps(a), th),
+        (k.PART_ENGINE_QUEUE, "0@b", "s"): part_norm(steps(b), th),
+        (k.PART_ENGINE_QUEUE, "0@c", "s"): part_norm(steps(b[: MIN_KEY_COUNT - 1]), th),
+    }
+    base = Baselines(norms=norms)
+    turn = base.norm(k.PART_ENGINE_QUEUE, "0", "s")
+    assert turn is not None and turn.fence > 3.0
+    on_b = base.replica_norm(k.PART_ENGINE_QUEUE, "0", "b", "s")
+    assert on_b is not None and on_b.fence < 0.1
+    assert base.replica_norm(k.PART_ENGINE_QUEUE, "0", "a", "s").fence > 3.0
+    assert base.replica_norm(k.PART_ENGINE_QUEUE, "0", "c", "s") is turn
+    keys = replica_keys(
+        np.array([k.PART_ENGINE_QUEUE, k.PART_ENGINE_QUEUE, k.PART_DECODE], dtype=object),
+        np.array(["0", "2", "0"], dtype=object),
+        np.array(["sim-1", None, "sim-1"], dtype=object),
+    )
+    assert list(keys) == ["0@sim-1", None, None]

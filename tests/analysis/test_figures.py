@@ -48,7 +48,9 @@ def test_worker_cdf_shows_the_gap(planted_spans) -> None:
     df = worker_cdf.compute_worker_cdf(planted_spans, step=3)
     w1 = df[df["worker"] == 1]["t_rel_s"].to_numpy()
     assert np.diff(w1).max() >= 55  # nothing completed for ~60 s
-    assert worker_cdf.pick_step(worker_cdf.compute_worker_cdf(planted_spans)) == 3
+    picked = worker_cdf.compute_worker_cdf(planted_spans)
+    assert worker_cdf.pick_step(picked) == 3 and set(picked["step"]) == {3}  # the frame holds the step it draws
+    assert picked.equals(df)
 
 
 def test_outliers_break_requests_into_events(planted_spans) -> None:

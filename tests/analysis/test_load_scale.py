@@ -77,17 +77,42 @@ def test_lookup_matches_index_get_indexer() -> None:
     assert list(lookup(keys.astype(object), values)) == [1, -1, -1, 3, 0]
 
 
-def test_report_downsamples_the_cdf_but_not_the_figure_data(planted_spans: pd.DataFrame, tmp_path: Path) -> None:
+def test_the_cdf_frame_is_thinned_and_its_quantiles_exact(planted_spans: pd.DataFrame, tmp_path: Path) -> None:
+    """The request CDF keeps a few hundred ranks a step (its frame must not grow with the run), the slowest 1 %
+    whole, and the order statistics its quantile dots need: they equal numpy's quantile of every request."""
+    import numpy as np
+
     from otel_verl.analysis.figures import request_cdf
+    from otel_verl.analysis.tables import Tables
 
     result = analyze(planted_spans, tmp_path)
     df = result.frames["request_cdf"]
-    step = df[df["step"] == df["step"].iloc[0]]
-    small = request_cdf.downsample_cdf(step, limit=20)
-    assert len(small) == 20 and len(step) > 20
-    assert small["t_rel_s"].iloc[-1] == step["t_rel_s"].max()  # the slowest request is always kept
-    assert small["frac"].is_monotonic_increasing
-    assert len(df) == (planted_spans["kind"] == "request").sum()  # the figure frame itself is complete
+    assert len(df) == (planted_spans["kind"] == "request").sum()  # a small run: every request
+    for n in (5, 401, 1000, 4096, 100_000):
+        ranks = request_cdf.thin_ranks(n)
+        assert ranks[0] == 0 and ranks[-1] == n - 1 and (np.diff(ranks) > 0).all()
+        assert len(ranks) <= request_cdf.MAX_CDF_POINTS + 2 * len(request_cdf._style.QUANTILES)
+        assert n <= request_cdf.MAX_CDF_POINTS or n - max(1, n // 100) in ranks
+    requests = Tables.build(planted_spans).requests
+    step = int(requests["step"].iloc[0])
+    t = np.sort(requests.loc[requests["step"] == step, "rel_end_s"].to_numpy(dtype=float))
+    rng = np.random.default_rng(3)
+    many = pd.DataFrame(
+        {
+            "step": step,
+            "worker": 0,
+            "request_id": "r",
+            "request_status": "completed",
+            "t_rel_s": rng.lognormal(size=5000),
+        }
+    )
+    thin = request_cdf._ranked(many)
+    assert len(thin) < 500 and thin["frac"].is_monotonic_increasing and thin["frac"].iat[-1] == 1.0
+    q = request_cdf.cdf_quantiles(thin).iloc[0]
+    for quantile in request_cdf._style.QUANTILES:
+        assert q[f"p{quantile * 100:g}"] == pytest.approx(np.quantile(many["t_rel_s"], quantile), rel=1e-12)
+    whole = request_cdf.cdf_quantiles(df[df["step"] == step]).iloc[0]
+    assert whole["p50"] == pytest.approx(np.quantile(t, 0.5), rel=1e-12)
 
 
 def test_nearest_ancestor_by_pointer_doubling_is_the_walk_up_the_tree() -> None:

@@ -10,9 +10,9 @@ construction; ``tests/analysis/test_figure_parts.py`` checks it for every figure
 Most figures are per step already (their frame is grouped by step), so their part is their frame on the part
 and the combine is :func:`concat_parts`. The others combine with a documented step: the step timing's intervals
 and robust z (over every step), the trainer phases' stack order (each phase's first start in the run), the
-engine phases' means per turn index (sums and counts of the parts), the request and worker CDFs' ranks (sorted
-after the concatenation), and the outliers' top-k (:mod:`.outliers`).
-"""
+engine phases' means per turn index (sums and counts of the parts), the worker CDF's step (picked over every
+part's last completions, then only its rows read), and the outliers' top-k (:mod:`.outliers`). The CDFs rank
+within a step in the part: a step's spans are never split between parts (the readers hand out whole steps)."""
 
 from __future__ import annotations
 

@@ -17,36 +17,78 @@ if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
 
 
+MAX_CDF_POINTS = 400
+"""Ranks kept per step (a real run has thousands of requests a step, a hundred steps and more: the frame would
+grow with the run, and neither the figure nor a reader's hover needs more; issue 31)."""
+
+
 def compute_request_cdf(spans: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
-    """One row per request: completion time since its step's rollout start, and its rank fraction in the step."""
+    """Per step, its requests' completion times since the rollout start, ranked (:func:`part_request_cdf`)."""
     r = tables.requests if tables is not None else requests_table(spans)
-    return combine_request_cdf([_rows(r)])
+    return combine_request_cdf([_ranked(_rows(r))])
 
 
 def part_request_cdf(tables: Tables) -> pd.DataFrame:
-    """One part's requests (:mod:`.parts`)."""
-    return _rows(tables.requests)
+    """One part's steps, each ranked and thinned (a step's requests are never split between parts)."""
+    return _ranked(_rows(tables.requests))
 
 
 def combine_request_cdf(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """The parts' requests sorted by step and completion time, ranked within their step."""
-    df = concat_parts(parts).sort_values(["step", "t_rel_s"]).reset_index(drop=True)
-    n = df.groupby("step")["t_rel_s"].transform("size")
-    df["frac"] = (df.groupby("step").cumcount() + 1) / n
-    df["t_norm"] = df["t_rel_s"] / df.groupby("step")["t_rel_s"].transform("max")
-    return df
+    """The parts' steps in step order."""
+    return concat_parts(parts).sort_values(["step", "rank"], kind="stable").reset_index(drop=True)
 
 
 def _rows(r: pd.DataFrame) -> pd.DataFrame:
     return r[["step", "worker", "request_id", "request_status", "rel_end_s"]].rename(columns={"rel_end_s": "t_rel_s"})
 
 
+def _ranked(df: pd.DataFrame) -> pd.DataFrame:
+    """Each step's requests sorted by completion: ``rank`` (0 = first done), ``n`` (the step's requests), ``frac``
+    (the fraction done), ``t_norm`` (of the step's last); thinned to :func:`thin_ranks` of each step."""
+    df = df[df["step"].notna()].sort_values(["step", "t_rel_s"], kind="stable").reset_index(drop=True)
+    g = df.groupby("step", sort=False)["t_rel_s"]
+    df["rank"] = df.groupby("step", sort=False).cumcount()
+    df["n"] = g.transform("size")
+    df["frac"] = (df["rank"] + 1) / df["n"]
+    df["t_norm"] = df["t_rel_s"] / g.transform("max")
+    keep = [start + thin_ranks(n) for start, n in zip(*_step_runs(df), strict=True)]
+    return df.iloc[np.concatenate(keep)].reset_index(drop=True) if keep else df
+
+
+def _step_runs(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """First row and length of each step's run of rows in ``df`` (sorted by step)."""
+    step = df["step"].to_numpy()
+    if not len(step):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+    return starts, np.diff(np.r_[starts, len(step)])
+
+
+def thin_ranks(n: int, limit: int = MAX_CDF_POINTS, quantiles: Sequence[float] = _style.QUANTILES) -> np.ndarray:
+    """The ranks of ``n`` sorted values a CDF keeps: all when ``n ≤ limit``; else ``limit`` evenly spaced ranks
+    with the slowest 1 % whole (at most a quarter of them: the tail is what a reader hovers over), plus the two
+    order statistics each quantile interpolates between, so its dot is the exact quantile of every value."""
+    if n <= limit:
+        return np.arange(n)
+    tail = min(max(1, n // 100), limit // 4)
+    even = np.linspace(0, n - tail - 1, limit - tail).round().astype(np.int64)
+    h = (n - 1) * np.asarray(quantiles, dtype=float)
+    return np.unique(np.r_[even, np.arange(n - tail, n), np.floor(h), np.ceil(h)].astype(np.int64))
+
+
 def cdf_quantiles(df: pd.DataFrame, quantiles: tuple[float, ...] = _style.QUANTILES) -> pd.DataFrame:
-    """Per step: seconds by which P50/80/90/95/99/99.9 of requests had completed."""
-    rows = [
-        {"step": s, **{f"p{q * 100:g}": float(np.quantile(g["t_rel_s"], q)) for q in quantiles}}
-        for s, g in df.groupby("step")
-    ]
+    """Per step: seconds by which P50/80/90/95/99/99.9 of requests had completed (numpy's linear quantile of
+    every request, from the order statistics :func:`thin_ranks` kept)."""
+    rows = []
+    for s, g in df.groupby("step"):
+        t = pd.Series(g["t_rel_s"].to_numpy(dtype=float), index=g["rank"].to_numpy())
+        n = int(g["n"].iat[0])
+        row = {"step": s}
+        for q in quantiles:
+            h = (n - 1) * q
+            lo, hi = int(np.floor(h)), int(np.ceil(h))
+            row[f"p{q * 100:g}"] = float(t[lo] + (h - lo) * (t[hi] - t[lo]))
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -71,28 +113,12 @@ def plot_request_cdf(df: pd.DataFrame, path: str | Path) -> Path:
     return _style.save(fig, path)
 
 
-MAX_CDF_POINTS = 400
-"""Points per step in the HTML report's CDF (a 2M-span run has ~1,800 requests per step, 100 steps)."""
-
-
-def downsample_cdf(g: pd.DataFrame, limit: int = MAX_CDF_POINTS) -> pd.DataFrame:
-    """At most ``limit`` rows of one step's sorted CDF: evenly spaced ranks, plus the slowest 1% (at most a
-    quarter of the budget; the tail is what a reader hovers over). The PNG and quantile dots use every request."""
-    n = len(g)
-    if n <= limit:
-        return g
-    tail = min(max(1, n // 100), limit // 4)
-    keep = np.unique(np.r_[np.linspace(0, n - tail - 1, limit - tail).round().astype(int), np.arange(n - tail, n)])
-    return g.iloc[keep]
-
-
 def plotly_request_cdf(df: pd.DataFrame):  # -> plotly Figure
     import plotly.graph_objects as go
 
     fig = go.Figure()
     q = cdf_quantiles(df).set_index("step") if len(df) else None
     for s, g in df.groupby("step"):
-        g = downsample_cdf(g)
         fig.add_trace(
             go.Scattergl(
                 x=g["t_rel_s"],

@@ -20,27 +20,31 @@ COLUMNS = ["step", "worker", "request_id", "t_rel_s"]
 
 
 def compute_worker_cdf(spans: pd.DataFrame, step: int | None = None, tables: Tables | None = None) -> pd.DataFrame:
-    """Per request: completion seconds since its worker started and the fraction of that worker's requests done.
-    Requests without a known worker (no worker span, no rank attribute) have no worker timeline: left out.
-    """
+    """Per request of ``step`` (default: :func:`pick_step`'s): completion seconds since its worker started and the
+    fraction of that worker's requests done. Requests without a known worker (no worker span, no rank attribute)
+    have no worker timeline: left out."""
     r = tables.requests if tables is not None else requests_table(spans)
-    return combine_worker_cdf([_rows(r)], step)
+    return combine_worker_cdf([_ranked(_rows(r))], step)
 
 
 def part_worker_cdf(tables: Tables) -> pd.DataFrame:
-    """One part's requests with a worker timeline (:mod:`.parts`)."""
-    return _rows(tables.requests)
+    """One part's requests with a worker timeline, ranked within their (step, worker) (:mod:`.parts`; a step's
+    requests are never split between parts)."""
+    return _ranked(_rows(tables.requests))
 
 
 def combine_worker_cdf(parts: Sequence[pd.DataFrame], step: int | None = None) -> pd.DataFrame:
-    """The parts' requests (of ``step`` only, when given) ranked within their (step, worker)."""
-    df = concat_parts(parts)
-    if step is not None:
-        df = df[df["step"] == step]
-    df = df.sort_values(["step", "worker", "t_rel_s"]).reset_index(drop=True)
-    g = df.groupby(["step", "worker"])
-    df["frac"] = (g.cumcount() + 1) / g["t_rel_s"].transform("size") if len(df) else pd.Series(dtype=float)
-    return df
+    """The requests of one step, ``step`` or else :func:`pick_step`'s over every part: the figure draws one step,
+    and a frame of every step's requests grew with the run (issue 31). ``parts`` is read twice, a part at a
+    time (a streamed run's parts wait on disk)."""
+    if step is None:
+        last = [p.groupby(["step", "worker"])["t_rel_s"].max() for p in parts if len(p)]
+        step = _most_lagging(pd.concat(last)) if last else None
+    if step is None:
+        first = next(iter(parts), None)
+        return first.iloc[:0] if first is not None else pd.DataFrame(columns=[*COLUMNS, "frac"])
+    df = concat_parts([p[p["step"] == step] for p in parts])
+    return df.sort_values(["worker", "t_rel_s"], kind="stable").reset_index(drop=True)
 
 
 def _rows(r: pd.DataFrame) -> pd.DataFrame:
@@ -50,17 +54,26 @@ def _rows(r: pd.DataFrame) -> pd.DataFrame:
     return r[["step", "worker", "request_id", "worker_rel_end_s"]].rename(columns={"worker_rel_end_s": "t_rel_s"})
 
 
-def pick_step(spans_or_df: pd.DataFrame) -> int | None:
+def _ranked(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.sort_values(["step", "worker", "t_rel_s"], kind="stable").reset_index(drop=True)
+    g = df.groupby(["step", "worker"], sort=False)
+    df["frac"] = (g.cumcount() + 1) / g["t_rel_s"].transform("size") if len(df) else pd.Series(dtype=float)
+    return df
+
+
+def pick_step(df: pd.DataFrame) -> int | None:
     """The step whose slowest worker finished last relative to its median worker (most telling for this view);
     ``None`` when no step has a worker timeline."""
-    df = spans_or_df
     if df.empty:
         return None
-    last = df.groupby(["step", "worker"])["t_rel_s"].max().groupby("step")
-    spread = (last.max() - last.median()).dropna()
-    if spread.empty:
-        return None
-    return int(spread.idxmax())
+    return _most_lagging(df.groupby(["step", "worker"])["t_rel_s"].max())
+
+
+def _most_lagging(last: pd.Series) -> int | None:
+    """The step of ``last`` (each (step, worker)'s last completion) whose slowest worker lagged its median most."""
+    by_step = last.groupby(level="step")
+    spread = (by_step.max() - by_step.median()).dropna()
+    return None if spread.empty else int(spread.idxmax())
 
 
 def plot_worker_cdf(df: pd.DataFrame, path: str | Path, step: int | None = None) -> Path:

@@ -82,12 +82,14 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
 
 
 def _norms(occ: pd.DataFrame, b: Baselines, metric: str, step: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each occurrence's usual value and fence for ``metric`` in ``step`` (looked up once per part and key)."""
-    codes, uniques = factorize_rows([occ["part"], occ["key"]])
+    """Each occurrence's usual value and fence for ``metric`` in ``step`` (looked up once per part, key and, for
+    the engine's queue, replica: :meth:`~.baselines.Baselines.replica_norm`)."""
+    replica = occ["replica"].where(occ["part"] == k.PART_ENGINE_QUEUE)
+    codes, uniques = factorize_rows([occ["part"], occ["key"], replica.astype(object).fillna("")])
     med = np.full(len(uniques), np.nan)
     fence = np.full(len(uniques), np.inf)
-    for i, (part, key) in enumerate(uniques):
-        n = b.norm(part, key, metric)
+    for i, (part, key, on) in enumerate(uniques):
+        n = b.replica_norm(part, key, on, metric) if on != "" else b.norm(part, key, metric)
         if n is not None:
             med[i], fence[i] = n.median, n.fence_in(step)
     return med[codes], fence[codes]

@@ -21,9 +21,10 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.histograms import LogHistogram
 from otel_verl.analysis.findings.row_codes import factorize_rows
-from otel_verl.analysis.findings.step_summary import StepSummary
+from otel_verl.analysis.findings.step_summary import REPLICA_KEY, StepSummary
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 MIN_KEY_COUNT = 30
@@ -72,6 +73,17 @@ class Baselines:
             return found
         return self.part_norms.get((part, metric), found)
 
+    def replica_norm(self, part: str, key: str, replica: object, metric: str) -> Norm | None:
+        """The norm of ``part`` on one replica (:func:`~.step_summary.replica_keys`) when it has enough values,
+        else :meth:`norm` of its key."""
+        found = self.norms.get((part, f"{key}{REPLICA_KEY}{replica}", metric))
+        return found if found is not None and found.count >= MIN_KEY_COUNT else self.norm(part, key, metric)
+
+
+def is_replica_key(key: tuple[str, str, str]) -> bool:
+    """Whether (part, key, metric) is an engine queue's per-replica key (:func:`~.step_summary.replica_keys`)."""
+    return key[0] == k.PART_ENGINE_QUEUE and REPLICA_KEY in key[1]
+
 
 def fence(h: LogHistogram, th: Thresholds) -> Norm:
     """The norm of one part: its median, and the fence beyond which an occurrence is not the run's own tail.
@@ -103,7 +115,8 @@ def run_baselines(summaries: list[StepSummary], th: Thresholds) -> Baselines:
         mine: dict[tuple[str, str], LogHistogram] = {}
         for key, h in s.histograms.items():
             per_step.setdefault(key, []).append((s.step, h))
-            mine.setdefault((key[0], key[2]), LogHistogram()).merge(h)
+            if not is_replica_key(key):  # it repeats its turn key's values
+                mine.setdefault((key[0], key[2]), LogHistogram()).merge(h)
         for key, h in mine.items():
             by_part.setdefault(key, []).append((s.step, h))
     b = Baselines(

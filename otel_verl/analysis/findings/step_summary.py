@@ -27,6 +27,8 @@ METRIC_SECONDS = "s"
 METRIC_TOKENS = "tokens"
 METRIC_RATE = "rate"
 """Seconds per token of a decode part."""
+REPLICA_KEY = "@"
+"""Joins a turn key and a replica in the engine queue's second key (:func:`replica_keys`)."""
 
 BARE_WORKER = "worker"
 """``status`` of a summary's request row that is a worker span holding no request span."""
@@ -304,6 +306,18 @@ def _worker_occurrences(wk: pd.DataFrame, rollout: tuple[int, int] | None) -> pd
     return pd.concat([start, finish], ignore_index=True)
 
 
+def replica_keys(part: np.ndarray, key: np.ndarray, replica: np.ndarray) -> np.ndarray:
+    """Where an engine queue occurrence's replica is known, its second baseline key ``<turn>@<replica>``; else
+    ``None``. A replica's queue follows its own load (its capacity, the requests routed to it): one replica that
+    queues a second for half its calls must not set the fence of one that never queues (an 8 s wait there hid
+    in the run's q95). Only the fences read these keys; the groups' medians keep the turn index alone."""
+    out = np.full(len(part), None, dtype=object)
+    ok = (part == k.PART_ENGINE_QUEUE) & pd.notna(replica)
+    if ok.any():
+        out[ok] = [f"{a}{REPLICA_KEY}{b}" for a, b in zip(key[ok], replica[ok], strict=True)]
+    return out
+
+
 def group_key(values: pd.Series) -> pd.Series:
     """A group's name as text: a worker rank or sample index as a whole number (``3``, not ``3.0``)."""
     if values.dtype.kind in "fi":
@@ -326,8 +340,10 @@ def _statistics(
         return {}, {}
     long = _metrics(occ)
     keys = ["step", "part", "key", "metric"]
-    binned = LogHistogram.bins(long["v"].to_numpy(dtype=float))
-    counts = long[keys].assign(bin=binned).value_counts(sort=False)
+    by_replica = replica_keys(long["part"].to_numpy(), long["key"].to_numpy(), long["replica"].to_numpy())
+    has = pd.notna(by_replica) & (long["metric"].to_numpy() == METRIC_SECONDS)
+    rows = pd.concat([long, long[has].assign(key=by_replica[has])], ignore_index=True) if has.any() else long
+    counts = rows[keys].assign(bin=LogHistogram.bins(rows["v"].to_numpy(dtype=float))).value_counts(sort=False)
     hist: dict[float, dict[tuple[str, str, str], LogHistogram]] = {}
     for (step, part, key, metric), g in counts.groupby(level=[0, 1, 2, 3], sort=False):
         hist.setdefault(step, {})[(part, key, metric)] = LogHistogram.from_counts(

@@ -8,6 +8,9 @@ small fields (phases, workers, histograms, quiet stretches) and a few numbers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import overload
+
 import pandas as pd
 
 from otel_verl.analysis.figures.catalog import PARTS
@@ -77,4 +80,26 @@ class RunCollector:
     def figure_frame(self, name: str) -> pd.DataFrame:
         """A figure's frame from every part's (:data:`~otel_verl.analysis.figures.catalog.PARTS`)."""
         _, combine = PARTS[name]
-        return combine([self.store.get(f"part{i}", f"figure_{name}") for i in range(self.parts)])
+        return combine(StoredParts(self.store, f"figure_{name}", self.parts))
+
+
+class StoredParts(Sequence[pd.DataFrame]):
+    """Every part's value of one name, read from the store as it is asked for: a combine that walks the parts
+    (twice, for the worker CDF's step) holds the store's few cached ones, not the run's."""
+
+    def __init__(self, store: PartStore, name: str, parts: int) -> None:
+        self.store, self.name, self.parts = store, name, parts
+
+    def __len__(self) -> int:
+        return self.parts
+
+    @overload
+    def __getitem__(self, i: int) -> pd.DataFrame: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[pd.DataFrame]: ...
+    def __getitem__(self, i: int | slice) -> pd.DataFrame | list[pd.DataFrame]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.parts))]
+        if not -self.parts <= i < self.parts:
+            raise IndexError(i)
+        return self.store.get(f"part{i % self.parts}", self.name)
