@@ -92,7 +92,8 @@ def test_the_cdf_frame_is_thinned_and_its_quantiles_exact(planted_spans: pd.Data
         ranks = request_cdf.thin_ranks(n)
         assert ranks[0] == 0 and ranks[-1] == n - 1 and (np.diff(ranks) > 0).all()
         assert len(ranks) <= request_cdf.MAX_CDF_POINTS + 2 * len(request_cdf._style.QUANTILES)
-        assert n <= request_cdf.MAX_CDF_POINTS or n - max(1, n // 100) in ranks
+        tail = min(max(1, n // 100), request_cdf.MAX_CDF_POINTS // 4)  # the slowest 1 %, a quarter of the ranks at most
+        assert n <= request_cdf.MAX_CDF_POINTS or set(range(n - tail, n)) <= set(ranks)
     requests = Tables.build(planted_spans).requests
     step = int(requests["step"].iloc[0])
     t = np.sort(requests.loc[requests["step"] == step, "rel_end_s"].to_numpy(dtype=float))
