@@ -236,22 +236,18 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
 
 
 def _most_workers_moved(lr: pd.DataFrame, th: Thresholds) -> np.ndarray:
-    """A step moved as a whole only when its median worker and its median replica moved too: more than half of
-    its workers' (and, with two replicas or more, its replicas') medians ``shift_min_ratio`` above the run's
-    (with two or three workers one slow worker moves the step's median; with two replicas one slow replica
-    does: that is the worker's or the replica's cause, told there). Other groups pass."""
+    """A step moved as a whole only when its median worker moved too: more than half of its workers'
+    medians ``shift_min_ratio`` above the run's (with two or three workers one slow worker moves the step's
+    median; that is the worker's cause, told at the worker). Other groups pass."""
     ok = np.ones(len(lr), dtype=bool)
     step = (lr["group_type"] == GROUP_STEP).to_numpy()
     if not step.any():
         return ok
-    for group_type, least in ((GROUP_WORKER, 1), (GROUP_REPLICA, 2)):
-        groups = lr[lr["group_type"] == group_type]
-        moved = groups.assign(up=groups["log_ratio"] >= np.log(th.shift_min_ratio))
-        by = moved.groupby(["part", "metric"])["up"]
-        share, count = by.mean(), by.size()
-        for i in np.flatnonzero(step & ok):
-            key = (lr["part"].iat[i], lr["metric"].iat[i])
-            ok[i] = count.get(key, 0) < least or share.get(key, 1.0) > 0.5
+    workers = lr[lr["group_type"] == GROUP_WORKER]
+    moved = workers.assign(up=workers["log_ratio"] >= np.log(th.shift_min_ratio))
+    share = moved.groupby(["part", "metric"])["up"].mean()
+    for i in np.flatnonzero(step):
+        ok[i] = share.get((lr["part"].iat[i], lr["metric"].iat[i]), 1.0) > 0.5
     return ok
 
 
