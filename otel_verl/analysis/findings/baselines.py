@@ -24,7 +24,7 @@ import pandas as pd
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.histograms import LogHistogram
 from otel_verl.analysis.findings.row_codes import factorize_rows
-from otel_verl.analysis.findings.step_summary import REPLICA_KEY, StepSummary
+from otel_verl.analysis.findings.step_summary import REPLICA_KEY, StepSummary, replica_key
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 MIN_KEY_COUNT = 30
@@ -76,7 +76,7 @@ class Baselines:
     def replica_norm(self, part: str, key: str, replica: object, metric: str) -> Norm | None:
         """The norm of ``part`` on one replica (:func:`~.step_summary.replica_keys`) when it has enough values,
         else :meth:`norm` of its key."""
-        found = self.norms.get((part, f"{key}{REPLICA_KEY}{replica}", metric))
+        found = self.norms.get((part, replica_key(key, replica), metric))
         return found if found is not None and found.count >= MIN_KEY_COUNT else self.norm(part, key, metric)
 
 

@@ -314,8 +314,13 @@ def replica_keys(part: np.ndarray, key: np.ndarray, replica: np.ndarray) -> np.n
     out = np.full(len(part), None, dtype=object)
     ok = (part == k.PART_ENGINE_QUEUE) & pd.notna(replica)
     if ok.any():
-        out[ok] = [f"{a}{REPLICA_KEY}{b}" for a, b in zip(key[ok], replica[ok], strict=True)]
+        out[ok] = [replica_key(a, b) for a, b in zip(key[ok], replica[ok], strict=True)]
     return out
+
+
+def replica_key(key: str, replica: object) -> str:
+    """The engine queue's baseline key of turn key ``key`` on ``replica`` (:func:`replica_keys`)."""
+    return f"{key}{REPLICA_KEY}{replica}"
 
 
 def group_key(values: pd.Series) -> pd.Series:
