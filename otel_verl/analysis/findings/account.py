@@ -15,6 +15,7 @@ The run's *spread* is the robust spread of the steps' excesses, and how far the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -83,10 +84,50 @@ class StepAccount:
         return next((p for p in self.parts if p.kind == kind and p.phase == phase), None)
 
 
-GUMBEL_SCALE_PER_SPREAD = 1 / 1.1372
-"""A Gumbel's scale per 1.4826 × its median absolute deviation."""
-GUMBEL_MEDIAN = 0.3665
-"""The standard Gumbel's median (−ln ln 2)."""
+CALIBRATION_RUNS = 20_000
+"""Simulated clean runs behind :func:`warn_level` (its level moves by a few percent between seeds)."""
+CALIBRATION_MAX_STEPS = 40
+"""Beyond this many steps the spread is measured well: the warn level grows with ln n alone."""
+GUMBEL_SCALE_PER_PAIRWISE = 1 / (1.0483 * np.log(3))
+"""A Gumbel's scale per :func:`pairwise_spread` (the difference of two Gumbels is logistic: median |·| = ln 3)."""
+MAX_PAIRS = 200_000
+""":func:`pairwise_spread` measures at most this many pairs (all of them up to 632 steps)."""
+
+
+def pairwise_spread(values: np.ndarray) -> np.ndarray:
+    """1.0483 × the median distance between two of the values (Shamos' estimator; a normal's σ), along the last
+    axis: as robust as it needs to be here (the steps the causes slowed are already left out) and, from the few
+    steps a short run has, much steadier than the median absolute deviation (86 % efficient against 37 %)."""
+    values = np.asarray(values, dtype=float)
+    n = values.shape[-1]
+    if n * (n - 1) // 2 <= MAX_PAIRS:
+        i, j = np.triu_indices(n, 1)
+    else:  # a run of thousands of steps: a seeded sample of its pairs measures the same median
+        i, j = np.random.default_rng(n).integers(0, n, size=(2, MAX_PAIRS))
+        i, j = i[i != j], j[i != j]
+    return np.median(np.abs(values[..., i] - values[..., j]), axis=-1) * 1.0483
+
+
+@lru_cache(maxsize=256)
+def warn_level(steps: int, margin: float) -> float:
+    """How far above their median, in :func:`pairwise_spread` units, the largest of ``steps`` clean steps passes
+    with probability e^−margin, the spread measured on those same steps.
+
+    With a known Gumbel scale that is scale × (ln n + margin − its median); measured on a short run's few steps
+    the spread is uncertain, and the plain formula broke its promise: a clean run of 5 steps passed it in 12 % of
+    simulated runs instead of 3 % (8 steps: 8 %, 20 steps: 5 %). The level is therefore the quantile of (largest
+    excess − median) / (measured spread) over :data:`CALIBRATION_RUNS` simulated clean runs of Gumbel steps,
+    seeded, so a run always gets the same level. Median warn level, in the Gumbel's scale, at the promised 3 %
+    (simulated): 8 steps 5.2 (median absolute deviation calibrated the same way: 7.1), 20 steps 6.2 (7.2)."""
+    n = min(steps, CALIBRATION_MAX_STEPS)
+    rng = np.random.default_rng(n)
+    ratios = []
+    for _ in range(10):  # in chunks: a 40-step run has 780 pairs
+        x = rng.gumbel(size=(CALIBRATION_RUNS // 10, n))
+        x -= np.median(x, axis=1, keepdims=True)
+        ratios.append(x.max(axis=1) / np.maximum(pairwise_spread(x), 1e-12))
+    measured = float(np.quantile(np.concatenate(ratios), 1 - np.exp(-margin)))
+    return measured + GUMBEL_SCALE_PER_PAIRWISE * float(np.log(steps / n))
 
 
 @dataclass(frozen=True)
@@ -102,8 +143,10 @@ class StepSpread:
     def of(cls, accounts: list[StepAccount], th: Thresholds, explained: np.ndarray | None = None) -> StepSpread:
         """A rollout waits for its slowest request, so a step's excess has the right tail of a maximum: a Gumbel's,
         whose scale the median absolute deviation gives (robust to the slow steps themselves, up to half of them).
-        The largest of ``n`` clean steps passes ``median + scale × (ln n + m)`` with probability about e^−m:
-        ``th.warning_margin`` is m, so a longer run does not raise more false alarms.
+        The largest of ``n`` clean steps passes ``median + scale × (ln n + m)`` with probability about e^−m when the
+        scale is known; measured on the run's own few steps it is not, and :func:`warn_level` gives the level that
+        keeps that promise (from the steps' pairwise distances; never below the baseline itself).
+        ``th.warning_margin`` is m, so neither a longer nor a shorter run raises more false alarms.
 
         Steps that anomalies made slow are not the run's own variation: they are left out and the spread measured
         again (a run with several slow steps would otherwise call its own noise larger than it is). ``explained``:
@@ -127,9 +170,9 @@ class StepSpread:
         short = th.min_steps - int((ok & ~slow).sum())
         if short > 0:  # too few steps left to measure: the least slowed of the slow ones come back
             slow[np.argsort(np.where(slow, excess, np.inf))[:short]] = False
-        spread = _mad(excess[ok & ~slow])
-        scale = spread * GUMBEL_SCALE_PER_SPREAD
-        return cls(spread, scale * (GUMBEL_MEDIAN + np.log(int(ok.sum())) + th.warning_margin))
+        used = excess[ok & ~slow]
+        level = float(pairwise_spread(used)) * warn_level(len(used), th.warning_margin)
+        return cls(_mad(used), max(float(np.median(used)), 0.0) + level)
 
 
 def _mad(values: np.ndarray) -> float:
