@@ -55,3 +55,11 @@ def test_short_and_long_clean_runs_keep_the_promised_false_alarm_rate() -> None:
                 excess -= np.median(excess)
                 passed += excess.max() > _spread(excess, np.zeros(n)).warn_s
             assert passed / 800 <= 0.05, (draw.__name__, n, passed / 800)
+
+
+def test_one_step_measures_no_spread() -> None:
+    """With ``--set min_steps=1`` a one-step run has nothing to measure a spread on: no level (as with fewer steps
+    than ``min_steps``), not an error."""
+    accounts = [SimpleNamespace(excess_s=2.0)]
+    spread = StepSpread.of(accounts, Thresholds(min_steps=1), np.zeros(1))  # type: ignore[arg-type]
+    assert np.isnan(spread.spread) and spread.warn_s == 0.0

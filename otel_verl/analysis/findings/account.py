@@ -141,11 +141,10 @@ class StepSpread:
 
     @classmethod
     def of(cls, accounts: list[StepAccount], th: Thresholds, explained: np.ndarray | None = None) -> StepSpread:
-        """A rollout waits for its slowest request, so a step's excess has the right tail of a maximum: a Gumbel's,
-        whose scale the median absolute deviation gives (robust to the slow steps themselves, up to half of them).
+        """A rollout waits for its slowest request, so a step's excess has the right tail of a maximum: a Gumbel's.
         The largest of ``n`` clean steps passes ``median + scale × (ln n + m)`` with probability about e^−m when the
         scale is known; measured on the run's own few steps it is not, and :func:`warn_level` gives the level that
-        keeps that promise (from the steps' pairwise distances; never below the baseline itself).
+        keeps that promise (in the steps' pairwise spread, above their median excess when that is positive).
         ``th.warning_margin`` is m, so neither a longer nor a shorter run raises more false alarms.
 
         Steps that anomalies made slow are not the run's own variation: they are left out and the spread measured
@@ -171,6 +170,8 @@ class StepSpread:
         if short > 0:  # too few steps left to measure: the least slowed of the slow ones come back
             slow[np.argsort(np.where(slow, excess, np.inf))[:short]] = False
         used = excess[ok & ~slow]
+        if len(used) < 2:  # ``--set min_steps=1``: one step has no spread to measure
+            return cls(float("nan"), 0.0)
         level = float(pairwise_spread(used)) * warn_level(len(used), th.warning_margin)
         return cls(_mad(used), max(float(np.median(used)), 0.0) + level)
 
