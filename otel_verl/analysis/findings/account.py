@@ -90,6 +90,8 @@ CALIBRATION_MAX_STEPS = 40
 """Beyond this many steps the spread is measured well: the warn level grows with ln n alone."""
 GUMBEL_SCALE_PER_PAIRWISE = 1 / (1.0483 * np.log(3))
 """A Gumbel's scale per :func:`pairwise_spread` (the difference of two Gumbels is logistic: median |·| = ln 3)."""
+MIN_SPREAD_STEPS = 2
+"""A spread needs two steps whatever ``min_steps`` says (``--set min_steps=1``): one step measures nothing."""
 MAX_PAIRS = 200_000
 """:func:`pairwise_spread` measures at most this many pairs (all of them up to 632 steps)."""
 
@@ -156,7 +158,8 @@ class StepSpread:
         go unexplained, from what the causes leave of every step."""
         excess = np.array([a.excess_s for a in accounts], dtype=float)
         ok = np.isfinite(excess)
-        if ok.sum() < th.min_steps:
+        least = max(th.min_steps, MIN_SPREAD_STEPS)
+        if ok.sum() < least:
             return cls(float("nan"), 0.0)
         if explained is None:
             explained = np.array([float(a.anomalies["cost"].sum()) if len(a.anomalies) else 0.0 for a in accounts])
@@ -166,12 +169,10 @@ class StepSpread:
         # causes leave of each step is the run's own variation (all the excesses would put the median on a slow one)
         ref = excess[plain] if plain.sum() >= th.min_steps else (excess - np.where(by_anomaly, explained, 0.0))[ok]
         slow = ok & by_anomaly & (excess > np.median(ref) + 3 * max(_mad(ref), 1e-9))
-        short = th.min_steps - int((ok & ~slow).sum())
+        short = least - int((ok & ~slow).sum())
         if short > 0:  # too few steps left to measure: the least slowed of the slow ones come back
             slow[np.argsort(np.where(slow, excess, np.inf))[:short]] = False
         used = excess[ok & ~slow]
-        if len(used) < 2:  # ``--set min_steps=1``: one step has no spread to measure
-            return cls(float("nan"), 0.0)
         level = float(pairwise_spread(used)) * warn_level(len(used), th.warning_margin)
         return cls(_mad(used), max(float(np.median(used)), 0.0) + level)
 
