@@ -76,3 +76,28 @@ def test_factorize_rows_is_multiindex_factorize() -> None:
         assert same == [tuple("NA" if pd.isna(v) else v for v in t) for t in uniques]
     empty_codes, empty = factorize_rows([pd.Series([], dtype=object), np.array([], dtype=object)])
     assert len(empty_codes) == 0 and empty == []
+
+
+def test_store_gives_back_text_columns_exactly(tmp_path: Path) -> None:
+    """Repetitive text columns travel packed; missing values, mixed types and many-valued columns come back as
+    they went in, each value of its own type."""
+    n = 200
+    texts = pd.Series(["decode", "queue"] * (n // 2), dtype=object)
+    frame = pd.DataFrame(
+        {
+            "part": texts,
+            "with_none": pd.Series([None, "x"] * (n // 2), dtype=object),
+            "with_nan": pd.Series([np.nan, "x"] * (n // 2), dtype=object),
+            "mixed": pd.Series([1, "x"] * (n // 2), dtype=object),
+            "unique": pd.Series([f"r{i}" for i in range(n)], dtype=object),
+            "arrow": pd.array(["a"] * n, dtype="str"),
+            "value": np.arange(n, dtype=float),
+        },
+        index=np.arange(n) * 3,
+    )
+    with PartStore(tmp_path, cached=0) as store:
+        store.put("step1", "occurrences", frame)
+        back = store.get("step1", "occurrences")
+    pd.testing.assert_frame_equal(back, frame, check_exact=True)
+    for column in frame:
+        assert [type(v) for v in back[column]] == [type(v) for v in frame[column]], column

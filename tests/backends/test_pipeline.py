@@ -215,19 +215,30 @@ def test_analyzer_reads_jaeger_and_the_archive(backends: Backends, emitted, tmp_
 
     _kind, spool, started = emitted
     services = {s["service"] for s in spool.values()}
-    from_jaeger: set[str] = set()
-    for service in services:
-        table = load_spans(
-            backends.jaeger_url,
-            source_type="jaeger",
-            service=service,
-            since_ns=int((started - 3 * 3600) * 1e9),  # the stand-in backdates its synthetic steps
-            until_ns=int((time.time() + 60) * 1e9),
-        )
-        from_jaeger |= set(table.span_id)
-    assert from_jaeger == set(spool), "Jaeger source: span ids differ from the spool"
+
+    def from_jaeger() -> set[str]:
+        found: set[str] = set()
+        for service in services:
+            table = load_spans(
+                backends.jaeger_url,
+                source_type="jaeger",
+                service=service,
+                since_ns=int((started - 3 * 3600) * 1e9),  # the stand-in backdates its synthetic steps
+                until_ns=int((time.time() + 60) * 1e9),
+            )
+            found |= set(table.span_id)
+        return found
+
+    # run on its own (``-k``), no test before this one has waited for the collector to deliver
+    wait_until(lambda: set(spool) <= from_jaeger(), 90, "the spool's spans in Jaeger", interval=1.0)
+    assert from_jaeger() == set(spool), "Jaeger source: span ids differ from the spool"
+    wait_until(
+        lambda: set(spool) <= set(load_spans(str(backends.archive_dir), source_type="file").span_id),
+        90,
+        "the spool's spans in the collector's file archive",
+        interval=1.0,
+    )
     archive = load_spans(str(backends.archive_dir), source_type="file")
-    assert set(spool) <= set(archive.span_id)
     result = analyze(archive[archive.span_id.isin(set(spool))], tmp_path / "report")
     assert (tmp_path / "report" / "findings.json").exists()
     assert result.summary["spans"] == len(spool)

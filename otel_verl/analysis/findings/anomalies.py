@@ -81,18 +81,24 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
     return with_stalls(s, b, th, found).reset_index(drop=True)
 
 
-def _norms(occ: pd.DataFrame, b: Baselines, metric: str, step: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each occurrence's usual value and fence for ``metric`` in ``step`` (looked up once per part, key and, for
-    the engine's queue, replica: :meth:`~.baselines.Baselines.replica_norm`)."""
-    replica = occ["replica"].where(occ["part"] == k.PART_ENGINE_QUEUE)
-    codes, uniques = factorize_rows([occ["part"], occ["key"], replica.astype(object).fillna("")])
-    med = np.full(len(uniques), np.nan)
-    fence = np.full(len(uniques), np.inf)
-    for i, (part, key, on) in enumerate(uniques):
-        n = b.replica_norm(part, key, on, metric) if on != "" else b.norm(part, key, metric)
-        if n is not None:
-            med[i], fence[i] = n.median, n.fence_in(step)
-    return med[codes], fence[codes]
+class _Norms:
+    """Each occurrence's usual value and fence per metric in one step, looked up once per part, key and, for the
+    engine's queue, replica (:meth:`~.baselines.Baselines.replica_norm`). The occurrences are grouped once for
+    the three metrics a step reads (the diagnosis of a 1M-span spool: 1.68 -> 1.34 s of CPU)."""
+
+    def __init__(self, occ: pd.DataFrame, b: Baselines, step: int) -> None:
+        replica = occ["replica"].where(occ["part"] == k.PART_ENGINE_QUEUE)
+        self.codes, self.uniques = factorize_rows([occ["part"], occ["key"], replica.astype(object).fillna("")])
+        self.b, self.step = b, step
+
+    def __call__(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        med = np.full(len(self.uniques), np.nan)
+        fence = np.full(len(self.uniques), np.inf)
+        for i, (part, key, on) in enumerate(self.uniques):
+            n = self.b.replica_norm(part, key, on, metric) if on != "" else self.b.norm(part, key, metric)
+            if n is not None:
+                med[i], fence[i] = n.median, n.fence_in(self.step)
+        return med[self.codes], fence[self.codes]
 
 
 def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.DataFrame:
@@ -100,7 +106,8 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.
     part = occ["part"].to_numpy(dtype=object)
     tokens = occ["tokens"].to_numpy(dtype=float)
     dec = (part == k.PART_DECODE) & np.isfinite(tokens) & (tokens > 0)
-    med, fence = _norms(occ, b, METRIC_SECONDS, step)
+    norms = _Norms(occ, b, step)
+    med, fence = norms(METRIC_SECONDS)
     out = []
     plain = ~dec & (v > fence) & (v - med >= th.occurrence_min_s)
     if plain.any():
@@ -115,8 +122,8 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.
             anomaly_rows(i, causes, part[i], v[i] - med[i], scope, group, METRIC_SECONDS, v[i], med[i], v[i] / fence[i])
         )
     if dec.any():
-        n0, n_fence = _norms(occ, b, METRIC_TOKENS, step)
-        r0, r_fence = _norms(occ, b, METRIC_RATE, step)
+        n0, n_fence = norms(METRIC_TOKENS)
+        r0, r_fence = norms(METRIC_RATE)
         rate = np.where(dec, v / np.where(dec, tokens, 1.0), np.nan)
         # a call is only told by its tokens or its rate when its seconds stand out too: 21 tokens in a usual
         # 4 s is a high rate, not a slow engine

@@ -6,7 +6,8 @@ the analysis grow with the run again. Each value is pickled once, when its part 
 the end needs it (the account walks the steps in order, a few times): a small cache keeps the last few values
 read, so a walk reads each file once and memory holds a few steps' frames, not the run's. Pickle keeps every
 dtype as it was (object columns with ``None`` or ``NaN``, Arrow strings, nullable integers), so what comes back
-is what went in. Everything lives in one temporary directory, removed on :meth:`PartStore.close`; a forked
+is what went in; a frame's repetitive text columns travel as codes (:func:`_packed`) and come back as the same
+plain objects. Everything lives in one temporary directory, removed on :meth:`PartStore.close`; a forked
 figure worker reads the same files.
 """
 
@@ -18,6 +19,10 @@ import tempfile
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import infer_dtype
 
 CACHED = 2
 """Values of each name kept in memory after they were read (a step's occurrences and the previous step's)."""
@@ -45,7 +50,7 @@ class PartStore:
     def put(self, key: str, name: str, value: Any) -> None:
         path = self._path(key, name)
         with path.open("wb") as fh:
-            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(_packed(value), fh, protocol=pickle.HIGHEST_PROTOCOL)
             self.bytes += fh.tell()
 
     def get(self, key: str, name: str) -> Any:
@@ -55,7 +60,7 @@ class PartStore:
             cache.move_to_end(key)
             return cache[key]
         with self._path(key, name).open("rb") as fh:
-            value = pickle.load(fh)  # our own temporary files
+            value = _unpacked(pickle.load(fh))  # our own temporary files
         cache[key] = value
         if len(cache) > self._cached:
             cache.popitem(last=False)
@@ -64,3 +69,35 @@ class PartStore:
     def close(self) -> None:
         self._cache.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _Packed:
+    """A frame whose repetitive text columns travel as codes (:func:`_packed`)."""
+
+    def __init__(self, frame: pd.DataFrame, text: list[str]) -> None:
+        self.frame, self.text = frame, text
+
+
+def _packed(value: Any) -> Any:
+    """A frame's object columns of few distinct texts (at most one a :data:`DISTINCT_PER` rows, no missing
+    value) as categoricals: pickle writes each object of a column one by one, and the occurrences' ``part`` and
+    ``key`` made reading a step's occurrences back 27 ms instead of 7 (167k-span step). Anything else as is."""
+    if not isinstance(value, pd.DataFrame) or value.columns.has_duplicates:
+        return value
+    text = {}
+    for c in value.columns[[dtype == np.dtype(object) for dtype in value.dtypes]]:
+        codes, uniques = pd.factorize(value[c].to_numpy(), use_na_sentinel=False)
+        if len(uniques) * DISTINCT_PER <= len(value) and infer_dtype(uniques, skipna=False) == "string":
+            text[c] = pd.Categorical.from_codes(codes, uniques)
+    return _Packed(value.assign(**text), list(text)) if text else value
+
+
+def _unpacked(value: Any) -> Any:
+    if not isinstance(value, _Packed):
+        return value
+    frame = value.frame
+    return frame.assign(**{c: frame[c].astype(object) for c in value.text})
+
+
+DISTINCT_PER = 10
+"""A text column is packed when it holds at most one distinct value a this many rows."""
