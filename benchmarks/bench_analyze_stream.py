@@ -33,14 +33,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks._child import PerSpan, run_child
 from benchmarks._table import Result
-from benchmarks.bench_analyzer_scale import _tree_rss
 from benchmarks.bench_stream import (
     FLAT,
     LIMIT_GIB,
@@ -92,7 +90,7 @@ def _warm_up() -> None:
 
 
 @dataclass
-class Run:
+class Run(PerSpan):
     source: str
     """``spool``/``seed`` streamed, ``whole-spool``/``whole-seed`` the whole-run analysis."""
     spans: int
@@ -103,14 +101,6 @@ class Run:
     load: float
     """The 1-minute load average when the run ended (the machine is shared)."""
     findings: int
-
-    @property
-    def us_per_span(self) -> float:
-        return self.wall_s / self.spans * 1e6
-
-    @property
-    def cpu_us_per_span(self) -> float:
-        return self.cpu_s / self.spans * 1e6
 
 
 def measure(source: str, path: Path) -> Run:
@@ -125,32 +115,17 @@ def measure(source: str, path: Path) -> Run:
         )
         log = Path(tmp) / "log"
         with log.open("wb") as fh:
-            t0 = time.perf_counter()
-            proc = subprocess.Popen(
-                [sys.executable, *args],
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=ROOT,
-                env=CHILD_ENV,
-            )
-            stop, peak = threading.Event(), [0]
-            sampler = threading.Thread(target=_tree_rss, args=(proc.pid, stop, peak), daemon=True)
-            sampler.start()
-            _, status, usage = os.wait4(proc.pid, 0)
-            wall = time.perf_counter() - t0
-            stop.set()
-            sampler.join()
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"analyze {path} exited {os.waitstatus_to_exitcode(status)}: {log.read_text()[-800:]}")
+            child = run_child([sys.executable, *args], stdout=fh, cwd=ROOT, env=CHILD_ENV)
+        if child.exit_code != 0:
+            raise RuntimeError(f"analyze {path} exited {child.exit_code}: {log.read_text()[-800:]}")
         doc = json.loads((out / "findings.json").read_text())
     return Run(
         source,
         int(doc["summary"]["spans"]),
         len(doc["summary"]["steps"]),
-        wall,
-        usage.ru_utime + usage.ru_stime,
-        max(peak[0], usage.ru_maxrss * 1024) / 2**30,
+        child.wall_s,
+        child.cpu_s,
+        child.peak_bytes / 2**30,
         os.getloadavg()[0],
         len(doc["findings"]),
     )

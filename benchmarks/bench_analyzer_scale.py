@@ -20,16 +20,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from benchmarks._child import run_child
 from benchmarks._table import Result
 from benchmarks.gen_spool import cached_spool
 
@@ -53,64 +49,21 @@ class Run:
     findings: int
 
 
-def _pss(proc: Any) -> int:
-    """Proportional set size (bytes): pages shared with the parent count once over the tree, not per process.
-    Falls back to RSS where /proc/<pid>/smaps_rollup is missing."""
-    try:
-        for line in Path(f"/proc/{proc.pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(proc.memory_info().rss)
-
-
-def _tree_rss(pid: int, stop: threading.Event, peak: list[int]) -> None:
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-    except psutil.Error:
-        return
-    while not stop.is_set():
-        total = 0
-        try:
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            break
-        for p in procs:
-            try:
-                total += _pss(p)
-            except psutil.Error:
-                continue
-        peak[0] = max(peak[0], total)
-        stop.wait(0.1)
-
-
 def analyze_once(spool: Path, spans: int, out: Path) -> Run:
     """One ``otel-verl analyze SPOOL --out OUT`` in a child process; wall time and peak memory."""
     cmd = [sys.executable, "-c", "from otel_verl.cli import main; main()", "analyze", str(spool), "--out", str(out)]
     log = out.parent / f"{out.name}.log"
     with log.open("wb") as fh:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        stop, peak = threading.Event(), [0]
-        sampler = threading.Thread(target=_tree_rss, args=(proc.pid, stop, peak), daemon=True)
-        sampler.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        stop.set()
-        sampler.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"analyze exited {proc.returncode}: {log.read_text()[-500:]}")
+        child = run_child(cmd, stdout=fh)
+    if child.exit_code != 0:
+        raise RuntimeError(f"analyze exited {child.exit_code}: {log.read_text()[-500:]}")
     summary = json.loads((out / "findings.json").read_text())
     return Run(
         spans=spans,
-        wall_s=wall,
+        wall_s=child.wall_s,
         load_s=float(summary["summary"]["load"]["seconds"]),
-        maxrss_gib=usage.ru_maxrss * 1024 / 2**30,  # KiB on Linux
-        tree_rss_gib=peak[0] / 2**30,
+        maxrss_gib=child.maxrss_bytes / 2**30,
+        tree_rss_gib=child.tree_bytes / 2**30,
         html_mb=(out / "report.html").stat().st_size / 1e6,
         findings=len(summary["findings"]),
     )

@@ -24,16 +24,13 @@ import itertools
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks._child import PerSpan, run_child
 from benchmarks._table import Result
-from benchmarks.bench_analyzer_scale import _tree_rss
 
 CACHE = Path.home() / ".cache" / "otel_verl" / "bench"
 SPOOL_SHAPE = {"workers": 8, "requests": 512, "turns": 8}
@@ -191,7 +188,7 @@ print(json.dumps({"spans": stats.spans, "steps": steps, "largest": largest, "sec
 
 
 @dataclass
-class Run:
+class Run(PerSpan):
     source: str
     spans: int
     steps: int
@@ -201,34 +198,16 @@ class Run:
     cpu_s: float
     """User + system CPU of the child and its forked readers (``wait4``): what load on the machine barely moves."""
 
-    @property
-    def us_per_span(self) -> float:
-        return self.wall_s / self.spans * 1e6
-
-    @property
-    def cpu_us_per_span(self) -> float:
-        return self.cpu_s / self.spans * 1e6
-
 
 def measure(source: str, path: Path) -> Run:
     """One step-at-a-time read + per-step tables in a child process: wall time and peak memory of its tree."""
     with tempfile.TemporaryFile() as out:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=out, stdin=subprocess.DEVNULL)
-        stop, peak = threading.Event(), [0]
-        sampler = threading.Thread(target=_tree_rss, args=(proc.pid, stop, peak), daemon=True)
-        sampler.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        stop.set()
-        sampler.join()
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"{source} read of {path} exited {os.waitstatus_to_exitcode(status)}")
+        child = run_child([sys.executable, "-c", CHILD, str(path)], stdout=out)
+        if child.exit_code != 0:
+            raise RuntimeError(f"{source} read of {path} exited {child.exit_code}")
         out.seek(0)
         got = json.loads(out.read().decode().strip().splitlines()[-1])
-    peak_gib = max(peak[0], usage.ru_maxrss * 1024) / 2**30
-    cpu = usage.ru_utime + usage.ru_stime
-    return Run(source, got["spans"], got["steps"], got["largest"], wall, peak_gib, cpu)
+    return Run(source, got["spans"], got["steps"], got["largest"], child.wall_s, child.peak_bytes / 2**30, child.cpu_s)
 
 
 def rows(runs: list[Run], label: str, per_step: str) -> list[Result]:
