@@ -22,13 +22,16 @@ from typing import IO, Any
 class Child:
     wall_s: float
     cpu_s: float
-    peak_bytes: int
-    """The larger of the tree's summed PSS and the largest process's ``ru_maxrss``."""
     maxrss_bytes: int
     """The largest single process's resident peak (``ru_maxrss`` from ``wait4``)."""
     tree_bytes: int
     """The tree's summed PSS, sampled."""
     exit_code: int
+
+    @property
+    def peak_bytes(self) -> int:
+        """The larger of the tree's summed PSS and the largest process's ``ru_maxrss``."""
+        return max(self.tree_bytes, self.maxrss_bytes)
 
 
 class PerSpan:
@@ -61,8 +64,7 @@ def run_child(
     stop.set()
     sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    maxrss = usage.ru_maxrss * 1024
-    return Child(wall, usage.ru_utime + usage.ru_stime, max(peak[0], maxrss), maxrss, peak[0], proc.returncode)
+    return Child(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, peak[0], proc.returncode)
 
 
 def _pss(proc: Any) -> int:
