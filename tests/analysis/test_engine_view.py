@@ -2,8 +2,10 @@
 vLLM-shaped ``llm_request`` spans under our ``text_completion`` spans; two replicas behind verl's own load
 balancer, one of which runs 2 requests at once (the rest queue in it). Planted in step 2: sample 0 waits
 8 s in the engine's queue on turn index 0, sample 3's turn index 1 reaches the engine 8 s late, sample 6
-decodes 8 s longer on turn index 1 (steps 1 and 3-5 run clean). 1/8 over-sampling in every step (aborted
-requests get no engine span).
+decodes 8 s longer on turn index 1 (steps 1 and 3-5 run clean). 1/16 over-sampling in every step: the
+last of the 16 requests is aborted (aborted requests get no engine span). Not more: the six planted copies
+finish last and close together, and with 1/8 the two aborted were, on a loaded CI machine, both copies of
+sample 0, still in their planted queue (no engine span, so no queue to name: told as a slow engine call).
 
 The engine's own account splits each call, so each plant is named by what moved: queueing in the engine, the
 way to the engine, decoding (slower per token, at the usual token count)."""
@@ -34,7 +36,7 @@ ENGINE_RUN = {
     "seconds_per_token": 0.005,
     "slow_turn": {0: (0, 8.0, "queue"), 3: (1, 8.0, "before"), 6: (1, 8.0, "decode")},
     "slow_step": 2,
-    "oversample": 0.125,
+    "oversample": 0.0625,  # one abort a step: every plant keeps a copy that completes
 }
 
 
@@ -116,8 +118,11 @@ def test_each_engine_plant_is_named_by_what_moved(engine_run):
     # it names the planted sample's request; a request that queued as long behind sample 6's slow decode on the
     # replica running 2 at once may be named with it (a real consequence: seen on 1 of 4 runs here)
     assert set(first.details["request_ids"]) & _requests_of(spans, 2, planted_sample), first.message
-    elsewhere = [f for f in analysis.findings if f.kind in k.CAUSES and 2 not in f.steps]
-    assert not [f.message for f in elsewhere if f.severity != "info"]
+    # outside step 2 only the simulator's own heavy tail may warn: step 1 really runs long (its turn index 1
+    # decodes 512-640 tokens where the run's usual is ~200-270), +1.0-2.2 s: told as a note on a quiet machine, but
+    # at load 4 once a warning (+1.4 s against a 5-step run's warn level of 1.2 s there), a true cause
+    elsewhere = [f for f in analysis.findings if f.kind in k.CAUSES and 2 not in f.steps and f.severity != "info"]
+    assert all(f.kind == k.LONG_RESPONSE and f.severity == "warning" for f in elsewhere), [f.message for f in elsewhere]
 
 
 def test_engine_figure_and_per_turn_columns(engine_run):
