@@ -64,7 +64,7 @@ def test_the_engine_queue_is_fenced_per_replica() -> None:
     replica with too few values falls back to the turn's fence."""
     from otel_verl.analysis.findings import kinds as k
     from otel_verl.analysis.findings.baselines import MIN_KEY_COUNT, Baselines
-    from otel_verl.analysis.findings.step_summary import replica_keys
+    from otel_verl.analysis.findings.step_statistics import replica_keys
 
     th = Thresholds()
     rng = np.random.default_rng(1)

@@ -25,7 +25,7 @@ from otel_verl.analysis.findings.anomaly_rows import ANOMALY_COLUMNS, anomaly_ro
 from otel_verl.analysis.findings.baselines import Baselines, group_log_ratios
 from otel_verl.analysis.findings.row_codes import factorize_rows
 from otel_verl.analysis.findings.stalls import with_stalls
-from otel_verl.analysis.findings.step_summary import (
+from otel_verl.analysis.findings.step_statistics import (
     GROUP_REPLICA,
     GROUP_SAMPLE,
     GROUP_STEP,
@@ -33,9 +33,9 @@ from otel_verl.analysis.findings.step_summary import (
     METRIC_RATE,
     METRIC_SECONDS,
     METRIC_TOKENS,
-    StepSummary,
     group_key,
 )
+from otel_verl.analysis.findings.step_summary import StepSummary
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 GROUP_ORDER = (GROUP_STEP, GROUP_REPLICA, GROUP_WORKER, GROUP_SAMPLE)

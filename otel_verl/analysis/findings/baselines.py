@@ -24,7 +24,8 @@ import pandas as pd
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.histograms import LogHistogram
 from otel_verl.analysis.findings.row_codes import factorize_rows
-from otel_verl.analysis.findings.step_summary import REPLICA_KEY, StepSummary, replica_key
+from otel_verl.analysis.findings.step_statistics import REPLICA_KEY, replica_key
+from otel_verl.analysis.findings.step_summary import StepSummary
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 MIN_KEY_COUNT = 30

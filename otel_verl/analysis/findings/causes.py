@@ -29,7 +29,8 @@ from otel_verl.analysis.findings.cause import Cause
 from otel_verl.analysis.findings.messages import describe
 from otel_verl.analysis.findings.phase_causes import phase_cause, phase_spreads
 from otel_verl.analysis.findings.record import Finding, evidence, sort_findings
-from otel_verl.analysis.findings.step_summary import BARE_WORKER, METRIC_RATE, METRIC_TOKENS
+from otel_verl.analysis.findings.step_statistics import METRIC_RATE, METRIC_TOKENS
+from otel_verl.analysis.findings.step_summary import BARE_WORKER
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 MERGED_SCOPES = (k.SCOPE_STEP, k.SCOPE_PHASE, k.SCOPE_WORKER, k.SCOPE_REPLICA)

@@ -19,7 +19,8 @@ import pandas as pd
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.anomaly_rows import anomaly_rows
 from otel_verl.analysis.findings.baselines import Baselines
-from otel_verl.analysis.findings.step_summary import METRIC_SECONDS, METRIC_TOKENS, StepSummary
+from otel_verl.analysis.findings.step_statistics import METRIC_SECONDS, METRIC_TOKENS
+from otel_verl.analysis.findings.step_summary import StepSummary
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 

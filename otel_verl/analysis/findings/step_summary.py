@@ -19,24 +19,13 @@ from otel_verl.analysis.findings.async_account import AsyncStep, async_accounts
 from otel_verl.analysis.findings.histograms import LogHistogram
 from otel_verl.analysis.findings.quiet import quiet_windows
 from otel_verl.analysis.findings.segments import TEXT_COLUMNS, as_objects, bare_workers, request_segments, span_ids
+from otel_verl.analysis.findings.step_statistics import step_statistics
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
 
-METRIC_SECONDS = "s"
-METRIC_TOKENS = "tokens"
-METRIC_RATE = "rate"
-"""Seconds per token of a decode part."""
-REPLICA_KEY = "@"
-"""Joins a turn key and a replica in the engine queue's second key (:func:`replica_keys`)."""
-
 BARE_WORKER = "worker"
 """``status`` of a summary's request row that is a worker span holding no request span."""
-
-GROUP_STEP = "step"
-GROUP_WORKER = "worker"
-GROUP_REPLICA = "replica"
-GROUP_SAMPLE = "sample"
 
 REQUEST_COLUMNS = (
     "request_span",
@@ -137,7 +126,7 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
     occ = pd.concat(frames, ignore_index=True) if frames else seg.assign(step=np.nan).iloc[:0]
     occ = as_objects(occ, TEXT_COLUMNS)
     occ_by_step = occ.groupby("step", sort=False).indices
-    hist, groups = _statistics(occ)
+    hist, groups = step_statistics(occ)
     sides = async_accounts(t)
     out = []
     for row, step, rollout, ph, wk, r in steps:
@@ -306,79 +295,5 @@ def _worker_occurrences(wk: pd.DataFrame, rollout: tuple[int, int] | None) -> pd
     return pd.concat([start, finish], ignore_index=True)
 
 
-def replica_keys(part: np.ndarray, key: np.ndarray, replica: np.ndarray) -> np.ndarray:
-    """Where an engine queue occurrence's replica is known, its second baseline key ``<turn>@<replica>``; else
-    ``None``. A replica's queue follows its own load (its capacity, the requests routed to it): one replica that
-    queues a second for half its calls must not set the fence of one that never queues (an 8 s wait there hid
-    in the run's q95). Only the fences read these keys; the groups' medians keep the turn index alone."""
-    out = np.full(len(part), None, dtype=object)
-    ok = (part == k.PART_ENGINE_QUEUE) & pd.notna(replica)
-    if ok.any():
-        out[ok] = [replica_key(a, b) for a, b in zip(key[ok], replica[ok], strict=True)]
-    return out
-
-
-def replica_key(key: str, replica: object) -> str:
-    """The engine queue's baseline key of turn key ``key`` on ``replica`` (:func:`replica_keys`)."""
-    return f"{key}{REPLICA_KEY}{replica}"
-
-
-def group_key(values: pd.Series) -> pd.Series:
-    """A group's name as text: a worker rank or sample index as a whole number (``3``, not ``3.0``)."""
-    if values.dtype.kind in "fi":
-        return pd.Series(
-            np.where(values.notna(), values.fillna(-1).astype(np.int64).astype(str), ""), index=values.index
-        )
-    return values.astype(str)
-
-
 def _empty_groups() -> pd.DataFrame:
     return pd.DataFrame(columns=["group_type", "group", "part", "key", "metric", "median", "count"])
-
-
-def _statistics(
-    occ: pd.DataFrame,
-) -> tuple[dict[float, dict[tuple[str, str, str], LogHistogram]], dict[float, pd.DataFrame]]:
-    """Per step: its histograms per (part, key, metric) and its medians per group (the whole step, each worker,
-    replica and sample group)."""
-    if occ.empty:
-        return {}, {}
-    long = _metrics(occ)
-    keys = ["step", "part", "key", "metric"]
-    by_replica = replica_keys(long["part"].to_numpy(), long["key"].to_numpy(), long["replica"].to_numpy())
-    has = pd.notna(by_replica) & (long["metric"].to_numpy() == METRIC_SECONDS)
-    rows = pd.concat([long, long[has].assign(key=by_replica[has])], ignore_index=True) if has.any() else long
-    counts = rows[keys].assign(bin=LogHistogram.bins(rows["v"].to_numpy(dtype=float))).value_counts(sort=False)
-    hist: dict[float, dict[tuple[str, str, str], LogHistogram]] = {}
-    for (step, part, key, metric), g in counts.groupby(level=[0, 1, 2, 3], sort=False):
-        hist.setdefault(step, {})[(part, key, metric)] = LogHistogram.from_counts(
-            g.index.get_level_values("bin").to_numpy(), g.to_numpy()
-        )
-    frames = []
-    groups = ((GROUP_STEP, None), (GROUP_WORKER, "worker"), (GROUP_REPLICA, "replica"), (GROUP_SAMPLE, "sample_index"))
-    for group_type, col in groups:
-        if col is None:
-            m = long.groupby(keys, sort=False)["v"].agg(["median", "size"]).reset_index().assign(group="")
-        else:
-            sub = long[long[col].notna().to_numpy()]
-            if sub.empty:
-                continue
-            g = sub.groupby([sub["step"], group_key(sub[col]).rename(col), "part", "key", "metric"], sort=False)["v"]
-            m = g.agg(["median", "size"]).reset_index().rename(columns={col: "group"})
-        frames.append(m.assign(group_type=group_type).rename(columns={"size": "count"}))
-    allg = pd.concat(frames, ignore_index=True)
-    cols = ["group_type", "group", "part", "key", "metric", "median", "count"]
-    by_step = {s: g[cols].reset_index(drop=True) for s, g in allg.groupby("step", sort=False)}
-    return hist, by_step
-
-
-def _metrics(occ: pd.DataFrame) -> pd.DataFrame:
-    """Occurrences as (part, key, metric, v) rows: seconds for every part; tokens and seconds per token for decode."""
-    base = occ[["step", "part", "key", "worker", "replica", "sample_index"]]
-    rows = [base.assign(metric=METRIC_SECONDS, v=occ["value_s"].to_numpy(dtype=float))]
-    tokens = occ["tokens"].to_numpy(dtype=float)
-    dec = (occ["part"].to_numpy() == k.PART_DECODE) & np.isfinite(tokens) & (tokens > 0)
-    if dec.any():
-        rows.append(base[dec].assign(metric=METRIC_TOKENS, v=tokens[dec]))
-        rows.append(base[dec].assign(metric=METRIC_RATE, v=occ["value_s"].to_numpy(dtype=float)[dec] / tokens[dec]))
-    return pd.concat(rows, ignore_index=True)
