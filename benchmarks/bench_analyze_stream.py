@@ -5,6 +5,7 @@ analysis (everything loaded, tables built once) where it fits in memory, and whe
 
     uv run --frozen python -m benchmarks.bench_analyze_stream [--quick]      # every row (benchmarks/run.py too)
     ... --measure spool:6,24,96 seed:6,24,96 whole-spool:6   # single runs by step count, one JSON line each
+    ... --measure spool-engine:6,24,96           # the spool with vLLM's own spans in no_step/ (+20 % spans)
     ... --profile spool:6                        # time and memory stage by stage (benchmarks/_phases.py)
     ... --rows FILE                              # the tables and rows from saved --measure/--profile lines
 
@@ -48,6 +49,7 @@ from benchmarks.bench_stream import (
     TARGET_US,
     _steps,
     seed_run,
+    spool_engine_run,
     spool_run,
 )
 
@@ -101,6 +103,9 @@ class Run(PerSpan):
     load: float
     """The 1-minute load average when the run ended (the machine is shared)."""
     findings: int
+    engine_joined: int = 0
+    """vLLM ``llm_request`` spans found under their engine call (``spool-engine``: every one of them)."""
+    engine_spans: int = 0
 
 
 def measure(source: str, path: Path) -> Run:
@@ -128,6 +133,8 @@ def measure(source: str, path: Path) -> Run:
         child.peak_bytes / 2**30,
         os.getloadavg()[0],
         len(doc["findings"]),
+        int(doc["summary"].get("engine", {}).get("joined", 0)),
+        int(doc["summary"].get("engine", {}).get("llm_request_spans", 0)),
     )
 
 
@@ -145,7 +152,8 @@ def profile(what: str, steps: int) -> dict[str, Any]:
 
 def _path(what: str, steps: int) -> Path:
     longest = _steps(SIZES[-1])
-    return (spool_run if what.removeprefix("whole-") == "spool" else seed_run)(steps, longest)
+    runs = {"spool": spool_run, "seed": seed_run, "spool-engine": spool_engine_run}
+    return runs[what.removeprefix("whole-")](steps, longest)
 
 
 def size_table(runs: list[Run]) -> str:
@@ -194,6 +202,7 @@ def rows(runs: list[Run], label: str, letters: str) -> list[Result]:
         f"(load {r.load:.0f})"
         for r in runs
     )
+    engine = f"; vLLM spans under their call {big.engine_joined:,} of {big.engine_spans:,}" if big.engine_spans else ""
     return [
         Result(
             f"31{letters[0]}. analyze {label}: peak memory flat as the run grows",
@@ -209,7 +218,7 @@ def rows(runs: list[Run], label: str, letters: str) -> list[Result]:
             big.us_per_span <= TARGET_US and growth <= LINEAR_SLACK,
             f"{big.steps} steps in {big.wall_s:.0f} s, CPU {big.cpu_s:.0f} s of both cores (≥ "
             f"{big.cpu_us_per_span / 2:.1f} µs/span wall on two idle cores); CPU µs/span growth {growth:.2f}×; "
-            f"{big.findings} findings",
+            f"{big.findings} findings{engine}",
         ),
     ]
 
@@ -263,7 +272,7 @@ def assemble(lines: list[dict[str, Any]]) -> tuple[str, list[Result]]:
     text = [size_table(runs), *(stage_table(p) for p in profiles)]
     results: list[Result] = []
     letters = iter("fghijklmnopqrstu")  # 31a-31e are bench_decode's (the batch decoder, on main)
-    for what, label in (("spool", "spool"), ("seed", "seed logs")):
+    for what, label in (("spool", "spool"), ("seed", "seed logs"), ("spool-engine", "spool with vLLM's spans")):
         streamed = sorted((r for r in runs if r.source == what), key=lambda r: r.spans)
         if len(streamed) > 1:
             results += rows(streamed, label, next(letters) + next(letters))

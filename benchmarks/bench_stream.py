@@ -142,6 +142,36 @@ def seed_run(steps: int, max_steps: int) -> Path:
     return _run("seed", steps, max_steps)
 
 
+def spool_engine_run(steps: int, max_steps: int) -> Path:
+    """The spool run's first ``steps`` with the engine's own spans beside them (:mod:`benchmarks.gen_engine_spans`):
+    the step directories hard-linked, and ``no_step/`` with one file per engine process for the whole run, each
+    step's engine spans appended in step order (the base step's, with the same ids rewritten as its copy's)."""
+    from benchmarks.gen_engine_spans import engine_lines
+
+    spool = spool_run(steps, max_steps)
+    base = _base("spool")
+    engine_dir = base.parent / "engine"
+    if not (engine_dir / ".complete").exists():
+        engine_dir.mkdir(exist_ok=True)
+        for replica, data in engine_lines(base / f"step_{BASE_STEPS}").items():
+            (engine_dir / f"server_{50_000 + replica}.jsonl").write_bytes(data)
+        (engine_dir / ".complete").write_text("ok")
+    dest = spool.with_name(f"{spool.name.removesuffix(f'-first{steps}')}-engine{steps}")
+    if (dest / ".complete").exists():
+        return dest
+    _link_subset(spool, dest, steps, "bench/step_{step}/*.jsonl")
+    (dest / ".complete").unlink()
+    no_step = dest / "bench" / "no_step"
+    no_step.mkdir(parents=True, exist_ok=True)
+    for src in sorted(engine_dir.glob("*.jsonl")):
+        data = src.read_bytes()
+        with (no_step / src.name).open("wb") as fh:
+            for step in range(1, steps + 1):
+                fh.write(_ID.sub(rb"\g<1>" + f"{(step - 1) // BASE_STEPS:04x}".encode(), data))
+    (dest / ".complete").write_text("ok")
+    return dest
+
+
 def archive_run(spool: Path) -> Path:
     """The spool as a collector would have archived it: lines of a step's files interleaved, rotated files."""
     dest = spool.with_name(f"{spool.name}-archive")
