@@ -145,29 +145,31 @@ def seed_run(steps: int, max_steps: int) -> Path:
 def spool_engine_run(steps: int, max_steps: int) -> Path:
     """The spool run's first ``steps`` with the engine's own spans beside them (:mod:`benchmarks.gen_engine_spans`):
     the step directories hard-linked, and ``no_step/`` with one file per engine process for the whole run, each
-    step's engine spans appended in step order (the base step's, with the same ids rewritten as its copy's)."""
+    step's engine spans appended in step order. Each step's are made from that step's own files (its ids and
+    times: the cached copies of the base step differ in both), once, under ``<run>-engine/step_<n>/``."""
     from benchmarks.gen_engine_spans import engine_lines
 
     spool = spool_run(steps, max_steps)
-    base = _base("spool")
-    engine_dir = base.parent / "engine"
-    if not (engine_dir / ".complete").exists():
-        engine_dir.mkdir(exist_ok=True)
-        for replica, data in engine_lines(base / f"step_{BASE_STEPS}").items():
-            (engine_dir / f"server_{50_000 + replica}.jsonl").write_bytes(data)
-        (engine_dir / ".complete").write_text("ok")
-    dest = spool.with_name(f"{spool.name.removesuffix(f'-first{steps}')}-engine{steps}")
+    full = spool.with_name(spool.name.removesuffix(f"-first{steps}"))
+    dest = full.with_name(f"{full.name}-engine{steps}")
     if (dest / ".complete").exists():
         return dest
+    made = full.with_name(f"{full.name}-engine")  # may be removed once the runs are written
+    for step in range(1, steps + 1):
+        out = made / f"step_{step}"
+        if not (out / ".complete").exists():
+            out.mkdir(parents=True, exist_ok=True)
+            for replica, data in engine_lines(full / "bench" / f"step_{step}").items():
+                (out / f"server_{50_000 + replica}.jsonl").write_bytes(data)
+            (out / ".complete").write_text("ok")
     _link_subset(spool, dest, steps, "bench/step_{step}/*.jsonl")
     (dest / ".complete").unlink()
     no_step = dest / "bench" / "no_step"
     no_step.mkdir(parents=True, exist_ok=True)
-    for src in sorted(engine_dir.glob("*.jsonl")):
-        data = src.read_bytes()
-        with (no_step / src.name).open("wb") as fh:
+    for name in sorted(p.name for p in (made / "step_1").glob("*.jsonl")):
+        with (no_step / name).open("wb") as fh:
             for step in range(1, steps + 1):
-                fh.write(_ID.sub(rb"\g<1>" + f"{(step - 1) // BASE_STEPS:04x}".encode(), data))
+                fh.write((made / f"step_{step}" / name).read_bytes())
     (dest / ".complete").write_text("ok")
     return dest
 
