@@ -24,6 +24,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind
 
 from otel_verl import semconv as sc
+from otel_verl.analysis.read.otlp_json import attr_value
+from otel_verl.demo.sim_engine_spans import EngineTimeline
 from otel_verl.export.encoding import document_line, fields_json
 
 REPLICAS = 4
@@ -32,11 +34,7 @@ _SCOPE = InstrumentationScope(sc.ENGINE_SCOPE)
 
 
 def _attrs(span: dict) -> dict:
-    out = {}
-    for a in span.get("attributes", ()):
-        v = a["value"]
-        out[a["key"]] = next(iter(v.values())) if v else None
-    return out
+    return {a["key"]: attr_value(a.get("value", {})) for a in span.get("attributes", ())}
 
 
 def engine_resource(replica: int) -> Resource:
@@ -89,15 +87,12 @@ def _engine_span(call: dict, a: dict, replica: int, rng: random.Random) -> tuple
     decode = inside - queue - prefill
     prompt = int(a.get(sc.GEN_AI_USAGE_INPUT_TOKENS) or 0)
     completion = int(a.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS) or 0)
+    timeline = EngineTimeline(arrival=arrival / 1e9, queued=arrival / 1e9)
+    timeline.scheduled = timeline.queued + queue
+    timeline.first_token = timeline.scheduled + prefill
+    timeline.last_token = timeline.first_token + decode
     attrs = {
-        sc.ENGINE_LATENCY_TTFT: queue + prefill,
-        sc.ENGINE_LATENCY_E2E: inside,
-        sc.ENGINE_LATENCY_QUEUE: queue,
-        sc.ENGINE_USAGE_PROMPT_TOKENS: prompt,
-        sc.ENGINE_USAGE_COMPLETION_TOKENS: completion,
-        sc.ENGINE_LATENCY_PREFILL: prefill,
-        sc.ENGINE_LATENCY_DECODE: decode,
-        sc.ENGINE_LATENCY_INFERENCE: prefill + decode,
+        **timeline.attributes(done / 1e9, prompt, completion),  # vLLM's formulas, as the demo's engine uses them
         sc.ENGINE_REQUEST_ID: f"{call['spanId']}-{replica}",
         sc.VERL_ENGINE_REPLICA: f"vllm-{replica}",
         sc.ENGINE_REQUEST_MAX_TOKENS: 4096,
