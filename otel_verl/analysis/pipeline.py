@@ -23,6 +23,7 @@ from otel_verl.analysis.findings.diagnose import diagnose_summaries
 from otel_verl.analysis.findings.record import Finding
 from otel_verl.analysis.findings.thresholds import Thresholds
 from otel_verl.analysis.output_paths import prepare_dir, writing
+from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.read.step_split import own_positions, owner_steps, split_by_step, take_rows
 from otel_verl.analysis.read.steps import StepSpans
@@ -129,6 +130,9 @@ def write_parts(
                 break
             run.add(part)
             del part  # the part's table goes before the next one is read
+        # what the last steps freed goes back to the OS before the figure worker forks (it would copy those
+        # pages as it wrote into them); during the read, every few steps (read/steps.py RELEASE_EVERY)
+        release_memory()
         if stats is not None:
             stats.seconds = read_s  # the reader's own time, not the per-step analysis it waited for
         specs = [spec for spec in FIGURES if spec[0] != "outliers"] if figures else []

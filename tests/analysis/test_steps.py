@@ -15,6 +15,7 @@ from steps_compare import assert_same_steps
 from benchmarks.gen_seed_logs import write_seed_logs
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read import LoadStats, load_spans
+from otel_verl.analysis.read import steps as steps_module
 from otel_verl.analysis.read.step_split import owner_steps, split_by_step
 from otel_verl.analysis.read.steps import iter_steps
 from otel_verl.cli.common import parse_step_range
@@ -31,6 +32,15 @@ def test_spool_step_by_step_equals_whole_run(planted_spool: Path, planted_spans)
     assert [s.steps for s in streamed] == [(s,) for s in range(1, 9)]
     assert stats.spans == len(planted_spans) and stats.steps == 8
     assert stats.no_step_spans == stats.late_spans == 0
+
+
+def test_freed_memory_goes_back_every_few_steps(planted_spool: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Handed back to the OS every ``RELEASE_EVERY`` steps (each step reuses what the one before freed)."""
+    stats, handed = LoadStats(), []
+    monkeypatch.setattr(steps_module, "RELEASE_EVERY", 3)
+    monkeypatch.setattr(steps_module, "release_memory", lambda: handed.append(stats.steps))
+    assert len(list(iter_steps(planted_spool, stats=stats))) == 8
+    assert handed == [3, 6]
 
 
 def test_demo_run_step_by_step(demo_planted) -> None:
