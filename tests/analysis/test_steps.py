@@ -239,3 +239,37 @@ def test_a_filtered_table_is_split_with_its_own_positions(planted_spans) -> None
         assert (own["span_id"].to_numpy()[after[kept]] == whole_ids[before[kept]]).all(), col
         assert kept.any() and (~kept).any(), col
     assert sum(len(p.spans) for p in split_by_step(own)) == len(sub)
+
+
+def test_spans_of_no_step_of_an_earlier_trace_in_a_step_file(planted_spool: Path, tmp_path: Path) -> None:
+    """step_5/trainer.jsonl also holding step 2's spans that carry no step of their own (barriers): read in one
+    part with step 5's spans, they are not step 5's (their trace was step 2's) and come with the spans of no
+    step, counted as late."""
+    spool = tmp_path / "spool"
+    for src in sorted(planted_spool.rglob("*.jsonl")):
+        dest = spool / src.relative_to(planted_spool)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(src.read_bytes())
+    trainer = spool / "run1" / "step_2" / "trainer.jsonl"
+    kept, moved, n_moved = [], [], 0
+    for line in trainer.read_text().splitlines():
+        doc, late = json.loads(line), json.loads(line)
+        for rs, late_rs in zip(doc["resourceSpans"], late["resourceSpans"], strict=True):
+            for ss, late_ss in zip(rs["scopeSpans"], late_rs["scopeSpans"], strict=True):
+                own = [any(a["key"] == "verl.step" for a in sp.get("attributes", [])) for sp in ss["spans"]]
+                late_ss["spans"] = [sp for sp, o in zip(ss["spans"], own, strict=True) if not o]
+                ss["spans"] = [sp for sp, o in zip(ss["spans"], own, strict=True) if o]
+                n_moved += len(late_ss["spans"])
+        kept.append(json.dumps(doc))
+        moved.append(json.dumps(late))
+    assert n_moved > 0
+    trainer.write_text("\n".join(kept) + "\n")
+    with (spool / "run1" / "step_5" / "trainer.jsonl").open("a") as fh:
+        fh.write("\n".join(moved) + "\n")
+    stats = LoadStats()
+    streamed = list(iter_steps(spool, stats=stats))
+    assert stats.late_spans == n_moved and stats.no_step_spans == 0
+    assert streamed[-1].steps == () and len(streamed[-1].spans) == n_moved
+    step5 = next(s for s in streamed if s.steps == (5,))
+    assert not set(step5.spans["trace_id"]) & set(streamed[-1].spans["trace_id"])
+    assert sum(len(s.spans) for s in streamed) == len(load_spans(spool))

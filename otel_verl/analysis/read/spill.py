@@ -28,9 +28,10 @@ from otel_verl.analysis.read.parts import Part, raw_steps, select_rows, trace_id
 _names = itertools.count()
 
 
-def partition(part: Part) -> list[tuple[int | None, Part]]:
-    """The part's rows grouped by their own step (None: rows with no step); no copy when all share one."""
-    steps = raw_steps(part)
+def partition(part: Part, steps: np.ndarray | None = None) -> list[tuple[int | None, Part]]:
+    """The part's rows grouped by their own step (None: rows with no step); no copy when all share one.
+    ``steps``: the part's :func:`raw_steps`, when the caller has them already."""
+    steps = raw_steps(part) if steps is None else steps
     none = np.isnan(steps)
     values = np.unique(steps[~none])
     if not none.any() and len(values) == 1:
