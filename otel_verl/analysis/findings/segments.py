@@ -178,7 +178,9 @@ def bare_workers(t: Tables) -> pd.DataFrame:
 def _container_events(t: Tables, holders: pd.DataFrame) -> pd.DataFrame:
     """Known event spans of each container: a request's from the events table, a bare worker's right under it."""
     ev = t.events
-    ev = ev[ev["kind"].isin(("engine", *_PART_OF_KIND)).to_numpy() & ev["request_span"].isin(holders["request_row"])]
+    keep = ev["kind"].isin(("engine", *_PART_OF_KIND)).to_numpy() & ev["request_span"].isin(holders["request_row"])
+    # the columns the segments read, not the whole events table (its Arrow ids and names copied for nothing)
+    ev = ev.loc[keep, [c for c in _SEGMENT_EVENT_COLUMNS if c in ev.columns]]
     ev = ev.assign(span_row=ev.index.to_numpy(dtype=np.int64))
     workers = set(holders["request_row"]) - set(t.requests.get("request_row", pd.Series(dtype=np.int64)))
     if not workers:
@@ -192,7 +194,13 @@ def _container_events(t: Tables, holders: pd.DataFrame) -> pd.DataFrame:
     wev["request_span"] = wev["worker_span"].to_numpy()
     wev["span_row"] = wev.index.to_numpy(dtype=np.int64)
     wev["event"] = event_label(wev)
-    return pd.concat([ev, wev], ignore_index=True)
+    return pd.concat([ev, wev[list(ev.columns)]], ignore_index=True)
+
+
+_SEGMENT_EVENT_COLUMNS = (
+    "request_span", "start_ns", "end_ns", "turn_index", "kind", "output_tokens", "duration", "event", "preprocess_kind"
+)  # fmt: skip
+"""What :func:`request_segments` and its parts read of an event."""
 
 
 def turn_key(turn: np.ndarray) -> np.ndarray:
