@@ -118,6 +118,13 @@ def request_segments(t: Tables) -> pd.DataFrame:
     return pd.concat([p for p in parts if len(p)], ignore_index=True)[list(SEGMENT_COLUMNS)]
 
 
+def _texts(values: np.ndarray, index: pd.Index) -> pd.Series:
+    """:func:`objects` aligned with ``index``, for ``assign``: a plain array or a scalar would be stored as Arrow
+    strings, and turned back into objects per row for the step's statistics. With the narrower event columns
+    (:data:`_SEGMENT_EVENT_COLUMNS`): :func:`request_segments` of a 167k-span spool step 0.105 → 0.087 s of CPU."""
+    return pd.Series(np.asarray(values, dtype=object), index=index, dtype=object, copy=False)
+
+
 def objects(values: np.ndarray) -> pd.Series:
     """A text column as plain objects. pandas 3 stores text as Arrow strings, and building or reading one per row
     makes Python strings anew each time: the part and key columns are compared again and again, and cost more
@@ -225,7 +232,7 @@ def _other_parts(base: pd.DataFrame, ev: pd.DataFrame) -> pd.DataFrame:
         key[pre] = by_row["preprocess_kind"].reindex(rows[pre]).astype(object).fillna("").to_numpy(dtype=object)
     codes, uniques = pd.factorize(kind)
     parts = np.array([_PART_OF_KIND.get(x, x) for x in uniques], dtype=object)[codes]
-    return base.assign(part=objects(parts).to_numpy(), key=key, tokens=np.nan, by_engine=False)
+    return base.assign(part=_texts(parts, base.index), key=_texts(key, base.index), tokens=np.nan, by_engine=False)
 
 
 def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
@@ -233,7 +240,7 @@ def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
     if ev.empty:
         return []
     key = turn_key(ev["turn_index"].to_numpy(dtype=float))
-    ev = ev.assign(key=key)
+    ev = ev.assign(key=_texts(key, ev.index))
     account = _engine_account(t)
     rows = ev["span_row"].to_numpy()
     has = np.isin(rows, account.index.to_numpy()) if len(account) else np.zeros(len(ev), dtype=bool)
@@ -242,7 +249,7 @@ def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
     if len(plain):
         tokens = plain["tokens"].to_numpy(dtype=float)
         part = np.where(np.isfinite(tokens) & (tokens > 0), k.PART_DECODE, k.PART_ENGINE)
-        out.append(plain.assign(part=part, by_engine=False))
+        out.append(plain.assign(part=_texts(part, plain.index), by_engine=False))
     split = ev[has]
     if len(split):
         acc = account.reindex(split["span_row"].to_numpy())
@@ -254,7 +261,7 @@ def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
         for (part, _), seconds in zip(_ENGINE_SPLIT, cols, strict=True):
             out.append(
                 split.assign(
-                    part=part,
+                    part=_texts(np.full(len(split), part, dtype=object), split.index),
                     value_s=seconds * scale,
                     tokens=tokens if part == k.PART_DECODE else np.nan,
                     by_engine=part != k.PART_ENGINE_AFTER,
@@ -263,7 +270,12 @@ def _engine_parts(t: Tables, ev: pd.DataFrame) -> list[pd.DataFrame]:
         # a call the engine answered without any account (all zeros) keeps its time as one engine part
         empty = total <= 0
         if empty.any():
-            out.append(split[empty].assign(part=k.PART_ENGINE, by_engine=False))
+            out.append(
+                split[empty].assign(
+                    part=_texts(np.full(int(empty.sum()), k.PART_ENGINE, dtype=object), split.index[empty]),
+                    by_engine=False,
+                )
+            )
     return out
 
 
