@@ -98,11 +98,7 @@ def test_engine_spans_without_a_step_join_their_step(tmp_path: Path, planted_spo
 def test_late_spans_are_counted_not_lost(planted_spool: Path, tmp_path: Path) -> None:
     """A file under step_5/ holding spans of step 2 (outside the spool's layout): read after step 2 was handed
     out, they come with the spans of no step, counted and warned about."""
-    spool = tmp_path / "spool"
-    for src in sorted(planted_spool.rglob("*.jsonl")):
-        dest = spool / src.relative_to(planted_spool)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(src.read_bytes())
+    spool = _copy_spool(planted_spool, tmp_path / "spool")
     moved = spool / "run1" / "step_2" / "trainer.jsonl"
     moved.rename(spool / "run1" / "step_5" / "trainer.from_2.jsonl")
     stats = LoadStats()
@@ -197,6 +193,15 @@ def _request(spans: list[dict]) -> dict:
     return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": {}, "spans": spans}]}]}
 
 
+def _copy_spool(spool: Path, dest: Path) -> Path:
+    """A copy of ``spool``'s files under ``dest``, to be edited by a test."""
+    for src in sorted(spool.rglob("*.jsonl")):
+        out = dest / src.relative_to(spool)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(src.read_bytes())
+    return dest
+
+
 def _spans_of(path: Path) -> list[list]:
     return [
         ss["spans"]
@@ -245,11 +250,7 @@ def test_spans_of_no_step_of_an_earlier_trace_in_a_step_file(planted_spool: Path
     """step_5/trainer.jsonl also holding step 2's spans that carry no step of their own (barriers): read in one
     part with step 5's spans, they are not step 5's (their trace was step 2's) and come with the spans of no
     step, counted as late."""
-    spool = tmp_path / "spool"
-    for src in sorted(planted_spool.rglob("*.jsonl")):
-        dest = spool / src.relative_to(planted_spool)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(src.read_bytes())
+    spool = _copy_spool(planted_spool, tmp_path / "spool")
     trainer = spool / "run1" / "step_2" / "trainer.jsonl"
     kept, moved, n_moved = [], [], 0
     for line in trainer.read_text().splitlines():
