@@ -150,21 +150,11 @@ class WorkerStep:
         body, post = _split_at_barrier(lines, kinds)
         window = wroll or body or [x for x in lines if id(x) not in post] or lines
         n_req = sum(k in ("request", "aborted") for k in kinds)
-        wextra = _extra(wroll[0].d) if wroll else {}
-        attrs: dict[str, Any] = {
-            sc.VERL_WORKER_RANK: self.worker,
-            sc.VERL_STEP: self.step,
-            sc.VERL_WORKER_NUM_REQUESTS: wextra.get("total_requests", n_req),
-            sc.VERL_WORKER_NUM_COMPLETED: wextra.get("completed_count"),
-            sc.VERL_EVENT_ORIGIN: wroll[0].d["event"] if wroll else None,
-            sc.VERL_LEGACY_LINE: wroll[0].raw if wroll else None,
-            **self.flag,
-        }
         lo, hi = min(x.start for x in window), max(x.end for x in window)
-        self._emit(self.trace, self.worker_id, self.parent, sc.SPAN_WORKER, lo, hi, attrs)
+        self.worker_span(wroll[0] if wroll else None, lo, hi, n_req)
         for extra_worker_line in wroll[1:]:  # a second rollout line of the same worker-step: kept generic
             self._event(extra_worker_line, "other", {}, {}, post)
-        requests = self._requests(lines, kinds)
+        requests = self.requests(lines, kinds)
         turns = self._turns(lines, kinds, requests)
         for x, k in zip(lines, kinds, strict=True):
             if k in ("request", "aborted", "worker") or (k == "turn" and id(x) in turns["lines"]):
@@ -172,7 +162,21 @@ class WorkerStep:
             self._event(x, k, requests, turns["by_key"], post)
         return self.out
 
-    def _requests(self, lines: list[Line], kinds: list[str]) -> dict[str, tuple[str, Line]]:
+    def worker_span(self, rollout: Line | None, lo: int, hi: int, n_req: int) -> None:
+        """The worker span over ``lo``..``hi``, from its rollout line (the seed's per-worker-step total) if any."""
+        wextra = _extra(rollout.d) if rollout is not None else {}
+        attrs: dict[str, Any] = {
+            sc.VERL_WORKER_RANK: self.worker,
+            sc.VERL_STEP: self.step,
+            sc.VERL_WORKER_NUM_REQUESTS: wextra.get("total_requests", n_req),
+            sc.VERL_WORKER_NUM_COMPLETED: wextra.get("completed_count"),
+            sc.VERL_EVENT_ORIGIN: rollout.d["event"] if rollout is not None else None,
+            sc.VERL_LEGACY_LINE: rollout.raw if rollout is not None else None,
+            **self.flag,
+        }
+        self._emit(self.trace, self.worker_id, self.parent, sc.SPAN_WORKER, lo, hi, attrs)
+
+    def requests(self, lines: list[Line], kinds: list[str]) -> dict[str, tuple[str, Line]]:
         requests: dict[str, tuple[str, Line]] = {}
         for x, k in zip(lines, kinds, strict=True):
             if k not in ("request", "aborted"):
@@ -215,6 +219,14 @@ class WorkerStep:
             by_key[(rid, i)] = (sid, x.start, x.end, True)
             used.add(id(x))
         with_turn_lines = {key[0] for key in by_key}  # a set: scanning by_key per request was quadratic (~10%)
+        by_key.update(self.timing_turns(requests, with_turn_lines))
+        return {"by_key": by_key, "lines": used}
+
+    def timing_turns(
+        self, requests: dict[str, tuple[str, Line]], with_turn_lines: set[str]
+    ) -> dict[tuple[str, int], tuple[str, int, int, bool]]:
+        """Turn spans laid end to end from ``turn_timings``, for the requests with no turn lines of their own."""
+        by_key: dict[tuple[str, int], tuple[str, int, int, bool]] = {}
         for rid, (req_sid, x) in requests.items():
             if rid in with_turn_lines:
                 continue
@@ -225,7 +237,7 @@ class WorkerStep:
                 self._emit(self.trace, sid, req_sid, sc.SPAN_TURN, cur, t_end, {sc.VERL_TURN_INDEX: i})
                 by_key[(rid, i)] = (sid, cur, t_end, False)
                 cur = t_end
-        return {"by_key": by_key, "lines": used}
+        return by_key
 
     def _event(
         self,

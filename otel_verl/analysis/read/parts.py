@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from otel_verl.analysis.read.span_columns import ATTR_COLUMNS, INT64_LIMIT
-from otel_verl.analysis.read.span_frame import _ids_clean, normalize_id
+from otel_verl.analysis.read.span_frame import _concat_strings, _ids_clean, normalize_id
 
 Part = dict[str, Any]
 
@@ -83,3 +83,36 @@ def split_rows(part: Part, mask: np.ndarray) -> tuple[Part | None, Part | None]:
     if not mask.any():
         return None, part
     return select_rows(part, np.flatnonzero(mask)), select_rows(part, np.flatnonzero(~mask))
+
+
+def merge_parts(parts: list[Part], limit: int) -> list[Part]:
+    """Consecutive parts joined while the joined one has at most ``limit`` rows (the same rows, in order).
+
+    Why: the seed reader makes up to four parts a file (:mod:`otel_verl.analysis.formats.seed_arrow_spans`);
+    every part costs each later stage a pass of its own."""
+    out: list[Part] = []
+    run: list[Part] = []
+    for part in [*parts, None]:
+        if part is None or (run and sum(p["n"] for p in run) + part["n"] > limit):
+            if run:
+                out.append(_concat(run))
+            run = []
+        if part is not None:
+            run.append(part)
+    return out
+
+
+def _concat(parts: list[Part]) -> Part:
+    if len(parts) == 1:
+        return parts[0]
+    out: Part = {"n": sum(p["n"] for p in parts)}
+    for col in _ROW_COLUMNS:
+        out[col] = _concat_strings([p[col] for p in parts])
+    for col in _NUMBER_COLUMNS:
+        out[col] = np.concatenate([p[col] for p in parts])
+    offsets = np.cumsum([0] + [p["n"] for p in parts[:-1]])
+    for col, kind in ATTR_COLUMNS.values():
+        idx = np.concatenate([p[col][0] + off for p, off in zip(parts, offsets, strict=True)])
+        values = [p[col][1] for p in parts]
+        out[col] = (idx, _concat_strings(values) if kind in ("str", "strlist") else np.concatenate(values))
+    return out
