@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from otel_verl.analysis.findings.baselines import fence, part_norm, steady
-from otel_verl.analysis.findings.histograms import LogHistogram
+from otel_verl.analysis.findings.histograms import N_BINS, LogHistogram
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 
@@ -91,3 +91,20 @@ def test_the_engine_queue_is_fenced_per_replica() -> None:
         np.array(["sim-1", None, "sim-1"], dtype=object),
     )
     assert list(keys) == ["0@sim-1", None, None]
+
+
+def test_a_compact_histogram_reads_as_its_dense_self() -> None:
+    """A step's histograms are kept packed to the run's end (``LogHistogram.compact``): the same counts, quantiles
+    and merges as the dense one, empty, sparse or full, and dense again where a count does not fit the packing."""
+    rng = np.random.default_rng(5)
+    for i in range(400):
+        counts = rng.integers(0, 6, N_BINS) * (rng.random(N_BINS) < rng.random())
+        if i % 10 == 0:
+            counts[rng.integers(0, N_BINS)] = 2**41
+        dense, compact = LogHistogram(counts.copy(), i % 3), LogHistogram.compact(counts, i % 3)
+        assert (compact.counts == dense.counts).all() and compact.n == dense.n
+        assert [compact.quantile(q) for q in (0.0, 0.5, 0.99)] == [dense.quantile(q) for q in (0.0, 0.5, 0.99)]
+        merged = LogHistogram()
+        merged.merge(compact)
+        compact.merge(dense)
+        assert (merged.counts == counts).all() and (compact.counts == 2 * counts).all()

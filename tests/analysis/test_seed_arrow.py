@@ -105,6 +105,9 @@ def _older_layout(root: Path, rng: random.Random) -> None:
 
 def test_the_older_seed_layout_reads_the_same(tmp_path: Path) -> None:
     _older_layout(tmp_path, random.Random(0))
+    (tmp_path / "val_step_1").mkdir()  # a validation rollout's logs: their own traces, no gen phase parent
+    for path in (tmp_path / "step_1").iterdir():
+        (tmp_path / "val_step_1" / path.name).write_bytes(path.read_bytes())
     assert_all_through_arrow(tmp_path)
     assert_same(tmp_path)
 

@@ -76,7 +76,7 @@ def step_statistics(
     table = np.bincount(cells, minlength=len(uniques) * width).reshape(len(uniques), width)
     hist: dict[float, dict[tuple[str, str, str], LogHistogram]] = {}
     for (step, part, key_, metric), row in zip(uniques, table, strict=True):
-        hist.setdefault(step, {})[(part, key_, metric)] = LogHistogram(row[2:].copy(), int(row[1]))
+        hist.setdefault(step, {})[(part, key_, metric)] = LogHistogram.compact(row[2:], int(row[1]))
     v, base = long["v"].to_numpy(dtype=float), codes[:n]
     named = [np.array([u[i] for u in uniques], dtype=object) for i in range(4)]  # step, part, key, metric
     frames = [_medians(v, base, named, GROUP_STEP, np.zeros(n, dtype=np.int64), [""])]
