@@ -21,7 +21,7 @@ from otel_verl import semconv as sc
 from otel_verl.analysis.formats import legacy_events as le
 from otel_verl.analysis.formats import seed_spans
 from otel_verl.analysis.formats.seed_arrow import SeedColumns
-from otel_verl.analysis.formats.seed_columns import SeedSpanColumns
+from otel_verl.analysis.formats.seed_columns import SeedSpanColumns, constant_columns
 from otel_verl.analysis.formats.seed_read import Line
 from otel_verl.analysis.read.span_columns import ATTR_COLUMNS
 
@@ -173,14 +173,14 @@ def _events(
     found = found & (k != BARRIER)
     engine, tool, pre = k == ENGINE, k == TOOL, k == PREPROCESS
     take = pa.array(rows)
-    ex = {name: arr.take(take) for name, arr in c.extra.items()}
+    ex = {name: c.extra[name].take(take) for name in ("model", "tool_name", "tool", "kind", "input_tokens")}
     codes = name_codes[rows]
     events = pa.array(event_names, pa.string()).take(pa.array(codes))
     tools = pc.if_else(_filled(ex["tool_name"]), ex["tool_name"], ex["tool"])
     by_event = pa.array([le.PREPROCESS_KIND_OF.get(e) for e in event_names], pa.string()).take(pa.array(codes))
     pre_kinds = pc.if_else(_filled(ex["kind"]), ex["kind"], by_event)
-    names = _Names()
-    name = names.codes(events, str)
+    names = _Names(event_names)  # an event's own name is its code: the names' order is the events'
+    name = codes.astype(np.int64)
     for kind, fixed in _FIXED_NAMES.items():
         name[k == kind] = names.code(fixed)
     name[engine] = names.codes(ex["model"], sc.generate_span_name)[engine]
@@ -206,9 +206,9 @@ def _events(
 class _Names:
     """Span names as codes into a short list: a run has a few dozen names over hundreds of thousands of spans."""
 
-    def __init__(self) -> None:
-        self.names: list[str] = []
-        self.index: dict[str, int] = {}
+    def __init__(self, first: list[str]) -> None:
+        self.names: list[str] = list(first)
+        self.index: dict[str, int] = {name: i for i, name in enumerate(first)}
 
     def code(self, name: str) -> int:
         if name not in self.index:
@@ -324,13 +324,10 @@ def _part(
         "span_id": _hex_ids(sids),
         "parent_id": _hex_ids(parents.astype(np.uint64)),
         "name": names,
-        "status_message": _constant("", n),
-        "service": _constant(seed_spans.LEGACY_SERVICE, n),
-        "links": _constant("", n),
         "extra": _constant("", n),
         "start_ns": c.start[rows],
         "end_ns": c.end[rows],
-        "status": np.zeros(n, dtype=np.int8),
+        **constant_columns(seed_spans.LEGACY_SERVICE, n),
     }
     for col, kind in ATTR_COLUMNS.values():
         values, mask = attrs.get(col, (None, np.zeros(n, dtype=bool)))

@@ -93,9 +93,7 @@ def _convert(
             rel = path.relative_to(root).as_posix()
             for (val, step, worker), lines in seed_spans.group_lines(got.lines).items():
                 if not val:
-                    lo, hi = min(x.start for x in lines), max(x.end for x in lines)
-                    old = res.bounds.get(step, (lo, hi))
-                    res.bounds[step] = (min(lo, old[0]), max(hi, old[1]))
+                    widen(res.bounds, step, min(x.start for x in lines), max(x.end for x in lines))
                 parent = "" if val else seed_spans.gen_span_id(run, step)
                 if cols is not None:  # straight into table columns: no OTLP dicts (see seed_columns)
                     before = cols.n
@@ -139,10 +137,14 @@ def _convert_columns(path: Path, root: Path, run: str, cols: SeedSpanColumns, re
     res.spans += cols.n - before
     res.lines += got.n
     if not got.validate:
-        lo, hi = int(got.start.min()), int(got.end.max())
-        old = res.bounds.get(got.step, (lo, hi))
-        res.bounds[got.step] = (min(lo, old[0]), max(hi, old[1]))
+        widen(res.bounds, got.step, int(got.start.min()), int(got.end.max()))
     return True
+
+
+def widen(bounds: dict[int | None, tuple[int, int]], step: int | None, lo: int, hi: int) -> None:
+    """``bounds[step]``, the (earliest start, latest end) of a step's lines, widened to ``lo``..``hi``."""
+    old = bounds.get(step, (lo, hi))
+    bounds[step] = (min(lo, old[0]), max(hi, old[1]))
 
 
 def spool_file(rel: str, val: bool, step: int | None, worker: int | None) -> tuple[str, str]:
@@ -232,8 +234,7 @@ def convert_dir(
     bounds: dict[int | None, tuple[int, int]] = {}
     for r in results:
         for step, (lo, hi) in r.bounds.items():
-            old = bounds.get(step, (lo, hi))
-            bounds[step] = (min(lo, old[0]), max(hi, old[1]))
+            widen(bounds, step, lo, hi)
     steps = [s for step, (lo, hi) in sorted(bounds.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
              for s in seed_spans.step_spans(run, step, lo, hi)]  # fmt: skip
     return results, steps

@@ -19,7 +19,7 @@ import orjson
 
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.formats import seed_read, seed_spans
-from otel_verl.analysis.formats.seed_fast import FileResult, _convert, _document
+from otel_verl.analysis.formats.seed_fast import FileResult, _convert, _document, widen
 from otel_verl.analysis.read.files import byte_chunks, parallelism
 from otel_verl.analysis.read.otlp_json import SpanColumns
 from otel_verl.analysis.read.parts import Part
@@ -70,8 +70,7 @@ class SeedSteps:
         self.stats.bad_lines += res.bad
         self.stats.first_bad.extend(res.first_bad[: max(0, 5 - len(self.stats.first_bad))])
         for step, (lo, hi) in res.bounds.items():
-            old = self.bounds.get(step, (lo, hi))
-            self.bounds[step] = (min(lo, old[0]), max(hi, old[1]))
+            widen(self.bounds, step, lo, hi)
 
     def _chunks(self, files: list[Path]) -> list[list[Path]]:
         return byte_chunks(files, self.workers.jobs) if self.workers.jobs > 1 else [files]
