@@ -68,12 +68,15 @@ def test_factorize_rows_is_multiindex_factorize() -> None:
     b = rng.choice(["0", "1", "", "calc"], 5000).astype(object)
     b[7] = np.nan
     c = pd.Series(rng.integers(0, 2000, 5000).astype(str))  # many distinct rows: codes folded, not multiplied
-    for cols in ([a, b], [a, b, c]):
+    d = rng.choice([1.0, 2.0, np.nan, 0.5], 5000)  # numbers factorized as numbers, given back as Python numbers
+    e = pd.Series(rng.integers(0, 3, 5000))
+    for cols in ([a, b], [a, b, c], [d, a], [e, d, b]):
         codes, uniques = pd.MultiIndex.from_arrays(cols).factorize()
         got_codes, got = factorize_rows(cols)
         assert np.array_equal(got_codes, codes)
         same = [tuple("NA" if pd.isna(v) else v for v in t) for t in got]
         assert same == [tuple("NA" if pd.isna(v) else v for v in t) for t in uniques]
+        assert all(type(v) in (str, float, int) or v is None for t in got for v in t)
     empty_codes, empty = factorize_rows([pd.Series([], dtype=object), np.array([], dtype=object)])
     assert len(empty_codes) == 0 and empty == []
 

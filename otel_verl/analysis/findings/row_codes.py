@@ -18,15 +18,28 @@ def factorize_rows(columns: Sequence[pd.Series | np.ndarray]) -> tuple[np.ndarra
 
     The columns are folded in one at a time, the combined code factorized again after each, so codes stay below
     the row count squared however many distinct values the columns hold (no int64 overflow); a tuple is built
-    only per distinct row, from the row where it first appears."""
+    only per distinct row, from the row where it first appears. Numeric columns are factorized as numbers (a
+    float column boxed to objects first cost ~17 ms of ~70 for a 300k-row, four-column step) and their values
+    given back as Python numbers, as the boxed column gave them."""
     codes = np.zeros(len(columns[0]), dtype=np.int64)
     levels = []
     for col in columns:
-        level_codes, uniques = pd.factorize(np.asarray(col, dtype=object), use_na_sentinel=False)
+        values = np.asarray(col)
+        if values.dtype.kind not in "biuf":
+            values = np.asarray(col, dtype=object)
+        level_codes, uniques = pd.factorize(values, use_na_sentinel=False)
         codes, _ = pd.factorize(codes * len(uniques) + level_codes)
         levels.append((level_codes, uniques))
     if len(codes) == 0:
         return codes.astype(np.intp), []
-    _, first_rows = np.unique(codes, return_index=True)
-    values = [uniques[level_codes[first_rows]] for level_codes, uniques in levels]
+    first_rows = _first_rows(codes)
+    values = [uniques[level_codes[first_rows]].tolist() for level_codes, uniques in levels]
     return codes, list(zip(*values, strict=True))
+
+
+def _first_rows(codes: np.ndarray) -> np.ndarray:
+    """The row where each code first appears, codes being numbered in order of first appearance (as
+    ``pd.factorize`` numbers them): the rows where the running maximum grows. O(n), where ``np.unique``'s
+    ``return_index`` sorts (~15 ms of a 300k-row step)."""
+    peak = np.maximum.accumulate(codes)
+    return np.flatnonzero(np.concatenate([[True], peak[1:] > peak[:-1]]))
