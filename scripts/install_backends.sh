@@ -3,7 +3,8 @@
 #   - Debian's prometheus + promtool (scrape only) and docker-compose (offline `config -q` validation
 #     of docker-compose.yml) and chromium (report.html and the Jaeger UI in a headless browser), via apt-get, only when missing (needs root or sudo);
 #   - otelcol-verl (scripts/build_collector.sh) and jaeger (scripts/build_jaeger.sh), built with Go and
-#     cached in ${OTEL_VERL_CACHE:-$HOME/.cache/otel_verl}/bin.
+#     cached in ${OTEL_VERL_CACHE:-$HOME/.cache/otel_verl}/bin;
+#   - OpenSearch and Elasticsearch nodes for Jaeger's search stores (scripts/build_search_nodes.sh: Java 17 + Maven).
 # Tempo is not built (AGPL, and we build or vendor no AGPL program): the Tempo reader is tested against
 # Tempo's documented query API (tests/backends/tempo_standin.py); docker compose runs grafana/tempo for users.
 # Usage: scripts/install_backends.sh        (CI: run before `pytest tests/backends`)
@@ -39,10 +40,14 @@ fi
 
 bash "$ROOT/scripts/build_collector.sh"
 bash "$ROOT/scripts/build_jaeger.sh"
+bash "$ROOT/scripts/build_search_nodes.sh"
 
 echo "install_backends: done in $((SECONDS - start)) s"
 echo "  otelcol-verl   $(readlink -f "$CACHE/bin/otelcol-verl")"
 echo "  jaeger         $(readlink -f "$CACHE/bin/jaeger")"
+for node in opensearch elasticsearch; do
+    printf '  %-14s %s (%s)\n' "$node" "$CACHE/bin/$node-node" "$(sed -n 's/^# \([^,]*\), one node.*/\1/p' "$CACHE/bin/$node-node")"
+done
 echo "  prometheus     $(command -v prometheus) ($(prometheus --version 2>&1 | head -1))"
 echo "  promtool       $(command -v promtool)"
 echo "  docker-compose $(command -v docker-compose) ($(docker-compose version --short 2>/dev/null || docker-compose --version 2>&1 | head -1))"

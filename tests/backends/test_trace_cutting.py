@@ -21,7 +21,7 @@ from otel_verl import semconv as sc
 
 from .conftest import REPO, Backends, wait_until
 from .emitters import emitter_command, otlp_spans, read_otlp_jsonl
-from .test_pipeline import jaeger_json
+from .test_pipeline import jaeger_json, jaeger_trace_spans
 
 pytestmark = pytest.mark.backends
 LIMIT = 150
@@ -64,6 +64,15 @@ def cut_demo(backends: Backends, tmp_path_factory):
     for path in sorted(spool.rglob("*.jsonl")):
         for line in path.read_text().splitlines():
             raw.extend(sp for _svc, sp in otlp_spans(json.loads(line)))
+    # the collector and Jaeger store in batches: the tests read whole traces, so wait until all of them landed
+    by_trace: dict[str, set[str]] = defaultdict(set)
+    for sp in raw:
+        by_trace[sp["traceId"].lower()].add(sp["spanId"].lower())
+
+    def arrived() -> bool:
+        return all(ids <= set(jaeger_trace_spans(backends, t)) for t, ids in by_trace.items())
+
+    wait_until(arrived, 120, "every span of the demo in Jaeger", interval=1.0)
     return raw, read_otlp_jsonl(sorted(spool.rglob("*.jsonl")))
 
 
@@ -131,7 +140,6 @@ def test_the_analyzer_reading_jaeger_resolves_every_request(backends: Backends, 
     raw, _spool = cut_demo
     started = min(int(s["startTimeUnixNano"]) for s in raw)
     ours = {_attr(s, sc.VERL_REQUEST_ID) for s in raw if s["name"] == sc.SPAN_REQUEST}
-    time.sleep(1)
     spans = load_spans(backends.jaeger_url, since_ns=started - 10**9, until_ns=time.time_ns())
     requests = spans[(spans["kind"] == "request") & spans["request_id"].isin(ours)]
     assert set(requests["request_id"]) == ours
