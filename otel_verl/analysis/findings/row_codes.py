@@ -24,9 +24,8 @@ def factorize_rows(columns: Sequence[pd.Series | np.ndarray]) -> tuple[np.ndarra
     codes = np.zeros(len(columns[0]), dtype=np.int64)
     levels = []
     for col in columns:
-        values = np.asarray(col)
-        if values.dtype.kind not in "biuf":
-            values = np.asarray(col, dtype=object)
+        numeric = isinstance(col.dtype, np.dtype) and col.dtype.kind in "biuf"  # not pandas' nullable ones
+        values = np.asarray(col) if numeric else np.asarray(col, dtype=object)
         level_codes, uniques = pd.factorize(values, use_na_sentinel=False)
         codes, _ = pd.factorize(codes * len(uniques) + level_codes)
         levels.append((level_codes, uniques))
