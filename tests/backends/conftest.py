@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,6 +145,41 @@ def start(name: str, cmd: list[str], env: dict[str, str], logdir: Path) -> Proc:
     )
     fh.close()
     return Proc(name, proc, log)
+
+
+@contextmanager
+def replayed_jaeger(
+    config: Path, spool: Path, work: Path, since_ns: int = 0, env: dict[str, str] | None = None, timeout: float = 60
+):
+    """Jaeger v2 with ``config`` (a jaeger/*.yaml, ports moved by env vars only; ``env``: its other variables) on
+    free ports, ``spool`` replayed into it; yields the query URL once every span of the spool is found there from
+    ``since_ns`` on (each wait up to ``timeout`` s). Jaeger's batch processor (and a search store's refresh) makes
+    spans searchable in batches and the service shows with the first: a test that read on then saw part of the
+    run (stop 42's CI failed so)."""
+    from otel_verl.analysis.read import load_spans
+
+    grpc, otlp_http, query, qgrpc, health, metrics = free_ports(6)
+    ports = {
+        "JAEGER_BIND": "127.0.0.1",
+        "JAEGER_OTLP_GRPC_PORT": str(grpc),
+        "JAEGER_OTLP_HTTP_PORT": str(otlp_http),
+        "JAEGER_QUERY_HTTP_PORT": str(query),
+        "JAEGER_QUERY_GRPC_PORT": str(qgrpc),
+        "JAEGER_HEALTH_PORT": str(health),
+        "JAEGER_METRICS_PORT": str(metrics),
+    }
+    proc = start("jaeger", [binary("jaeger"), "--config", config], {**(env or {}), **ports}, work)
+    try:
+        url = f"http://127.0.0.1:{query}"
+        wait_until(lambda: http_get(f"{url}/api/v3/services")[0] == 200, timeout, "jaeger query", procs=[proc])
+        cmd = [sys.executable, "-c", "from otel_verl.cli import main; main()", "replay", str(spool)]
+        cmd += ["--endpoint", f"http://127.0.0.1:{grpc}", "--ignore-journal"]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        sent = len(load_spans(spool))
+        wait_until(lambda: len(load_spans(url, since_ns=since_ns)) == sent, timeout, f"all {sent} spans", 1.0, [proc])
+        yield url
+    finally:
+        proc.stop()
 
 
 def prometheus_test_config(targets: dict[str, str], interval: str = "2s") -> dict:

@@ -21,7 +21,7 @@ import pytest
 from otel_verl.analysis.read import LoadStats, load_spans
 from otel_verl.analysis.read.steps import iter_steps
 
-from .conftest import BIN, REPO, binary, free_ports, http_get, start, wait_until
+from .conftest import BIN, REPO, free_ports, http_get, replayed_jaeger, start, wait_until
 
 sys.path.insert(0, str(REPO / "tests" / "analysis"))
 import builder
@@ -73,29 +73,8 @@ def jaeger(search_node: tuple[str, str], recent_run: tuple[Path, int], tmp_path_
     text = (REPO / "jaeger" / "config-opensearch.yaml").read_text()
     assert text.count("        opensearch:\n") == 1
     config.write_text(text.replace("        opensearch:\n", f"        {engine}:\n"))
-    grpc, otlp_http, query, qgrpc, health, metrics = free_ports(6)
-    env = {
-        "JAEGER_BIND": "127.0.0.1",
-        "JAEGER_STORE_URL": node_url,
-        "JAEGER_OTLP_GRPC_PORT": str(grpc),
-        "JAEGER_OTLP_HTTP_PORT": str(otlp_http),
-        "JAEGER_QUERY_HTTP_PORT": str(query),
-        "JAEGER_QUERY_GRPC_PORT": str(qgrpc),
-        "JAEGER_HEALTH_PORT": str(health),
-        "JAEGER_METRICS_PORT": str(metrics),
-    }
-    proc = start("jaeger", [binary("jaeger"), "--config", config], env, work)
-    try:
-        url = f"http://127.0.0.1:{query}"
-        wait_until(lambda: http_get(f"{url}/api/v3/services")[0] == 200, 90, f"jaeger on {engine}", procs=[proc])
-        cmd = [sys.executable, "-c", "from otel_verl.cli import main; main()", "replay", str(spool)]
-        cmd += ["--endpoint", f"http://127.0.0.1:{grpc}", "--ignore-journal"]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
-        sent = len(load_spans(spool))  # written in bulk, searchable after the store's refresh: wait for all
-        wait_until(lambda: len(load_spans(url, since_ns=since)) == sent, 90, f"all {sent} spans", 1.0, [proc])
+    with replayed_jaeger(config, spool, work, since, {"JAEGER_STORE_URL": node_url}, timeout=90) as url:
         yield url
-    finally:
-        proc.stop()
 
 
 def test_step_by_step_equals_whole_fetch(jaeger: str, recent_run: tuple[Path, int]) -> None:

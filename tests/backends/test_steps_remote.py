@@ -4,7 +4,6 @@ whole-run fetch gives that step, resolved alike."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from otel_verl.analysis.read import LoadStats, load_spans
 from otel_verl.analysis.read.remote_steps import PROBE_MISSES
 from otel_verl.analysis.read.steps import iter_steps
 
-from .conftest import REPO, binary, free_ports, http_get, start, wait_until
+from .conftest import REPO, replayed_jaeger
 from .tempo_standin import TempoStandIn
 
 sys.path.insert(0, str(REPO / "tests" / "analysis"))
@@ -37,31 +36,8 @@ def planted_spool(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def jaeger(planted_spool: Path, tmp_path_factory) -> Iterator[str]:
     """The Jaeger v2 of scripts/install_backends.sh (memory store) on free ports, with the planted run sent in."""
-    work = tmp_path_factory.mktemp("jaeger")
-    grpc, http, query, qgrpc, health, metrics = free_ports(6)
-    env = {
-        "JAEGER_BIND": "127.0.0.1",
-        "JAEGER_OTLP_GRPC_PORT": str(grpc),
-        "JAEGER_OTLP_HTTP_PORT": str(http),
-        "JAEGER_QUERY_HTTP_PORT": str(query),
-        "JAEGER_QUERY_GRPC_PORT": str(qgrpc),
-        "JAEGER_HEALTH_PORT": str(health),
-        "JAEGER_METRICS_PORT": str(metrics),
-    }
-    proc = start("jaeger", [binary("jaeger"), "--config", REPO / "jaeger" / "config.yaml"], env, work)
-    try:
-        url = f"http://127.0.0.1:{query}"
-        wait_until(lambda: http_get(f"{url}/api/v3/services")[0] == 200, 60, "jaeger query", procs=[proc])
-        cmd = [sys.executable, "-c", "from otel_verl.cli import main; main()", "replay", str(planted_spool)]
-        cmd += ["--endpoint", f"http://127.0.0.1:{grpc}", "--ignore-journal"]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
-        # Jaeger's batch processor stores the spans in batches and the service shows with the first: wait for
-        # all of them, or the whole-run fetch and the step-by-step one see different runs (CI failed so once).
-        sent = len(load_spans(planted_spool))
-        wait_until(lambda: len(load_spans(url, since_ns=0)) == sent, 60, f"all {sent} spans in jaeger", 1.0, [proc])
+    with replayed_jaeger(REPO / "jaeger" / "config.yaml", planted_spool, tmp_path_factory.mktemp("jaeger")) as url:
         yield url
-    finally:
-        proc.stop()
 
 
 def test_jaeger_step_by_step_equals_whole_fetch(jaeger: str) -> None:
