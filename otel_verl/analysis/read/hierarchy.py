@@ -8,6 +8,7 @@ engine calls is told apart by :func:`engine_request_mask`."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -65,10 +66,7 @@ def engine_request_mask(spans: pd.DataFrame, kind: np.ndarray | None = None) -> 
         return np.append(mask.fill_null(False).to_numpy(zero_copy_only=False), False)[codes]
 
     legacy = per_row(pc.equal(names, sc.ENGINE_SPAN_REQUEST))
-    named = np.zeros(len(uniques), dtype=bool)
-    for operation in sc.ENGINE_OPERATIONS:
-        named |= pc.starts_with(names, operation + " ").fill_null(False).to_numpy(zero_copy_only=False)
-    named = np.append(named, False)[codes]
+    named = per_row(functools.reduce(pc.or_, [pc.starts_with(names, op + " ") for op in sc.ENGINE_OPERATIONS]))
     if not named.any():
         return legacy
     own = np.zeros(len(spans), dtype=bool)
