@@ -33,8 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._table import Result
-from benchmarks.diagnosis import tables
+from benchmarks.diagnosis import class_tables, tables
+from benchmarks.diagnosis.class_scoring import score_class_run
+from benchmarks.diagnosis.classes import CLASSES, build_class_run
+from benchmarks.diagnosis.classes import describe as describe_expect
 from benchmarks.diagnosis.effects import ENGINE_SPAN_KINDS
+from benchmarks.diagnosis.planting import KINDS
 from benchmarks.diagnosis.run_model import build_run
 from benchmarks.diagnosis.scoring import score_run
 from benchmarks.diagnosis.shape import FORMATS, MAX_SPANS_PER_RUN, OTLP, OTLP_ENGINE, SEED
@@ -56,6 +60,8 @@ class RunSpec:
     """0 for a clean run, None for 1-5 at random."""
     kinds: tuple[str, ...] = ()
     max_spans: int = MAX_SPANS_PER_RUN
+    cls: str = ""
+    """A judgement class (:mod:`benchmarks.diagnosis.classes`), or "" for the suite's random plants."""
 
 
 def plan(runs: int, seed: int, formats: Sequence[str], kinds: Sequence[str] = ()) -> list[RunSpec]:
@@ -65,6 +71,18 @@ def plan(runs: int, seed: int, formats: Sequence[str], kinds: Sequence[str] = ()
         fmt = formats[i % len(formats)]
         clean = (i // len(formats)) % CLEAN_EVERY == CLEAN_EVERY - 1
         out.append(RunSpec(i, seed * 1_000_003 + i, fmt, 0 if clean else None, tuple(kinds)))
+    return out
+
+
+def plan_classes(
+    runs_per_class: int, seed: int, formats: Sequence[str], classes: Sequence[str] = CLASSES
+) -> list[RunSpec]:
+    """``runs_per_class`` runs of each judgement class, formats in turn."""
+    out = []
+    for c, cls in enumerate(classes):
+        for i in range(runs_per_class):
+            index = c * runs_per_class + i
+            out.append(RunSpec(index, seed * 1_000_003 + 500_000 + index, formats[i % len(formats)], None, cls=cls))
     return out
 
 
@@ -90,7 +108,11 @@ def analyze_findings(source: Path, out: Path, figures: bool = False) -> dict[str
 def evaluate(spec: RunSpec, keep: Path | None = None, figures: bool = False) -> dict[str, Any]:
     """Build, write, analyze and score one run: {"run": record, "plants": records}."""
     t0 = time.perf_counter()
-    run = build_run(spec.seed, spec.fmt, spec.plants, spec.kinds or None, spec.max_spans)
+    expect = None
+    if spec.cls:
+        run, expect = build_class_run(spec.seed, spec.fmt, spec.cls, spec.max_spans)
+    else:
+        run = build_run(spec.seed, spec.fmt, spec.plants, spec.kinds or None, spec.max_spans)
     t1 = time.perf_counter()
     base = keep / f"run_{spec.index:03d}_{spec.fmt}" if keep else Path(tempfile.mkdtemp(prefix="bench_diagnosis_"))
     shutil.rmtree(base, ignore_errors=True)
@@ -103,10 +125,14 @@ def evaluate(spec: RunSpec, keep: Path | None = None, figures: bool = False) -> 
         except Exception as exc:  # a crash is a diagnosis that named nothing: scored, counted, shown
             document = {"findings": [], "error": f"{type(exc).__name__}: {exc}"[:300]}
         t3 = time.perf_counter()
-        record, plants = score_run(run, document)
+        if expect is not None:
+            record, plants = score_class_run(run, expect, document), []
+        else:
+            record, plants = score_run(run, document)
         record["error"] = document.get("error")
         if keep:
-            (base / "truth.json").write_text(json.dumps(run.truth(), indent=1))
+            truth = run.truth() | ({"expect": describe_expect(expect)} if expect is not None else {})
+            (base / "truth.json").write_text(json.dumps(truth, indent=1))
             (base / "score.json").write_text(json.dumps({"run": record, "plants": plants}, indent=1))
     finally:
         if not keep:
@@ -177,6 +203,19 @@ def header(
     )
 
 
+def class_header(specs: list[RunSpec], runs: list[dict[str, Any]], seconds: float, jobs: int, load: float) -> str:
+    """The line above the judgement classes' tables."""
+    where = f"{platform.machine()}, {os.cpu_count()} CPUs (load average {load:.1f} at the start)"
+    per_class = ", ".join(f"{c} {sum(r['class'] == c for r in runs)}" for c in dict.fromkeys(s.cls for s in specs))
+    per_run = sum(r["analyze_s"] for r in runs) / max(1, len(runs))
+    return (
+        f"Measured {time.strftime('%Y-%m-%d')} on {where}, CPython {platform.python_version()}: {len(runs)} runs "
+        f"(--seed {specs[0].seed // 1_000_003 if specs else 0}; {per_class}; formats in turn), {seconds / 60:.1f} min "
+        f"with --jobs {jobs} ({per_run:.1f} s of analysis per run). What each class plants and asks: "
+        "benchmarks/diagnosis/classes.py, docs/diagnosis-benchmark.md."
+    )
+
+
 def run(quick: bool) -> list[Result]:
     """For ``python -m benchmarks.run``: the goal rows; a full run also replaces the section in RESULTS.md."""
     specs = plan(24 if quick else 200, 0, FORMATS)
@@ -203,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--format", choices=("seed", "otlp", "both"), default="both")
     p.add_argument("--quick", action="store_true", help="24 runs (a couple of minutes)")
     p.add_argument("--keep", type=Path, default=None, help="keep each run (data, analysis, truth.json) under DIR")
-    p.add_argument("--only-kind", choices=sorted(k.CAUSES), default=None, help="plant only this kind")
+    p.add_argument("--only-kind", choices=sorted(KINDS), default=None, help="plant only this kind")
+    p.add_argument("--classes", nargs="?", const=",".join(CLASSES), default=None, metavar="LIST",
+                   help=f"judgement classes instead ({','.join(CLASSES)}); --runs per class (40)")  # fmt: skip
     p.add_argument("--figures", action="store_true", help="draw the report's figures too (as the CLI does)")
     p.add_argument("--write", nargs="?", const=HERE / "RESULTS.md", type=Path, default=None, metavar="FILE",
                    help="replace the section in FILE (default benchmarks/RESULTS.md)")  # fmt: skip
@@ -213,15 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     formats = formats_for(a.format, a.only_kind)
     if not formats:
         p.error(f"--only-kind {a.only_kind} cannot be planted in --format {a.format}")
-    specs = plan(n, a.seed, formats, [a.only_kind] if a.only_kind else ())
+    if a.classes:
+        specs = plan_classes(40 if a.runs == 200 else a.runs, a.seed, formats, a.classes.split(","))
+    else:
+        specs = plan(n, a.seed, formats, [a.only_kind] if a.only_kind else ())
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     runs, plants = bench(specs, a.jobs, a.keep, a.figures)
     seconds = time.perf_counter() - t0
-    section = tables.markdown(runs, plants, header(specs, runs, plants, seconds, a.jobs, load))
+    if a.classes:
+        section = class_tables.markdown(runs, class_header(specs, runs, seconds, a.jobs, load))
+    else:
+        section = tables.markdown(runs, plants, header(specs, runs, plants, seconds, a.jobs, load))
     print(section)
     if a.write:
-        tables.update_results(a.write, section)
+        (class_tables.update if a.classes else tables.update_results)(a.write, section)
         print(f"written to {a.write}", file=sys.stderr)
     if a.json:
         a.json.write_text(json.dumps({"runs": runs, "plants": plants}, indent=1))

@@ -31,7 +31,14 @@ WHAT_IT_CHANGES: dict[str, str] = {
     k.SLOW_FINISH: "seconds added to a worker's post-processing after its last request",
 }
 """The kinds planted, and how each one's ``param`` acts."""
-MULTIPLYING = frozenset({k.SLOW_DECODE, k.LONG_RESPONSE})
+MORE_TOKENS = "more_tokens"
+"""Not a cause kind, a behaviour (the judgement classes, :mod:`.classes`): every call of the request decodes
+``1 + param`` times the tokens, at the usual rate."""
+MORE_TURNS = "more_turns"
+"""Behaviour: ``round(param)`` more tool-calling turns per request."""
+SLOWER_TOOL = "slower_tool"
+"""Infrastructure: every tool call takes ``1 + param`` times as long."""
+MULTIPLYING = frozenset({k.SLOW_DECODE, k.LONG_RESPONSE, MORE_TOKENS, SLOWER_TOOL})
 ENGINE_SPAN_KINDS = frozenset({k.ENGINE_WAIT, k.ENGINE_QUEUE, k.SLOW_PREFILL})
 """Kinds only a run with the engine's own spans can show."""
 
@@ -96,7 +103,12 @@ class RequestMods:
     prefill: float = 0.0
     decode: float = 1.0
     last_tokens: float = 1.0
+    tokens: float = 1.0
+    """Every call's tokens multiplied (the policy's answers grew)."""
+    extra_turns: int = 0
+    """Tool-calling turns added before the last one (the policy calls its tool more often)."""
     tool: float = 0.0
+    tool_factor: float = 1.0
     reward: float = 0.0
 
 
@@ -136,6 +148,12 @@ class WorkerMods:
                 mods.tool += p
             elif plant.kind == k.SLOW_REWARD:
                 mods.reward += p
+            elif plant.kind == MORE_TOKENS:
+                mods.tokens *= 1 + p
+            elif plant.kind == MORE_TURNS:
+                mods.extra_turns += round(p)
+            elif plant.kind == SLOWER_TOOL:
+                mods.tool_factor *= 1 + p
         return mods
 
 

@@ -14,8 +14,9 @@ Per plant (one step of a planted cause):
 
 Per run: alarms (warning or critical findings). False alarms: those that match no plant and touch neither a
 planted step nor a step the run's own tails made slow (:func:`natural_slow_steps`: the contract allows a
-warning "when the step lost time well beyond the run's step-to-step spread", planted or not); alarms on
-such natural slow steps are counted apart. And each step account's invariant
+warning "when the step lost time well beyond the run's step-to-step spread", planted or not), and do not tell
+the run's hot replica (:func:`on_hot_replica`); alarms on such natural slow steps or the hot replica are counted
+apart. And each step account's invariant
 ``sum(parts.seconds) + unexplained_s == excess_s == duration_s - baseline_s`` (within :func:`tolerance`).
 """
 
@@ -42,6 +43,8 @@ BUCKETS: tuple[tuple[str, float, float], ...] = (
 """Size buckets: a plant's cost against the run's step-to-step spread."""
 
 
+COSTLY_SHARE = 0.1
+"""A slow step's plant that cost at least this share of its step must be told as a warning or worse (issue 40)."""
 NATURAL = 3.0
 """A clean step this many spreads slower than its peers' median is slow on its own (:func:`natural_slow_steps`)."""
 
@@ -114,6 +117,30 @@ def natural_slow_steps(run: SimRun) -> set[int]:
     return out
 
 
+def hot_replica(run: SimRun) -> int | None:
+    """The replica that queues 10-100× more than the others in every step (:func:`.shape.draw_replica_load`), if
+    the run has one."""
+    q = run.shape.replica_queue
+    return max(range(len(q)), key=lambda i: q[i]) if q and max(q) > 1 else None
+
+
+def on_hot_replica(f: dict[str, Any], run: SimRun, hot: int | None) -> bool:
+    """Whether finding ``f`` tells the hot replica: it names it, or most of the requests it names ran on it. That
+    replica is a real straggler of the run's own making (a persistent one, issue 40), not a planted cause: what
+    tells it is neither a false alarm nor a plant named."""
+    if hot is None:
+        return False
+    d = m.details_of(f)
+    if d.get("replica") is not None:
+        return str(d["replica"]) == str(hot)
+    ids = m.request_ids_of(f)
+    if not ids:
+        return False
+    replica = {r.draw.request_id: r.draw.replica for st in run.steps for w in st.workers for r in w.requests}
+    on = [replica.get(i) == hot for i in ids if i in replica]
+    return bool(on) and 2 * sum(on) >= len(on)
+
+
 def score_plant(plant: Plant, run: SimRun, findings: list[dict[str, Any]], accounts: dict[int, Any]) -> dict[str, Any]:
     n = run.shape.workers
     causes = [f for f in findings if m.is_cause(f)]
@@ -127,6 +154,7 @@ def score_plant(plant: Plant, run: SimRun, findings: list[dict[str, Any]], accou
         rank = sum(1 for f in before if any(f is o for o in others)) + 1
     slow = plant.size >= SLOW
     account = accounts.get(plant.step)
+    share = plant.cost / run.durations()[plant.step - 1]
     return {
         "kind": plant.kind,
         "scope": plant.scope,
@@ -140,6 +168,10 @@ def score_plant(plant: Plant, run: SimRun, findings: list[dict[str, Any]], accou
         "rank": rank,
         "plain_rank": plain,
         "within_three": rank is not None and rank <= 3,
+        "severity": hit.get("severity") if hit is not None else None,
+        "share": round(share, 4),
+        "costly": slow and share >= COSTLY_SHARE,
+        "told": rank is not None and rank <= 3 and m.is_alarm(hit),
         "plain_within_three": plain is not None and plain <= 3,
         "located": any(m.located(plant, f, n) for f in causes),
         "slow": slow,
@@ -162,7 +194,8 @@ def score_run(run: SimRun, document: dict[str, Any]) -> tuple[dict[str, Any], li
     unplanted = [
         f for f in alarms if not any(m.matches(p, f, n) for p in run.plants) and not planted_steps & set(m.steps_of(f))
     ]
-    false = [f for f in unplanted if not natural & set(m.steps_of(f))]
+    hot = hot_replica(run)
+    false = [f for f in unplanted if not natural & set(m.steps_of(f)) and not on_hot_replica(f, run, hot)]
     durations = dict(enumerate(run.durations(), start=1))
     broken = [a for a in accounts.values() if not invariant_holds(a)]
     off = [

@@ -11,9 +11,9 @@ an engine span keeps its length and the answer waits (:meth:`WorkerTimeline.engi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from benchmarks.diagnosis.draws import RequestDraw, WorkerDraw
+from benchmarks.diagnosis.draws import RequestDraw, TurnDraw, WorkerDraw
 from benchmarks.diagnosis.effects import RequestMods, WorkerMods
 from benchmarks.diagnosis.shape import Shape
 
@@ -37,6 +37,8 @@ class TurnTimeline:
     prompt_tokens: int
     truncated: bool
     has_tool: bool
+    draw: TurnDraw
+    """The turn's draws (an extra turn a plant adds repeats an earlier turn's)."""
 
 
 @dataclass(slots=True)
@@ -78,16 +80,29 @@ class WorkerTimeline:
         return [self.warp(r.end) for r in self.requests]
 
 
+def turn_draws(shape: Shape, draw: RequestDraw, extra: int) -> list[TurnDraw]:
+    """The request's turns, with ``extra`` more before its last one (the policy calling its tool more often): each
+    repeats an earlier tool-calling turn's draws (a one-turn request's tool call takes the run's median)."""
+    if extra <= 0:
+        return draw.turns
+    earlier = draw.turns[:-1] or [replace(draw.turns[-1], tool=shape.tool_median, merge=0.015)]
+    added = [earlier[i % len(earlier)] for i in range(extra)]
+    return [*draw.turns[:-1], *added, draw.turns[-1]]
+
+
 def _request(shape: Shape, draw: RequestDraw, start: float, mods: RequestMods, s_per_token: float) -> RequestTimeline:
     t = start + draw.pending
     turns: list[TurnTimeline] = []
     new_tokens = draw.prompt_tokens
-    last_index = len(draw.turns) - 1
-    for i, td in enumerate(draw.turns):
+    draws = turn_draws(shape, draw, mods.extra_turns)
+    last_index = len(draws) - 1
+    for i, td in enumerate(draws):
         turn_start = t
         pre = td.pre + (mods.pre if i == 0 else 0.0)
         call_start = turn_start + pre
         tokens = td.tokens
+        if mods.tokens != 1.0:
+            tokens = min(shape.max_tokens, max(1, round(tokens * mods.tokens)))
         if i == last_index and mods.last_tokens != 1.0:
             tokens = min(shape.max_tokens, round(tokens * mods.last_tokens))
         truncated = tokens >= shape.max_tokens
@@ -101,7 +116,7 @@ def _request(shape: Shape, draw: RequestDraw, start: float, mods: RequestMods, s
         parse_end = call_end + td.parse
         post_end = parse_end + td.post
         has_tool = td.tool is not None and not truncated
-        tool_end = post_end + (td.tool + mods.tool if has_tool else 0.0)  # type: ignore[operator]
+        tool_end = post_end + (td.tool * mods.tool_factor + mods.tool if has_tool else 0.0)  # type: ignore[operator]
         end = tool_end + (td.merge + mods.pre if has_tool else 0.0)
         turns.append(
             TurnTimeline(
@@ -121,6 +136,7 @@ def _request(shape: Shape, draw: RequestDraw, start: float, mods: RequestMods, s
                 new_tokens,
                 truncated,
                 has_tool,
+                td,
             )
         )
         t = end

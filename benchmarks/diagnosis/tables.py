@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.diagnosis.scoring import BUCKETS, SLOW
+from benchmarks.diagnosis.scoring import BUCKETS, COSTLY_SHARE, SLOW
 
 Record = dict[str, Any]
 BEGIN = "<!-- BEGIN diagnosis accuracy (benchmarks/bench_diagnosis.py) -->"
@@ -21,6 +21,7 @@ END = "<!-- END diagnosis accuracy -->"
 WITHIN_THREE_GOAL = 0.95
 EXPLAINED_GOAL = 0.90
 WARNINGS_PER_CLEAN_RUN_GOAL = 0.05
+TOLD_GOAL = 0.90
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ def goals(runs: list[Record], plants: list[Record]) -> list[Goal]:
     within = _mean(p["within_three"] for p in slow)
     explained = _mean(p["explained"] for p in slow)
     per_clean = sum(r["false_alarms"] for r in clean) / len(clean) if clean else None
+    costly = [p for p in plants if p.get("costly")]
+    told = _mean(p["told"] for p in costly)
     return [
         Goal(
             f"within the first three findings (cost ≥ {SLOW:g}× spread)",
@@ -73,6 +76,13 @@ def goals(runs: list[Record], plants: list[Record]) -> list[Goal]:
             len(clean),
             per_clean is not None and per_clean <= WARNINGS_PER_CLEAN_RUN_GOAL,
         ),
+        Goal(
+            f"warning or worse and within three (cost ≥ {SLOW:g}× spread and ≥ {COSTLY_SHARE:.0%} of its step)",
+            f"≥ {TOLD_GOAL:.0%}",
+            told,
+            len(costly),
+            told is not None and told >= TOLD_GOAL,
+        ),
     ]
 
 
@@ -90,6 +100,7 @@ COLUMNS: tuple[tuple[str, Callable[[list[Record]], str]], ...] = (
     (f"within three, ≥ {SLOW:g}×", lambda g: _pct([p["within_three"] for p in g if p["slow"]])),
     (f"explained, ≥ {SLOW:g}×", lambda g: _pct([p["explained"] for p in g if p["slow"]])),
     (f"right part, ≥ {SLOW:g}×", lambda g: _pct([p["right_part"] for p in g if p["slow"]])),
+    (f"warning+ and ≤ 3, ≥ {SLOW:g}× and ≥ {COSTLY_SHARE:.0%}", lambda g: _pct([p["told"] for p in g if p["costly"]])),
 )
 
 
@@ -162,10 +173,10 @@ def markdown(runs: list[Record], plants: list[Record], header: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def update_results(path: Path, section: str) -> None:
-    """Replace the section in ``path`` (or append it): the rest of the file stays as it is."""
+def update_results(path: Path, section: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the section between ``begin`` and ``end`` in ``path`` (or append it): the rest stays as it is."""
     text = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S)
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", re.S)
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text)
     else:

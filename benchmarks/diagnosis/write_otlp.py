@@ -103,7 +103,7 @@ class _WorkerSpans:
             turns += 1
             self._turn(trace, turn_id, base, rq, i, turn, context)
             response += self.decoded(turn)
-            context += turn.tokens + d.turns[i].tool_tokens
+            context += turn.tokens + turn.draw.tool_tokens
         reward = {**base, sc.VERL_REWARD_REMOTE: False, sc.VERL_REWARD_SCORE: d.score}
         self.add(trace, rid, sc.SPAN_REWARD, rq.reward_start, rq.end - d.finalization, reward)
         status = "aborted" if aborted else "truncated" if rq.truncated else "completed"
@@ -165,7 +165,7 @@ class _WorkerSpans:
     ) -> None:
         """vLLM's span for a finished call (``sim_engine_spans.EngineTimeline``'s formulas)."""
         start, end = self.wt.engine_window(turn)
-        queued = turn.arrival + rq.draw.turns[i].engine_other / 2
+        queued = turn.arrival + turn.draw.engine_other / 2
         attrs = {
             sc.ENGINE_LATENCY_TTFT: turn.first_token - turn.arrival,
             sc.ENGINE_LATENCY_E2E: turn.engine_end - turn.arrival,

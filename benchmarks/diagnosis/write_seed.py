@@ -36,7 +36,7 @@ from benchmarks.gen_seed_logs import SeedRequest, SeedTurn, SeedWorkerStep, clos
 def seed_request(rq: RequestTimeline) -> SeedRequest:
     d = rq.draw
     turns = []
-    for i, t in enumerate(rq.turns):
+    for t in rq.turns:
         finish = "TOOL_CALL" if t.has_tool else "LENGTH" if t.truncated else "STOP"
         parse = t.parse_end - t.call_end if t.has_tool else 0.0
         turns.append(
@@ -51,7 +51,7 @@ def seed_request(rq: RequestTimeline) -> SeedRequest:
                 post=t.post_end - t.call_end - parse,
                 tool=t.tool_end - t.post_end if t.has_tool else None,
                 merge=t.end - t.tool_end,
-                tool_tokens=d.turns[i].tool_tokens,
+                tool_tokens=t.draw.tool_tokens,
             )
         )
     reward = rq.end - d.finalization - rq.reward_start

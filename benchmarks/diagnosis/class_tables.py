@@ -1,0 +1,91 @@
+"""The judgement classes' rates (issue 40, must-have 5) as Markdown, and their section of benchmarks/RESULTS.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.diagnosis.classes import CLASSES
+from benchmarks.diagnosis.tables import Goal, update_results
+
+Record = dict[str, Any]
+BEGIN = "<!-- BEGIN judgement classes (benchmarks/bench_diagnosis.py --classes) -->"
+END = "<!-- END judgement classes -->"
+GOALS: dict[str, tuple[str, float]] = {
+    "short": ("runs of 2-5 steps, one slowed ≥ 1.5×: named at warning or worse", 0.95),
+    "straggler": ("persistent stragglers named with the right place", 0.90),
+    "trend": ("trends (≥ 20 % over the run) named with the right side and factor", 0.90),
+    "shift": ("behaviour shifts named as behaviour at the right step", 0.90),
+}
+CLEAN_GOAL = 0.05
+"""Warnings per clean run (short and long, with and without answers growing), at most."""
+
+
+def _rate(runs: list[Record], key: str) -> float | None:
+    return sum(bool(r[key]) for r in runs) / len(runs) if runs else None
+
+
+def class_goals(runs: list[Record]) -> list[Goal]:
+    out = []
+    for cls, (name, goal) in GOALS.items():
+        mine = [r for r in runs if r["class"] == cls and r["expects"]]
+        value = _rate(mine, "alarm" if cls == "short" else "named")
+        out.append(Goal(name, f"≥ {goal:.0%}", value, len(mine), value is not None and value >= goal))
+    clean = [r for r in runs if r["class"] == "clean"]
+    per = sum(r["false_alarms"] for r in clean) / len(clean) if clean else None
+    out.append(
+        Goal("warnings per clean run", f"≤ {CLEAN_GOAL}", per, len(clean), per is not None and per <= CLEAN_GOAL)
+    )
+    return out
+
+
+def _per(runs: list[Record], key: str) -> str:
+    return f"{sum(r[key] for r in runs) / len(runs):.2f}"
+
+
+def _pct(x: float | None, n: int) -> str:
+    return "—" if x is None else f"{x:.0%} ({n})"
+
+
+def markdown(runs: list[Record], header: str) -> str:
+    out = [BEGIN, "## Judgement classes (issue 40): short runs, stragglers, trends, shifts, clean runs", "", header, ""]
+    out += ["| goal | target | measured | ok | over |", "| --- | --- | --- | --- | --- |"]
+    for g in class_goals(runs):
+        over = f"{g.n} runs"
+        measured = "—" if g.value is None else f"{g.value:.3f}" if "per" in g.name else f"{g.value:.1%}"
+        out.append(f"| {g.name} | {g.goal} | {measured} | {'✅' if g.ok else '❌'} | {over} |")
+    out += ["", "| class | variant | runs | named | warning or worse | median rank | warnings per run (false) |"]
+    out.append("| --- | --- | --- | --- | --- | --- | --- |")
+    for cls in CLASSES:
+        mine = [r for r in runs if r["class"] == cls]
+        for variant in [*sorted({r["variant"] for r in mine}), "all"]:
+            group = [r for r in mine if variant in ("all", r["variant"])]
+            if not group:
+                continue
+            expects = [r for r in group if r["expects"]]
+            ranks = sorted(r["rank"] for r in expects if r["rank"] is not None)
+            cells = [
+                cls,
+                variant,
+                str(len(group)),
+                _pct(_rate(expects, "named"), len(expects)),
+                _pct(_rate(expects, "alarm"), len(expects)),
+                str(ranks[len(ranks) // 2]) if ranks else "—",
+                f"{_per(group, 'alarms')} ({_per(group, 'false_alarms')})",
+            ]
+            out.append("| " + " | ".join(cells) + " |")
+    kinds: dict[str, int] = {}
+    for r in runs:
+        for kind, count in r["false_alarm_kinds"].items():
+            kinds[kind] = kinds.get(kind, 0) + count
+    if kinds:
+        top = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]))
+        out += ["", f"False alarms by finding kind: {top}."]
+    errors = [r for r in runs if r.get("error")]
+    if errors:
+        out += ["", f"The analyzer failed on {len(errors)} runs (scored as naming nothing): {errors[0]['error']}"]
+    out += ["", END]
+    return "\n".join(out) + "\n"
+
+
+def update(path: Any, section: str) -> None:
+    update_results(path, section, BEGIN, END)
