@@ -135,6 +135,7 @@ def analyze(
     plotly_dir: str | Path | None = None,
     figures: bool = True,
     steps: range | None = None,
+    baseline: str | range = "run",
     window: int = 1,
     spill_dir: str | None = None,
     **load_options: Any,
@@ -143,8 +144,10 @@ def analyze(
 
     ``source``: anything :func:`load` reads (``load_options`` are its keywords), read a step at a time
     (``read.steps.iter_steps``: memory holds a step, not the run); or tables or a span table already loaded,
-    analysed step by step the same way. ``steps``: only these steps (``range(10, 21)``: steps 10 to 20);
-    ``window``: steps analysed together (more memory, fewer parts). ``top_requests``: the slowest requests the
+    analysed step by step the same way. ``steps``: report only these steps (``range(10, 21)``: steps 10 to 20),
+    judged against ``baseline``: the whole run (``"run"``, default: every step is read, the others only as their
+    norms), only the reported steps (``"selected"``: nothing else is read) or a ``range`` of steps; ``window``:
+    steps analysed together (more memory, fewer parts). ``top_requests``: the slowest requests the
     outlier figure breaks down (besides every request a finding names). ``trace_url``: a template with
     ``{trace_id}`` (a Jaeger or Grafana URL) the report links each cause's traces to. ``timeline_steps``: steps
     drawn as a timeline in the report besides the slowest one. ``source_name``: the SOURCE the report's "open
@@ -153,7 +156,7 @@ def analyze(
     ``figures=False``: findings.json only. ``spill_dir``: where what the end needs of each step waits (default
     ``$TMPDIR``). Returns the findings, the summary, each figure's frame and the files written.
     """
-    from otel_verl.analysis.pipeline import write_analysis, write_parts
+    from otel_verl.analysis.pipeline import read_plan, write_analysis, write_parts
 
     options: dict[str, Any] = {
         "stats": stats,
@@ -168,9 +171,12 @@ def analyze(
     if isinstance(source, (str, os.PathLike)):
         from otel_verl.analysis.read.steps import iter_steps
 
-        parts = iter_steps(source, stats=stats, steps=steps, window=window, spill_dir=spill_dir, **load_options)
-        return write_parts(parts, out, thresholds, source=source_name or os.fspath(source), **options)
-    return write_analysis(source, out, thresholds, source=source_name, steps=steps, window=window, **options)
+        read, report = read_plan(steps, baseline)
+        parts = iter_steps(source, stats=stats, steps=read, window=window, spill_dir=spill_dir, **load_options)
+        return write_parts(parts, out, thresholds, source=source_name or os.fspath(source), report=report, **options)
+    return write_analysis(
+        source, out, thresholds, source=source_name, steps=steps, window=window, baseline=baseline, **options
+    )
 
 
 def _tables(tables_or_spans: Tables | pd.DataFrame) -> Tables:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.figures import outliers, step_account
 from otel_verl.analysis.figures.catalog import FIGURES
 from otel_verl.analysis.figures.rendering import BackgroundFigures, Rendered, draw, parallel_figures
@@ -70,14 +71,31 @@ def write_analysis(
     thresholds: Thresholds | None = None,
     steps: range | None = None,
     window: int = 1,
+    baseline: str | range = "run",
     **options: Any,
 ) -> Analysis:
     """:func:`write_parts` of a run in memory (its tables or its span table): the span table split by step
     (``read/step_split.py``, the rule the step-at-a-time read follows), so a run in memory and the same run read
-    step by step are analysed alike; ``steps``/``window`` as ``iter_steps`` takes them."""
-    return write_parts(
-        _parts_of(run.spans if isinstance(run, Tables) else run, steps, window), out, thresholds, **options
-    )
+    step by step are analysed alike; ``steps``/``window``/``baseline`` as :func:`read_plan` takes them."""
+    read, report = read_plan(steps, baseline)
+    spans = run.spans if isinstance(run, Tables) else run
+    return write_parts(_parts_of(spans, read, window), out, thresholds, report=report, **options)
+
+
+def read_plan(steps: range | None, baseline: str | range = "run") -> tuple[range | None, range | None]:
+    """(the steps to read, the steps to report) for ``--steps`` and ``--baseline``: ``steps`` selects what is
+    reported; the baseline they are judged against is the whole run (``"run"``, the default: every step is read,
+    the others only summarized), only themselves (``"selected"``) or another range (read too)."""
+    if steps is None:
+        return None, None
+    if baseline == "selected":
+        return steps, None
+    if baseline == "run":
+        return None, steps
+    if not isinstance(baseline, range):
+        raise AnalysisInputError(f"baseline {baseline!r}: 'run', 'selected' or a range of steps")
+    lo, hi = min(steps.start, baseline.start), max(steps.stop, baseline.stop)
+    return range(lo, hi), steps
 
 
 def _parts_of(spans: pd.DataFrame, steps: range | None, window: int) -> Iterator[StepSpans]:
@@ -106,6 +124,7 @@ def write_parts(
     plotly_dir: Path | None = None,
     figures: bool = True,
     spill_dir: str | None = None,
+    report: range | None = None,
 ) -> Analysis:
     """Analyse a run given as parts (each step's span table, in step order, then the spans of no step) and write
     the outputs under ``out``: ``findings.json``, one PNG per figure, ``report.html`` (unless ``html_report`` is
@@ -113,7 +132,8 @@ def write_parts(
     ``spill_dir`` (default ``$TMPDIR``; about 40 % of the part's OTLP/JSON bytes), removed at the end.
 
     ``top_requests``: how many of the slowest requests the outlier figure breaks down (besides every request a
-    finding names). ``figures=False``: findings.json only (no PNG; the report without figures).
+    finding names). ``figures=False``: findings.json only (no PNG; the report without figures). ``report``: only
+    these steps are reported (counted, drawn, told); the others only judge them (:func:`read_plan`).
     ``trace_url``/``timeline_steps``/``source``/``plotly_dir``: see :func:`otel_verl.analysis.report.write_html`.
     """
     out = prepare_dir(out)
@@ -128,7 +148,9 @@ def write_parts(
             read_s += time.perf_counter() - t0
             if part is None:
                 break
-            run.add(part)
+            shown = report is None or any(step in report for step in part.steps)
+            if shown or part.steps:  # spans of no step go with the reported steps only when every step is
+                run.add(part, reported=shown)
             del part  # the part's table goes before the next one is read
         # what the last steps freed goes back to the OS before the figure worker forks (it would copy those
         # pages as it wrote into them); during the read, every few steps (read/steps.py RELEASE_EVERY)
@@ -139,7 +161,7 @@ def write_parts(
         # every figure but the outliers (it shows the requests the findings name) renders beside the diagnosis
         parallel = parallel_figures(run.counts.spans)
         with BackgroundFigures(specs, run.figure_frame, out, html_report, parallel) as background:
-            diagnosis = diagnose_summaries(run.summaries, th, run.quality(), stats)
+            diagnosis = diagnose_summaries(run.summaries, th, run.quality(), stats, baseline=run.baseline)
             findings = diagnosis.findings
             summary = run.counts.summary(diagnosis, th, stats)
             steps = accounts_json(diagnosis.accounts)

@@ -73,16 +73,25 @@ def analyze(
         str | None,
         typer.Option(
             "--steps",
-            help="analyse only these steps, read a step at a time: `A:B` (both included), `A:`, `:B` or `N`; "
-            "Jaeger/Tempo are asked for each step by its `verl.step` attribute",
+            help="report only these steps: `A:B` (both included), `A:`, `:B` or `N`; they are judged against the "
+            "whole run (see `--baseline`); Jaeger/Tempo are asked for each step by its `verl.step` attribute",
         ),
     ] = None,
+    baseline: Annotated[
+        str,
+        typer.Option(
+            "--baseline",
+            help="what `--steps` are judged against: `run` (every step of the run is read, the others only as the "
+            "baseline), `selected` (only the reported steps are read: fastest, less evidence) or a range `A:B`",
+        ),
+    ] = "run",
 ) -> None:
     from otel_verl.analysis.output_paths import prepare_dir
     from otel_verl.analysis.read import LoadStats
 
     th = Thresholds().with_overrides(set_ or [], thresholds_file)
     step_range = parse_step_range(steps) if steps is not None else None
+    against: str | range = baseline if baseline in ("run", "selected") else parse_step_range(baseline, "--baseline")
     prepare_dir(out)  # before a load that may take minutes
     stats = LoadStats()
     result = analyze_source(
@@ -90,6 +99,7 @@ def analyze(
         out,
         stats,
         steps=step_range,
+        baseline=against,
         thresholds=th,
         html_report=not no_html,
         top_requests=top_requests,

@@ -191,16 +191,16 @@ def parse_time(value: str | None, name: str) -> int | None:
         raise AnalysisInputError(f"--{name} {value!r}: not ISO-8601 or epoch seconds") from None
 
 
-def parse_step_range(text: str) -> range:
+def parse_step_range(text: str, option: str = "--steps") -> range:
     """``--steps``: ``A:B`` (steps A to B, both included), ``A:`` (A onwards), ``:B`` (up to B) or ``N``."""
     lo_text, sep, hi_text = text.partition(":")
     try:
         lo = int(lo_text) if lo_text.strip() or not sep else -(2**63)
         hi = (int(hi_text) if hi_text.strip() else 2**63 - 1) if sep else lo
     except ValueError:
-        raise AnalysisInputError(f"--steps {text!r}: use A:B (both included), A:, :B or N") from None
+        raise AnalysisInputError(f"{option} {text!r}: use A:B (both included), A:, :B or N") from None
     if hi < lo:
-        raise AnalysisInputError(f"--steps {text!r}: the last step is before the first")
+        raise AnalysisInputError(f"{option} {text!r}: the last step is before the first")
     return range(lo, hi + 1)
 
 

@@ -135,11 +135,37 @@ def warn_level(steps: int, margin: float) -> float:
 @dataclass(frozen=True)
 class StepSpread:
     """How the run's steps stray from their baselines: ``spread`` (1.4826 × the median absolute deviation of their
-    excesses, what findings.json reports) and ``warn_s``, the excess beyond which a step is not the run's own
-    variation (:meth:`of`)."""
+    excesses, what findings.json reports), ``warn_s``, the excess beyond which a step is not the run's own
+    variation (:meth:`of`), and ``steps``, how many steps measured them (fewer than ``min_steps``: neither is
+    measured, ``spread`` is NaN and ``warn_s`` infinite; a step is then judged against its own peers)."""
 
     spread: float
     warn_s: float
+    steps: int = 0
+    used: tuple[tuple[int, float], ...] = ()
+    """(step, excess) of the steps it was measured on."""
+    least: int = 3
+    margin: float = 3.5
+
+    @property
+    def measured(self) -> bool:
+        return bool(np.isfinite(self.spread))
+
+    def without(self, step: int) -> tuple[float, float]:
+        """(spread, warn level) measured without ``step``: a step is judged against the others, not against a level
+        it set itself (with three steps, the largest always sits right at the level its own excess made).
+        Beyond :data:`CALIBRATION_MAX_STEPS` steps one step moves neither: the run's own."""
+        others = np.array([x for s, x in self.used if s != step], dtype=float)
+        if len(others) == len(self.used) or len(self.used) > CALIBRATION_MAX_STEPS:
+            return self.spread, self.warn_s
+        if len(others) < self.least:
+            return float("nan"), float("inf")
+        level = float(pairwise_spread(others)) * warn_level(len(others), self.margin)
+        return _mad(others), max(float(np.median(others)), 0.0) + level
+
+    @classmethod
+    def unmeasured(cls, steps: int = 0) -> StepSpread:
+        return cls(float("nan"), float("inf"), steps)
 
     @classmethod
     def of(cls, accounts: list[StepAccount], th: Thresholds, explained: np.ndarray | None = None) -> StepSpread:
@@ -155,12 +181,13 @@ class StepSpread:
         they named, trainer phases included). A step is left out when they explain at least half its excess and
         it stands out from the steps they do not explain (not from all steps: with more than half the steps
         slowed, the median step is a slow one and would hide them all); where fewer than ``th.min_steps`` steps
-        go unexplained, from what the causes leave of every step."""
+        go unexplained, from what the causes leave of every step. Fewer than ``th.min_steps`` steps left measure
+        nothing (a 3-step run with one slow step: its two others cannot say how far steps stray)."""
         excess = np.array([a.excess_s for a in accounts], dtype=float)
         ok = np.isfinite(excess)
         least = max(th.min_steps, MIN_SPREAD_STEPS)
         if ok.sum() < least:
-            return cls(float("nan"), 0.0)
+            return cls.unmeasured(int(ok.sum()))
         if explained is None:
             explained = np.array([float(a.anomalies["cost"].sum()) if len(a.anomalies) else 0.0 for a in accounts])
         by_anomaly = (explained > 0) & (explained >= 0.5 * np.maximum(excess, 0))
@@ -169,12 +196,12 @@ class StepSpread:
         # causes leave of each step is the run's own variation (all the excesses would put the median on a slow one)
         ref = excess[plain] if plain.sum() >= th.min_steps else (excess - np.where(by_anomaly, explained, 0.0))[ok]
         slow = ok & by_anomaly & (excess > np.median(ref) + 3 * max(_mad(ref), 1e-9))
-        short = least - int((ok & ~slow).sum())
-        if short > 0:  # too few steps left to measure: the least slowed of the slow ones come back
-            slow[np.argsort(np.where(slow, excess, np.inf))[:short]] = False
         used = excess[ok & ~slow]
+        if len(used) < least:
+            return cls.unmeasured(len(used))
         level = float(pairwise_spread(used)) * warn_level(len(used), th.warning_margin)
-        return cls(_mad(used), max(float(np.median(used)), 0.0) + level)
+        kept = tuple((a.step, float(x)) for a, x, keep in zip(accounts, excess, ok & ~slow, strict=True) if keep)
+        return cls(_mad(used), max(float(np.median(used)), 0.0) + level, len(used), kept, least, th.warning_margin)
 
 
 def _mad(values: np.ndarray) -> float:
@@ -210,7 +237,11 @@ def _account(s: StepSummary, b: Baselines, th: Thresholds) -> StepAccount:
 
 
 def _judge(accounts: list[StepAccount], th: Thresholds) -> None:
-    """Each part's baseline (its median over the steps where it ran), each step's baseline and excess."""
+    """Each part's baseline (its median over the steps where it ran), each step's baseline and excess.
+
+    Two steps have no median to speak of: each one's baseline is the other step (so the slow one's excess is the
+    whole difference, not half of it). One step has none: its baseline and excess are NaN (the account says what
+    each part took; :mod:`.causes` tells its anomalies against the step's own peers)."""
     values: dict[tuple[str, str | None], list[float]] = {}
     rollout_steps = sum(1 for a in accounts if a.path is not None)
     for a in accounts:
@@ -228,10 +259,23 @@ def _judge(accounts: list[StepAccount], th: Thresholds) -> None:
             a.parts.extend(
                 Part(kind, 0.0) for kind, phase in medians if kind in k.ROLLOUT_PARTS and (kind, phase) not in have
             )
+    others = _the_other_step(accounts) if len(accounts) == 2 else None
+    for i, a in enumerate(accounts):
         for p in a.parts:
-            p.baseline_s = medians.get(p.key, float("nan"))
+            if len(accounts) < 2:
+                p.baseline_s = float("nan")
+            elif others is not None:
+                # a phase the other step did not run (a validation) is judged by nothing: its own value
+                p.baseline_s = others[1 - i].get(p.key, 0.0 if p.kind in k.ROLLOUT_PARTS else p.value_s)
+            else:
+                p.baseline_s = medians.get(p.key, float("nan"))
             p.seconds = p.value_s - p.baseline_s
         a.baseline_s = float(sum(p.baseline_s for p in a.parts))
         if a.path is not None:
             a.rollout_baseline_s = float(sum(p.baseline_s for p in a.parts if p.kind in k.ROLLOUT_PARTS))
-        a.parts.sort(key=lambda p: -p.seconds)
+        a.parts.sort(key=lambda p: -p.seconds if np.isfinite(p.seconds) else -p.value_s)
+
+
+def _the_other_step(accounts: list[StepAccount]) -> list[dict[tuple[str, str | None], float]]:
+    """Each of two steps' part values by key (the other step's are its baseline)."""
+    return [{p.key: p.value_s for p in a.parts} for a in accounts]

@@ -22,8 +22,10 @@ import pandas as pd
 
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.anomaly_rows import ANOMALY_COLUMNS, anomaly_rows
-from otel_verl.analysis.findings.baselines import Baselines, group_log_ratios
+from otel_verl.analysis.findings.baselines import Baselines, Norm, group_log_ratios
+from otel_verl.analysis.findings.chance import run_chance
 from otel_verl.analysis.findings.row_codes import factorize_rows
+from otel_verl.analysis.findings.short_run import short_run_shifts
 from otel_verl.analysis.findings.stalls import with_stalls
 from otel_verl.analysis.findings.step_statistics import (
     GROUP_REPLICA,
@@ -90,15 +92,29 @@ class _Norms:
         replica = occ["replica"].where(occ["part"] == k.PART_ENGINE_QUEUE)
         self.codes, self.uniques = factorize_rows([occ["part"], occ["key"], replica.astype(object).fillna("")])
         self.b, self.step = b, step
+        self._norms: dict[str, list[Norm | None]] = {}
 
     def __call__(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
         med = np.full(len(self.uniques), np.nan)
         fence = np.full(len(self.uniques), np.inf)
+        found: list[Norm | None] = []
+        self._norms[metric] = found
         for i, (part, key, on) in enumerate(self.uniques):
             n = self.b.replica_norm(part, key, on, metric) if on != "" else self.b.norm(part, key, metric)
+            found.append(n)
             if n is not None:
                 med[i], fence[i] = n.median, n.fence_in(self.step)
         return med[self.codes], fence[self.codes]
+
+    def chance(self, metric: str, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """How likely a clean run shows ``values`` (of occurrences ``rows``) this far out (:mod:`.chance`)."""
+        norms = self._norms[metric]
+        out = np.ones(len(rows))
+        for j, (code, v) in enumerate(zip(self.codes[rows], values, strict=True)):
+            n = norms[code]
+            if n is not None:
+                out[j] = float(run_chance(n.z(np.array([v]))[0], n.count))
+        return out
 
 
 def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.DataFrame:
@@ -118,8 +134,21 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.
         scope = np.where(own, k.SCOPE_WORKER, k.SCOPE_REQUEST)
         group = np.array([str(int(w)) if o and np.isfinite(w) else "" for o, w in zip(own, worker, strict=True)])
         causes = [k.CAUSE_OF_PART[p] for p in part[i]]
+        chance = norms.chance(METRIC_SECONDS, i, v[i])
         out.append(
-            anomaly_rows(i, causes, part[i], v[i] - med[i], scope, group, METRIC_SECONDS, v[i], med[i], v[i] / fence[i])
+            anomaly_rows(
+                i,
+                causes,
+                part[i],
+                v[i] - med[i],
+                scope,
+                group,
+                METRIC_SECONDS,
+                v[i],
+                med[i],
+                v[i] / fence[i],
+                chance=chance,
+            )
         )
     if dec.any():
         n0, n_fence = norms(METRIC_TOKENS)
@@ -144,6 +173,7 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.
                     tokens[i],
                     n0[i],
                     tokens[i] / n_fence[i],
+                    chance=norms.chance(METRIC_TOKENS, i, tokens[i]),
                 )
             )
         slow = dec & (rate > r_fence) & (tokens * (rate - r0) >= th.occurrence_min_s)
@@ -152,7 +182,17 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.
             x = np.minimum(tokens[i] * (rate[i] - r0[i]), v[i])
             out.append(
                 anomaly_rows(
-                    i, k.SLOW_DECODE, part[i], x, k.SCOPE_REQUEST, "", METRIC_RATE, rate[i], r0[i], rate[i] / r_fence[i]
+                    i,
+                    k.SLOW_DECODE,
+                    part[i],
+                    x,
+                    k.SCOPE_REQUEST,
+                    "",
+                    METRIC_RATE,
+                    rate[i],
+                    r0[i],
+                    rate[i] / r_fence[i],
+                    chance=norms.chance(METRIC_RATE, i, rate[i]),
                 )
             )
         # a call far outside its seconds with neither its tokens nor its rate alone beyond theirs (both a little,
@@ -167,7 +207,17 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.
             usual = np.where(by_rate, r0[i], n0[i])
             out.append(
                 anomaly_rows(
-                    i, cause, part[i], v[i] - med[i], k.SCOPE_REQUEST, "", metric, value, usual, v[i] / fence[i]
+                    i,
+                    cause,
+                    part[i],
+                    v[i] - med[i],
+                    k.SCOPE_REQUEST,
+                    "",
+                    metric,
+                    value,
+                    usual,
+                    v[i] / fence[i],
+                    chance=norms.chance(METRIC_SECONDS, i, v[i]),
                 )
             )
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=list(ANOMALY_COLUMNS))
@@ -176,14 +226,24 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.
 def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
     """Occurrences of every group (step, replica, worker, sample) whose median moved beyond such groups' spread."""
     lr = group_log_ratios(s.groups, b)
+    moved = _shifted(lr, b, th) if len(lr) else np.zeros(0, dtype=bool)
+    if b.other_steps:  # a short run: the step against its other steps, not against how far step medians stray
+        keep = (lr["group_type"] != GROUP_STEP).to_numpy()
+        short = short_run_shifts(s, b, th)
+        lr = pd.concat([x for x in (lr[keep], short) if len(x)], ignore_index=True) if len(short) else lr[keep]
+        moved = np.concatenate([moved[keep], np.ones(len(short), dtype=bool)])
     if lr.empty:
         return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     occ = s.occurrences
-    lr = lr[_shifted(lr, b, th) & _most_workers_moved(lr, th)]
+    lr = lr[moved & _most_workers_moved(lr, th)]
     if lr.empty:
         return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     index = _GroupIndex(occ)
     value_s, all_tokens = occ["value_s"].to_numpy(dtype=float), occ["tokens"].to_numpy(dtype=float)
+    # what a moved group is told against is its occurrences' norms, the very ones an outlier of the same part and
+    # key is told against: two findings of one step never give two "usual" values of one thing
+    norms = _Norms(occ, b, s.step)
+    usual_of = {m: norms(m)[0] for m in (METRIC_SECONDS, METRIC_TOKENS, METRIC_RATE)}
     rows = _Rows()
     for row in lr.itertuples(index=False):
         i = index.rows(row.group_type, row.group, row.part)
@@ -193,15 +253,20 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
         ratio = float(np.exp(row.log_ratio))
         v, tokens = value_s[i], all_tokens[i]
         told = (row.part, SCOPE_OF_GROUP[row.group_type], row.group, row.metric)
+        chance = float(row.chance)
         if row.metric == METRIC_SECONDS and row.part != k.PART_DECODE:
-            rows.add(i, k.CAUSE_OF_PART[row.part], *told, v * keep, v, v / ratio, float(row.median - row.usual))
+            move = float(row.median - row.usual)
+            usual = np.where(np.isfinite(usual_of[METRIC_SECONDS][i]), usual_of[METRIC_SECONDS][i], v / ratio)
+            rows.add(i, k.CAUSE_OF_PART[row.part], *told, v * keep, v, usual, move, chance)
         elif row.metric in (METRIC_TOKENS, METRIC_RATE):
             ok = np.isfinite(tokens) & (tokens > 0)
             if row.metric == METRIC_TOKENS:
                 cause, value = k.LONG_RESPONSE, tokens[ok]
             else:
                 cause, value = k.SLOW_DECODE, v[ok] / tokens[ok]
-            rows.add(i[ok], cause, *told, v[ok] * keep, value, value / ratio, np.nan)
+            norm = usual_of[row.metric][i[ok]]
+            usual = np.where(np.isfinite(norm), norm, value / ratio)
+            rows.add(i[ok], cause, *told, v[ok] * keep, value, usual, np.nan, chance)
     return rows.frame()
 
 
@@ -212,7 +277,8 @@ class _Rows:
     TEXT = ("cause", "part", "scope", "group", "metric")
 
     def __init__(self) -> None:
-        self.columns: dict[str, list[np.ndarray]] = {c: [] for c in ("occ", *self.TEXT, "x", "value", "usual", "move")}
+        names = ("occ", *self.TEXT, "x", "value", "usual", "move", "chance")
+        self.columns: dict[str, list[np.ndarray]] = {c: [] for c in names}
 
     def add(
         self,
@@ -226,6 +292,7 @@ class _Rows:
         value: np.ndarray,
         usual: np.ndarray,
         move: float,
+        chance: float,
     ) -> None:
         n = len(occ)
         if not n:
@@ -235,6 +302,7 @@ class _Rows:
         for name, values in (("occ", occ), ("x", x), ("value", value), ("usual", usual)):
             self.columns[name].append(np.asarray(values))
         self.columns["move"].append(np.full(n, move, dtype=float))
+        self.columns["chance"].append(np.full(n, chance, dtype=float))
 
     def frame(self) -> pd.DataFrame:
         if not self.columns["occ"]:
@@ -251,6 +319,7 @@ class _Rows:
             c["value"],
             c["usual"],
             move=c["move"],
+            chance=c["chance"],
         )
 
 
@@ -278,9 +347,12 @@ def _shifted(lr: pd.DataFrame, b: Baselines, th: Thresholds) -> np.ndarray:
     center = np.array([sp.center if sp is not None and sp.groups >= 3 else np.nan for sp in spreads])
     scale = np.array([max(sp.scale, SCALE_FLOOR) if sp is not None else np.nan for sp in spreads])
     log_ratio = lr["log_ratio"].to_numpy(dtype=float)
+    groups = np.array([sp.groups if sp is not None else 1 for sp in spreads], dtype=float)
     with np.errstate(invalid="ignore"):
+        z = (log_ratio - center) / scale
         ok = (lr["count"].to_numpy() >= th.shift_min_count) & (log_ratio >= np.log(th.shift_min_ratio))
-        ok &= (log_ratio - center) / scale >= th.shift_z
+        ok &= z >= th.shift_z
+    lr["chance"] = np.where(np.isfinite(z), run_chance(np.nan_to_num(z), groups), 1.0)
     seconds = lr["metric"].to_numpy() == METRIC_SECONDS
     for i in np.flatnonzero(ok & seconds):
         ok[i] = _moved(float(lr["median"].iat[i]), float(lr["usual"].iat[i]), th)

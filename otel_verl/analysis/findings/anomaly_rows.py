@@ -19,14 +19,18 @@ ANOMALY_COLUMNS = (
     "via",
     "beyond",
     "move",
+    "chance",
 )
 """``occ``: row of the step's occurrences; ``x``: seconds beyond the usual; ``value``/``usual``/``ratio``: the
 metric that moved (seconds, tokens or seconds per token), its usual value and their ratio; ``via``: ``outlier``
 (the occurrence alone) or ``shift`` (its group moved); ``beyond``: an outlier's value over its fence; ``move``: the
-seconds a shifted group's median moved."""
+seconds a shifted group's median moved; ``chance``: how likely a clean run of this size shows something this
+far out (:mod:`.chance`)."""
 
 
-def anomaly_rows(idx, cause, part, x, scope, group, metric, value, usual, beyond=None, move=None) -> pd.DataFrame:
+def anomaly_rows(
+    idx, cause, part, x, scope, group, metric, value, usual, beyond=None, move=None, chance=None
+) -> pd.DataFrame:
     value = np.asarray(value, dtype=float)
     usual = np.asarray(usual, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -46,5 +50,6 @@ def anomaly_rows(idx, cause, part, x, scope, group, metric, value, usual, beyond
             "via": "shift" if beyond is None else "outlier",
             "beyond": np.nan if beyond is None else np.asarray(beyond, dtype=float),
             "move": np.nan if move is None else move,
+            "chance": np.nan if chance is None else np.asarray(chance, dtype=float),
         }
     )

@@ -28,6 +28,8 @@ from otel_verl.analysis.findings.step_statistics import REPLICA_KEY, replica_key
 from otel_verl.analysis.findings.step_summary import StepSummary
 from otel_verl.analysis.findings.thresholds import Thresholds
 
+SHORT_RUN = 6
+"""Fewer steps than this are a short run: each step is compared with its other steps directly."""
 MIN_KEY_COUNT = 30
 """A (part, key) with fewer occurrences in the run is judged by its part's values over every key."""
 
@@ -43,10 +45,21 @@ class Norm:
     """Steps where the whole part moved (:func:`steady`), left out of ``fence``. Their own occurrences are judged
     against ``moved_fence``, the fence over every step: their step's move tells them (one cause, at step scope)."""
     moved_fence: float = float("inf")
+    scale: float = float("nan")
+    """The tail's width: a normal's σ of log values (``additive``: of seconds, for a part that usually takes
+    nothing), what :meth:`z` measures an occurrence in."""
+    additive: bool = False
 
     def fence_in(self, step: int) -> float:
         """The fence an occurrence of ``step`` must pass."""
         return self.moved_fence if step in self.moved else self.fence
+
+    def z(self, values: np.ndarray) -> np.ndarray:
+        """How many widths above the median ``values`` lie (infinite for a part whose values never differ)."""
+        v = np.asarray(values, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = v - self.median if self.additive else np.log(v / self.median)
+            return np.where(x > 0, x / self.scale if self.scale > 0 else np.inf, 0.0)
 
 
 @dataclass(frozen=True)
@@ -65,8 +78,17 @@ class Baselines:
     part_norms: dict[tuple[str, str], Norm] = field(default_factory=dict)
     spreads: dict[tuple[str, str, str], Spread] = field(default_factory=dict)
     """(group type, part, metric) → the spread of such groups' log ratios in the run."""
-    stall_fence: float = float("inf")
-    """A stretch of nothing moving heavier than this (seconds × requests in flight) is far outside the run's usual."""
+    stall_norm: Norm | None = None
+    """The norm of each worker-step's heaviest stretch of nothing moving (seconds × requests in flight)."""
+    other_steps: dict[int, dict[tuple[str, str, str], LogHistogram]] = field(default_factory=dict)
+    """A short run (fewer than :data:`SHORT_RUN` steps): per step, every other step's values merged per (part,
+    key, metric). A step is judged against them (:func:`.anomalies.short_run_shifts`): a run of a few steps has
+    too few step medians to learn how far steps stray."""
+
+    @property
+    def stall_fence(self) -> float:
+        """A stretch of nothing moving heavier than this is far outside the run's usual."""
+        return self.stall_norm.fence if self.stall_norm is not None else float("inf")
 
     def norm(self, part: str, key: str, metric: str) -> Norm | None:
         found = self.norms.get((part, key, metric))
@@ -100,12 +122,14 @@ def fence(h: LogHistogram, th: Thresholds) -> Norm:
     n = h.n
     if not np.isfinite(med):
         return Norm(med, float("inf"), n)
+    z_q = NormalDist().inv_cdf(th.fence_quantile)
     if med < th.occurrence_min_s:
         floor = med + th.occurrence_min_s * th.fence_min_ratio
-        return Norm(med, max(q + th.fence_additive * (q - med), floor), n)
-    width = max(np.log(q / med), 0.0) / NormalDist().inv_cdf(th.fence_quantile)
+        return Norm(med, max(q + th.fence_additive * (q - med), floor), n, scale=(q - med) / z_q, additive=True)
+    width = max(np.log(q / med), 0.0) / z_q
     z_max = NormalDist().inv_cdf(1.0 - 1.0 / max(n, 2))
-    return Norm(med, max(med * np.exp(width * (z_max + th.fence_margin)), med * th.fence_min_ratio), n)
+    fenced = max(med * np.exp(width * (z_max + th.fence_margin)), med * th.fence_min_ratio)
+    return Norm(med, fenced, n, scale=width)
 
 
 def run_baselines(summaries: list[StepSummary], th: Thresholds) -> Baselines:
@@ -125,8 +149,26 @@ def run_baselines(summaries: list[StepSummary], th: Thresholds) -> Baselines:
         part_norms={key: part_norm(steps, th) for key, steps in by_part.items()},
     )
     b.spreads = _spreads(summaries, b)
-    b.stall_fence = _stall_fence(summaries, th)
+    b.stall_norm = _stall_norm(summaries, th)
+    if 1 < len(summaries) < SHORT_RUN:
+        b.other_steps = _other_steps(per_step)
     return b
+
+
+def _other_steps(per_step: dict[tuple[str, str, str], list[tuple[int, LogHistogram]]]) -> dict:
+    """Per step of a short run, the other steps' histograms merged, per (part, key, metric)."""
+    out: dict[int, dict[tuple[str, str, str], LogHistogram]] = {}
+    for key, steps in per_step.items():
+        if is_replica_key(key):
+            continue
+        for step, _ in steps:
+            merged = LogHistogram()
+            for other, h in steps:
+                if other != step:
+                    merged.merge(h)
+            if merged.n:
+                out.setdefault(step, {})[key] = merged
+    return out
 
 
 def part_norm(steps: list[tuple[int, LogHistogram]], th: Thresholds) -> Norm:
@@ -211,7 +253,7 @@ def _spreads(summaries: list[StepSummary], b: Baselines) -> dict[tuple[str, str,
     return out
 
 
-def _stall_fence(summaries: list[StepSummary], th: Thresholds) -> float:
+def _stall_norm(summaries: list[StepSummary], th: Thresholds) -> Norm | None:
     """The fence over each worker-step's heaviest stretch of nothing moving (seconds × requests in flight, two or
     more in flight): a stall holds many requests still for long; a rollout's tail holds one or two."""
     heaviest = []
@@ -222,5 +264,5 @@ def _stall_fence(summaries: list[StepSummary], th: Thresholds) -> float:
             if len(busy):
                 heaviest.extend(busy.groupby("worker")["weight"].max().to_numpy(dtype=float))
     if not heaviest:
-        return float("inf")
-    return fence(LogHistogram.of(np.asarray(heaviest)), th).fence
+        return None
+    return fence(LogHistogram.of(np.asarray(heaviest)), th)

@@ -11,8 +11,9 @@ A cause is a part of a step's account that moved (``Part.seconds`` > 0), told by
 
 A cause never claims more than its step lost (its step's excess). One that recurs (the same kind at the same place:
 a phase, a worker, a replica, every worker) is one finding listing its ``steps``. Severity is earned by seconds
-lost against the run's step-to-step spread (:func:`severity`); a part far outside its norm on every worker is a
-warning even when overlapping requests hid its cost (a degraded service, before it costs more).
+lost and by the evidence that it is not the run's usual (:mod:`.severity`); a part far outside its norm on every
+worker is a warning even when overlapping requests hid its cost (a degraded service, before it costs more).
+A step with no baseline (a run of one step) is told by its anomalies alone: its own peers are their evidence.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from otel_verl.analysis.findings.baselines import Baselines
 from otel_verl.analysis.findings.cause import Cause
 from otel_verl.analysis.findings.messages import describe
 from otel_verl.analysis.findings.phase_causes import phase_cause, phase_spreads
-from otel_verl.analysis.findings.record import Finding, evidence, sort_findings
+from otel_verl.analysis.findings.record import SEVERITIES, Finding, evidence, sort_findings
+from otel_verl.analysis.findings.severity import Judgement, judge
 from otel_verl.analysis.findings.step_statistics import METRIC_RATE, METRIC_TOKENS
 from otel_verl.analysis.findings.step_summary import BARE_WORKER
 from otel_verl.analysis.findings.thresholds import Thresholds
@@ -43,15 +45,12 @@ def name_causes(
     """Every cause of every step, recurring ones merged, ranked (:func:`.record.sort_findings`), and the run's
     spread measured again without the steps those causes made slow (a slow trainer phase included, which the
     first measure could not tell)."""
-    if len(accounts) < th.min_steps:
-        return [], spread  # too few steps to tell a step's excess from the run's own variation
     phases = phase_spreads(accounts)
     causes: list[Cause] = []
     for a in accounts:
-        if not np.isfinite(a.baseline_s):
-            continue
-        causes.extend(_step_causes(a, b, th, phases))
+        causes.extend(_step_causes(a, b, th, phases) if np.isfinite(a.baseline_s) else _anomalies_only(a))
     _mark_stall_echoes(causes)
+    causes = _without_members(causes)
     named = {a.step: 0.0 for a in accounts}
     for c in causes:
         if not c.details.get("tail"):
@@ -81,23 +80,48 @@ STALL_ECHO_SHARE = 0.1
 """...below this share of the stall's seconds (a second real cause on a stalled worker costs more than that)."""
 
 
-def severity(seconds: float, usual_step_s: float, spread: StepSpread, th: Thresholds) -> str:
-    """``critical`` / ``warning`` / ``info`` from the seconds a cause lost one step: a warning beyond how far the run's
-    steps naturally stray (:class:`.account.StepSpread`) and a share of a usual step; critical from half a step."""
-    warn = max(spread.warn_s, th.warning_fraction * usual_step_s, th.warning_min_s)
-    if seconds < warn:
-        return "info"
-    return "critical" if seconds >= th.critical_fraction * usual_step_s else "warning"
+def _spans(c: Cause) -> set[int]:
+    """The request spans a cause happened in."""
+    r = c.requests
+    return {int(x) for x in r["request_span"]} if len(r) and "request_span" in r else set()
 
 
-def _severity(c: Cause, a: StepAccount, spread: StepSpread, th: Thresholds) -> str:
-    """A cause's severity: the seconds it lost, but never more than its step lost against its usual (a step within
-    the run's normal variation gets no warning, whatever one part did)."""
+def _without_members(causes: list[Cause]) -> list[Cause]:
+    """One cause, one name: the usual path running long, told on a request that belongs to another cause of the
+    same step (the prompt's rollouts that stalled, the worker that stalled), is that cause seen again."""
+    members: dict[int, set[int]] = {}
+    for c in causes:
+        if not c.details.get("tail"):
+            members.setdefault(c.step, set()).update(_spans(c))
+    out = []
+    for c in causes:
+        mine = _spans(c)
+        if c.details.get("tail") and mine and mine <= members.get(c.step, set()):
+            continue
+        out.append(c)
+    return out
+
+
+def _judged(c: Cause, a: StepAccount, spread: StepSpread, th: Thresholds) -> Judgement:
+    """A cause's severity (:mod:`.severity`): a degraded part is a warning; a stall's echo a note; an anomaly earns
+    it from its own norm or the run's steps, the usual path running long from the run's steps only."""
     if c.details.get("degraded"):
-        return "warning"
-    if c.details.get("stall_echo"):
-        return "info"
-    return severity(min(c.seconds, max(a.excess_s, 0.0)), a.baseline_s, spread, th)
+        return Judgement("warning", c.seconds / a.duration_s if a.duration_s > 0 else 0.0, False, True)
+    anomaly = not c.details.get("tail") and not c.details.get("stall_echo")
+    chance = float(c.details.get("chance", 1.0)) if anomaly else 1.0
+    spread_s, warn_s = spread.without(c.step)
+    j = judge(c.seconds, a.duration_s, a.baseline_s, a.excess_s, chance, spread_s, warn_s, th)
+    return Judgement("info", j.share, j.beyond_steps, False) if c.details.get("stall_echo") else j
+
+
+def _anomalies_only(a: StepAccount) -> list[Cause]:
+    """A step with no baseline to tell its parts' excess by (a run of one step): its anomalies, each as what it
+    cost the step (peeled), judged against the step's own peers."""
+    an = a.anomalies
+    if an.empty:
+        return []
+    cost = an["cost"].to_numpy(dtype=float)
+    return _anomaly_causes(a, an.iloc[np.flatnonzero(cost > 0)])
 
 
 def _step_causes(a: StepAccount, b: Baselines, th: Thresholds, phases: dict[str, tuple[float, float]]) -> list[Cause]:
@@ -156,6 +180,7 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame) -> list[Cause]:
             "ratio": float(np.median(told["ratio"])),
             "occurrences": int(g["occ"].nunique()),
             "key": str(occ["key"].iat[int(top["occ"])]),
+            "chance": float(np.nanmin(g["chance"].to_numpy(dtype=float), initial=1.0)),
         }
         turn = occ["turn_index"].to_numpy(dtype=float)[told["occ"].to_numpy(dtype=np.int64)]
         turns = sorted({int(x) for x in turn if np.isfinite(x)})
@@ -164,6 +189,7 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame) -> list[Cause]:
         still = _stood_still(a, occ_rows, float(g["x"].max())) if scope in (k.SCOPE_REQUEST, k.SCOPE_SAMPLE) else 0.0
         if still:
             details["stalled_s"] = still
+            details["by_engine"] = bool(occ["by_engine"].to_numpy(dtype=bool)[occ_rows].any())
         ev = a.summary.evidence_of(occ_rows[np.argsort(-g["cost"].to_numpy())][:5])
         seconds = float(g["cost"].sum())
         out.append(Cause(cause, scope, where, a.step, seconds, str(top["part"]), workers, reqs, details, ev))
@@ -301,10 +327,14 @@ def _reported(c: Cause, accounts: list[StepAccount], spread: StepSpread, th: Thr
     if c.details.get("degraded"):
         return c.details.get("ratio", 0.0) >= th.degraded_ratio
     sp = spread.spread if np.isfinite(spread.spread) else 0.0
+    usual = a.baseline_s if np.isfinite(a.baseline_s) else a.duration_s - c.seconds
+    if c.details.get("tail") and not spread.measured:
+        # the usual path running long with no spread to tell it from noise: only when it cost what a warning would
+        return c.seconds >= max(th.warning_min_s, th.warning_fraction * usual)
     # an anomaly (an occurrence or a group beyond its own norm) is worth reporting from half a spread; the usual
     # path running long only from a whole one
     k_spread = th.info_spread * (1.0 if c.details.get("tail") else 0.5)
-    return c.seconds >= max(k_spread * sp, th.info_fraction * a.baseline_s, 1e-3)
+    return c.seconds >= max(k_spread * sp, th.info_fraction * usual, 1e-3)
 
 
 def _merge(causes: list[Cause], accounts: list[StepAccount], spread: StepSpread, th: Thresholds) -> list[Finding]:
@@ -317,7 +347,9 @@ def _merge(causes: list[Cause], accounts: list[StepAccount], spread: StepSpread,
     for group in groups.values():
         group.sort(key=lambda c: -c.seconds)
         top = group[0]
-        sev_rank = min(("critical", "warning", "info").index(_severity(c, by_step[c.step], spread, th)) for c in group)
+        judged = [_judged(c, by_step[c.step], spread, th) for c in group]
+        worst = min(judged, key=lambda j: SEVERITIES.index(j.severity))
+        sev_rank = SEVERITIES.index(worst.severity)
         steps = sorted({c.step for c in group})
         workers = sorted({w for c in group for w in c.workers})
         reqs = (
@@ -327,6 +359,7 @@ def _merge(causes: list[Cause], accounts: list[StepAccount], spread: StepSpread,
         )
         ids = [r for r in dict.fromkeys(reqs["request_id"]) if isinstance(r, str)] if len(reqs) else []
         details = dict(top.details) | {"scope": top.scope, "part": top.part, "request_ids": ids[:20]}
+        details["judged"] = worst.as_json()
         if top.scope in (k.SCOPE_REPLICA, k.SCOPE_SAMPLE):
             details["replica" if top.scope == k.SCOPE_REPLICA else "sample_index"] = top.where
         if len(reqs) and top.scope != k.SCOPE_REPLICA:

@@ -8,6 +8,10 @@ The stages, one module each::
     peel           per step: the rollout's critical path, what each anomaly cost it
     account        per step: every part against its baseline; the run's step-to-step spread
     causes         the parts that moved, named by what moved, recurring ones merged
+    stragglers     a worker or replica slower than its peers at the same work in most steps
+    behaviour      a step where the policy asked for much more (tokens, calls), told as behaviour
+    trends         step time moving over the run, split into behaviour and infrastructure
+    one_name       what a pattern tells is not told again by the step's own causes
     long_tail      the tail every run has, measured once, with what over-sampling and partial rollout would do
     bound          asynchronous trainers: generation-bound or train-bound, from each step's two sides
     data quality   workers missing or cut short, engine spans without our call, aborted requests, skipped lines
@@ -19,17 +23,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.aborted_waste import find_aborted_waste
 from otel_verl.analysis.findings.account import StepAccount, StepSpread, step_accounts
 from otel_verl.analysis.findings.baselines import Baselines, run_baselines
+from otel_verl.analysis.findings.behaviour_shift import find_behaviour_shifts
 from otel_verl.analysis.findings.bound import find_bound
 from otel_verl.analysis.findings.causes import name_causes
 from otel_verl.analysis.findings.engine_orphans import find_engine_orphans
 from otel_verl.analysis.findings.long_tail import long_tail
 from otel_verl.analysis.findings.missing_data import find_missing_data
+from otel_verl.analysis.findings.one_name import fold
 from otel_verl.analysis.findings.record import Finding, sort_findings
 from otel_verl.analysis.findings.step_summary import StepSummary, summarize_steps
+from otel_verl.analysis.findings.stragglers import find_stragglers
 from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.analysis.findings.trends import find_trends
 from otel_verl.analysis.findings.worker_absent_from_step import find_missing_workers
 from otel_verl.analysis.findings.worker_died_mid_step import find_incomplete_workers
 from otel_verl.analysis.read.stats import LoadStats
@@ -45,6 +54,8 @@ class Diagnosis:
     spread: StepSpread
     """How the run's steps stray from their baselines: what a step's excess is judged against."""
     baselines: Baselines = field(repr=False, default_factory=Baselines)
+    baseline_steps: int = 0
+    """How many steps the baselines came from (the reported ones and, with ``--steps``, the run's others)."""
 
 
 def diagnose_run(t: Tables, thresholds: Thresholds | None = None, stats: LoadStats | None = None) -> Diagnosis:
@@ -64,21 +75,54 @@ def diagnose_summaries(
     th: Thresholds,
     quality: list[Finding] | None = None,
     stats: LoadStats | None = None,
+    baseline: list[StepSummary] | None = None,
 ) -> Diagnosis:
     """The account and causes of steps already summarized, with the parts' own data-quality findings (the
-    streamed analysis calls this once every step is summarized)."""
-    b = run_baselines(summaries, th)
-    accounts, spread = step_accounts(summaries, b, th)
+    streamed analysis calls this once every step is summarized). ``baseline``: summaries of other steps of the run,
+    read only to judge these against (``--steps`` selects what is reported, not what is known): the norms, the
+    spread and the patterns are the whole run's; the accounts and findings only those of ``summaries``' steps."""
+    shown = {s.step for s in summaries}
+    every = sorted([*summaries, *baseline], key=lambda s: s.step) if baseline else summaries
+    b = run_baselines(every, th)
+    accounts, spread = step_accounts(every, b, th)
     findings, spread = name_causes(accounts, spread, b, th)
+    stragglers, places = find_stragglers(accounts, th)
+    shifts, explained = find_behaviour_shifts(accounts, spread, th)
+    findings = fold(findings, places, shifts, explained) + stragglers + find_trends(accounts, spread, th)
+    if baseline:
+        findings = reported_only(findings, shown)
+        accounts = [a for a in accounts if a.step in shown]
     tail = long_tail(accounts, spread.spread)
     found = findings + ([tail] if tail is not None else []) + (quality or [])
     found += find_bound(summaries, th) + find_missing_workers(summaries) + find_missing_data(summaries, stats)
-    return Diagnosis(_capped(sort_findings(found), th), accounts, spread, b)
+    return Diagnosis(_capped(sort_findings(found), th), accounts, spread, b, baseline_steps=len(every))
 
 
 def diagnose(t: Tables, thresholds: Thresholds | None = None) -> list[Finding]:
     """The run's findings: causes first (by severity, then the most a step lost), information after."""
     return diagnose_run(t, thresholds).findings
+
+
+def reported_only(findings: list[Finding], shown: set[int]) -> list[Finding]:
+    """The findings that touch a reported step, their steps (and a recurring one's seconds) cut to those; the run's
+    trend stays whole (it is what the reported steps sit in)."""
+    out = []
+    for f in findings:
+        if f.kind == k.TREND:
+            out.append(f)
+            continue
+        steps = [s for s in f.steps if s in shown]
+        if not steps:
+            continue
+        if len(steps) < len(f.steps):
+            per = {int(s): float(v) for s, v in (f.details.get("per_step") or {}).items()}
+            if per:
+                f.seconds = sum(per.get(s, 0.0) for s in steps)
+                f.peak_s = max(per.get(s, 0.0) for s in steps)
+            f.steps = steps
+            f.step = steps[0] if len(steps) == 1 else None
+        out.append(f)
+    return out
 
 
 def _capped(findings: list[Finding], th: Thresholds) -> list[Finding]:

@@ -116,7 +116,23 @@ CAUSE_OF_PART: Final = {
 }
 """The finding a part's excess is told as (decode is split: :data:`LONG_RESPONSE` / :data:`SLOW_DECODE`)."""
 
-CAUSES: Final = (*dict.fromkeys(CAUSE_OF_PART.values()), SLOW_DECODE, LONG_RESPONSE)
+# ---------------------------------------------------------------- patterns across steps and peers (:mod:`.patterns`)
+STRAGGLER: Final = "straggler"
+"""A worker or replica slower than its peers at the same work in most steps: told once, with what it costs a step
+(``details.part``/``metric`` say which work, ``details.per_step`` the seconds)."""
+TREND: Final = "trend"
+"""Step time (or a part of it) moving over the run, split into ``details.side`` ``behaviour`` (tokens, turns, tool
+calls per request: the policy changed) and ``infrastructure`` (seconds per token, queueing, tool latency: the system
+changed), with each side's share."""
+BEHAVIOUR_SHIFT: Final = "behaviour_shift"
+"""One step where the policy behaved differently (many more tokens, turns or tool calls per request than the run's
+other steps): the step is slow because it had more to do, not because the system was slower."""
+PATTERNS: Final = (STRAGGLER, TREND, BEHAVIOUR_SHIFT)
+
+SIDE_BEHAVIOUR: Final = "behaviour"
+SIDE_INFRASTRUCTURE: Final = "infrastructure"
+
+CAUSES: Final = (*dict.fromkeys(CAUSE_OF_PART.values()), SLOW_DECODE, LONG_RESPONSE, *PATTERNS)
 
 # ---------------------------------------------------------------- finding kinds: information and data quality
 LONG_TAIL: Final = "long_tail"

@@ -40,6 +40,8 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     turn = d.get("turn_index")
     of_turn = f" in the engine call of turn index {turn}" if isinstance(turn, int) else ""
     still = f"; the worker stalled: nothing else moved on it for {fmt_s(d['stalled_s'])}" if d.get("stalled_s") else ""
+    if d.get("stalled_s") and f.details.get("part") in ENGINE_PARTS:
+        return _stalled_in_engine(f, who, when, cost, of_turn)
     plural = d.get("scope") in (k.SCOPE_STEP, k.SCOPE_SAMPLE) or (d.get("scope") == k.SCOPE_REQUEST and len(reqs) > 1)
     their = "their" if plural else "its"
     if f.kind == k.SLOW_PHASE:
@@ -71,6 +73,42 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     per = " per request" if d.get("occurrences", 1) > 1 else ""
     place = f"on {who}" if d.get("scope") in (k.SCOPE_STEP, k.SCOPE_WORKER, k.SCOPE_REPLICA) else f"for {who}"
     return f"{what} took {fmt_s(value)}{per}{of_turn} {place}, usually {fmt_s(usual)}, {when}{cost}{still}{_tail(d)}"
+
+
+ENGINE_PARTS = (
+    k.PART_DECODE,
+    k.PART_ENGINE,
+    k.PART_ENGINE_QUEUE,
+    k.PART_PREFILL,
+    k.PART_ENGINE_OTHER,
+    k.PART_ENGINE_BEFORE,
+)
+_WHERE_IN_ENGINE = {
+    k.PART_DECODE: "decoding",
+    k.PART_ENGINE_QUEUE: "its queue",
+    k.PART_PREFILL: "prefill",
+    k.PART_ENGINE_BEFORE: "the way to it",
+}
+
+
+def _stalled_in_engine(f: Finding, who: str, when: str, cost: str, of_turn: str) -> str:
+    """The worker stood still while these requests were in an engine call: the stall first (what the user sees
+    on the worker), then where the engine's own account (or, without engine spans, the call's tokens) put it."""
+    d = f.details
+    worker = f"worker {f.workers[0]}" if len(f.workers) == 1 else "the worker"
+    head = (
+        f"{worker} stalled {when}: nothing else moved on it for {fmt_s(d['stalled_s'])} while {who} waited"
+        f"{of_turn or ' in an engine call'}"
+    )
+    source = "the engine's own account puts the time in" if d.get("by_engine") else "by its tokens, the call spent it"
+    where = _WHERE_IN_ENGINE.get(str(d.get("part")), "the engine's other work")
+    if d.get("metric") == "rate":
+        how = f"{_rate(d.get('value'))}, {d.get('ratio', float('nan')):.1f}× the usual {_rate(d.get('usual'))}"
+    elif d.get("metric") == "tokens":
+        how = f"{d.get('value', 0):,.0f} tokens, usually ~{d.get('usual', 0):,.0f}"
+    else:
+        how = f"{fmt_s(d.get('value'))}, usually {fmt_s(d.get('usual'))}"
+    return f"{head}; {source} {where}: {how}{cost}"
 
 
 def _subject(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
@@ -133,4 +171,4 @@ def _tail(d: dict[str, Any]) -> str:
     turns = d.get("turns")
     more = f" ({turns} turns)" if turns else ""
     who = "the worker" if d.get("scope") == k.SCOPE_WORKER else "the request"
-    return f" — {who} that ended the rollout{more}, each of its calls within the run's usual spread"
+    return f" — {who} that ended the rollout{more}: its path ran long, though none of its calls stood out on its own"

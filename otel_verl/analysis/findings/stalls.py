@@ -19,6 +19,7 @@ import pandas as pd
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.anomaly_rows import anomaly_rows
 from otel_verl.analysis.findings.baselines import Baselines
+from otel_verl.analysis.findings.chance import run_chance
 from otel_verl.analysis.findings.step_statistics import METRIC_SECONDS, METRIC_TOKENS
 from otel_verl.analysis.findings.step_summary import StepSummary
 from otel_verl.analysis.findings.thresholds import Thresholds
@@ -68,6 +69,7 @@ def with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFram
                     METRIC_SECONDS,
                     np.array([w.seconds]),
                     np.array([0.0]),
+                    chance=run_chance(b.stall_norm.z(np.array([w.weight])), b.stall_norm.count),
                 )
             )
     found = found[found["x"].to_numpy(dtype=float) > 0]

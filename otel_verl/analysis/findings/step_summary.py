@@ -19,6 +19,7 @@ from otel_verl.analysis.findings.async_account import AsyncStep, async_accounts
 from otel_verl.analysis.findings.histograms import LogHistogram
 from otel_verl.analysis.findings.quiet import quiet_windows
 from otel_verl.analysis.findings.segments import TEXT_COLUMNS, as_objects, bare_workers, request_segments, span_ids
+from otel_verl.analysis.findings.step_metrics import step_metrics
 from otel_verl.analysis.findings.step_statistics import step_statistics
 
 if TYPE_CHECKING:
@@ -76,6 +77,9 @@ class StepSummary:
     """``trace_id``/``span_id`` of every span the occurrences came from, indexed by their ``span_row``."""
     async_account: AsyncStep | None = None
     """Asynchronous trainers: who waited for whom in this step (:mod:`.async_account`); None for sync ones."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The step's behaviour (tokens per call, calls per request...) and its system's speed (seconds per token,
+    queueing...): :mod:`.step_metrics`."""
 
     def evidence_of(self, occ_rows: np.ndarray) -> list[dict[str, str]]:
         """Evidence entries (trace and span id) of some occurrences, in their order, each span once."""
@@ -150,6 +154,7 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
                 groups=groups.get(float(step), _empty_groups()),
                 ids=ids,
                 async_account=sides.get(step),
+                metrics=step_metrics(mine, r),
             )
         )
     return out

@@ -56,6 +56,14 @@ class Thresholds:
     """...and at least this fraction of a usual step (a run of near-identical steps has a tiny spread)..."""
     warning_min_s: float = 0.5
     """...and at least this many seconds."""
+    evidence_chance: float = 0.01
+    """A cause lies far outside its part's norm when a clean run of this size would show it with a smaller chance
+    (:mod:`.chance`)..."""
+    evidence_share: float = 0.1
+    """...and such a cause is a warning from this share of its step, whatever the run's step-to-step spread says
+    (:mod:`.severity`)..."""
+    evidence_spread: float = 2.0
+    """...when it cost at least this many times that spread (where the spread is measured)."""
     critical_fraction: float = 0.5
     """A warning that cost at least this fraction of a usual step is critical."""
     aborted_warn_fraction: float = 0.5
@@ -66,8 +74,16 @@ class Thresholds:
     (:mod:`.bound`)..."""
     bound_warn_idle: float = 0.5
     """...and a warning when the waiting side waited at least this fraction, and twice the other side's."""
+    trend_min_growth: float = 0.1
+    """What drove step time over the run that moved it this share of the median step is a trend (:mod:`.trends`;
+    the benchmark's trends move it 20 % or more: the estimate is a model's, told from half that so it does not miss
+    the ones at that edge)..."""
+    trend_z: float = 3.0
+    """...each factor counted when it moved surely: Mann-Kendall's |z| at least this (a clean run's factor does with
+    a chance of ~0.3 %)."""
     min_steps: int = 3
-    """Fewer steps than this give no step-to-step baseline: nothing is judged against the run's steps."""
+    """Fewer steps than this (that the causes left alone) measure no step-to-step spread: a step is then judged
+    against its own peers (:mod:`.severity`), and said to be."""
     max_findings_per_kind: int = 50
     """Cap per kind so a pathological run still gives a readable report."""
 

@@ -1,6 +1,8 @@
 """The verdict a reader sees first: one headline per slow step ("step 7: rollout took 20.5 s, 33× the 0.61 s
-median rollout; the step took 21.1 s (usually 1.2 s), because …") and one sentence for the whole run (a healthy
-run says so; an incomplete one says what is missing, never "No problems found")."""
+median rollout; the step took 21.1 s (the other steps 1.1-1.3 s), because …") and one sentence for the whole run
+(a healthy run says so; an incomplete one says what is missing, never "No problems found"), then how much evidence
+there was: the run's steps measured how far steps stray, or there were too few and each step was judged against
+its own peers, or there was one step and no baseline at all."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import numpy as np
 
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.diagnose import Diagnosis
-from otel_verl.analysis.findings.record import Finding, fmt_s
+from otel_verl.analysis.findings.record import Finding, fmt_range, fmt_s
 
 
 def headlines(d: Diagnosis) -> list[str]:
@@ -16,21 +18,46 @@ def headlines(d: Diagnosis) -> list[str]:
     by_step = {a.step: a for a in d.accounts}
     rollouts = np.array([a.rollout_s for a in d.accounts], dtype=float)
     med_rollout = float(np.nanmedian(rollouts)) if np.isfinite(rollouts).any() else float("nan")
+    durations = {a.step: a.duration_s for a in d.accounts}
     lines: list[tuple[float, str]] = []
     for step, a in by_step.items():
         top = _top_cause(d.findings, step)
         if top is None:
             continue
-        took = _took(a.rollout_s, med_rollout, a.duration_s, a.baseline_s, top.kind == k.SLOW_PHASE)
-        lines.append((a.excess_s, f"step {step}: {took}, because {top.message}"))
+        others = [v for s, v in durations.items() if s != step]
+        took = _took(a.rollout_s, med_rollout, a.duration_s, others, top.kind == k.SLOW_PHASE)
+        lost = a.excess_s if np.isfinite(a.excess_s) else top.seconds
+        lines.append((lost, f"step {step}: {took}, because {top.message}"))
     return [line for _, line in sorted(lines, key=lambda x: -x[0])]
 
 
 def verdict(d: Diagnosis, workers: int, requests: int) -> str:
-    """The run in one sentence; an asynchronous run's balance (generation- or train-bound) follows it."""
+    """The run in one sentence and how much evidence it rests on; an asynchronous run's balance (generation- or
+    train-bound) follows it."""
     bound = next((f for f in d.findings if f.kind in (k.GENERATION_BOUND, k.TRAIN_BOUND)), None)
     balance = f" {bound.message.split('. ')[0]}." if bound is not None else ""
-    return _verdict(d, workers, requests) + balance
+    return f"{_verdict(d, workers, requests)} {evidence(d)}{balance}"
+
+
+def evidence(d: Diagnosis) -> str:
+    """What the steps were judged against, in a sentence."""
+    shown, known = len(d.accounts), max(d.baseline_steps, len(d.accounts))
+    steps = _count(known, "step")
+    reported = f"{_count(shown, 'step')} reported, the run's {steps} their baseline. " if shown < known else ""
+    if known <= 1:
+        return (
+            f"{reported}1 step: no baseline from other steps; judged against the step's own peers (workers, requests)."
+        )
+    if not d.spread.measured:
+        return (
+            f"{reported}{steps}: too few to measure how steps vary; each judged against the other "
+            f"step{'s' if known > 2 else ''} and its own peers (workers, requests)."
+        )
+    return f"{reported}Judged against {steps} (they vary by ±{fmt_s(d.spread.spread)}) and each step's own peers."
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _verdict(d: Diagnosis, workers: int, requests: int) -> str:
@@ -38,21 +65,39 @@ def _verdict(d: Diagnosis, workers: int, requests: int) -> str:
     missing = [f for f in d.findings if f.kind in (k.MISSING_DATA, k.MISSING_WORKER, k.INCOMPLETE_WORKER)]
     steps = len(d.accounts)
     if serious:
-        lost = sum(f.seconds for f in serious)
         where = sorted({s for f in serious for s in f.steps})
         plural = "s" if len(where) > 1 else ""
         at = f" in step{plural} {', '.join(map(str, where))}" if where else ""
         n = len(serious)
-        gaps = f"; {len(missing)} note{'s' if len(missing) > 1 else ''} on missing data below" if missing else ""
-        return f"{n} problem{'s' if n > 1 else ''}{at}, costing {fmt_s(lost)} of step time{gaps}."
+        gaps = f"; {_count(len(missing), 'note')} on missing data below" if missing else ""
+        return f"{n} problem{'s' if n > 1 else ''}{at}, costing {fmt_s(_lost(d, serious))} of step time{gaps}."
     if missing:
         what = "; ".join(f.message for f in missing[:2])
         return f"No cause found in what was read, but the data is incomplete: {what}."
-    spread = f" (steps vary by ±{fmt_s(d.spread.spread)})" if np.isfinite(d.spread.spread) else ""
     return (
-        f"No problems found: {steps} steps, {workers} workers and {requests} requests ran within the run's normal "
-        f"variation{spread}; the long tail is described below."
+        f"No problems found: {_count(steps, 'step')}, {_count(workers, 'worker')} and {_count(requests, 'request')} "
+        "ran within the run's normal variation; the long tail is described below."
     )
+
+
+def _lost(d: Diagnosis, serious: list[Finding]) -> float:
+    """The step time the causes cost, each step counted at most once (two causes of one step overlap: never more
+    than the step lost against its usual, or its whole duration without a baseline)."""
+    by_step = {a.step: a for a in d.accounts}
+    per: dict[int, float] = {}
+    for f in serious:
+        split = f.details.get("per_step") or ({str(f.steps[0]): f.seconds} if len(f.steps) == 1 else {})
+        for s, v in split.items():
+            per[int(s)] = per.get(int(s), 0.0) + float(v)
+        if not split and f.steps:
+            for s in f.steps:
+                per[s] = per.get(s, 0.0) + f.seconds / len(f.steps)
+    total = 0.0
+    for s, v in per.items():
+        a = by_step.get(s)
+        cap = a.duration_s if a is None or not np.isfinite(a.excess_s) else max(a.excess_s, 0.0)
+        total += min(v, cap) if a is not None else v
+    return total
 
 
 def _top_cause(findings: list[Finding], step: int) -> Finding | None:
@@ -60,8 +105,15 @@ def _top_cause(findings: list[Finding], step: int) -> Finding | None:
     return next((f for f in findings if f.serious and f.kind in k.CAUSES and step in f.steps), None)
 
 
-def _took(rollout: float, med_rollout: float, duration: float, usual: float, trainer: bool) -> str:
-    step = f"the step took {fmt_s(duration)} (usually {fmt_s(usual)})"
+def _took(rollout: float, med_rollout: float, duration: float, others: list[float], trainer: bool) -> str:
+    """``the step took 21.6 s (the other steps 2.2-2.3 s)``: what "usual" is, said with the steps themselves."""
+    if not others:
+        step = f"the step took {fmt_s(duration)} (no other step to compare)"
+    elif len(others) <= 5:
+        span = fmt_range(min(others), max(others))
+        step = f"the step took {fmt_s(duration)} (the other step{'s' if len(others) > 1 else ''} {span})"
+    else:
+        step = f"the step took {fmt_s(duration)} (the median step {fmt_s(float(np.median(others)))})"
     if trainer or not np.isfinite(rollout) or not np.isfinite(med_rollout) or med_rollout <= 0:
         return step
     return (

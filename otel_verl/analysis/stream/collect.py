@@ -46,16 +46,23 @@ class RunCollector:
     ) -> None:
         self.store, self.th, self.figures = store, thresholds, figures
         self.summaries: list[StepSummary] = []
+        self.baseline: list[StepSummary] = []
+        """Summaries of steps read only as the baseline of those reported (``--steps`` with the run's baseline)."""
         self.counts = RunCounts()
         self.outliers = OutlierHold(store, top_requests)
         self.timelines = TimelineHold(timeline_steps)
         self.parts = 0
         self._quality: dict[str, list[Finding]] = {kind: [] for kind in QUALITY_ORDER}
 
-    def add(self, part: StepSpans | pd.DataFrame) -> None:
+    def add(self, part: StepSpans | pd.DataFrame, reported: bool = True) -> None:
+        """One part; ``reported=False``: a baseline part (steps outside ``--steps``), kept only as its steps'
+        summaries (what the run's norms are learnt from), not counted, drawn or told."""
         spans = part.spans if isinstance(part, StepSpans) else part
         t = Tables.build(spans)
-        self.add_tables(t)
+        if reported:
+            self.add_tables(t)
+        else:
+            self.baseline += [SpilledSummary(s, self.store) for s in summarize_steps(t)]
 
     def add_tables(self, t: Tables) -> None:
         """One part's tables."""

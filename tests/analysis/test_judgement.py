@@ -1,0 +1,172 @@
+"""The verdict an expert would sign (issue 40): severity from evidence and cost, short runs and single steps, and
+the patterns that persist across steps.
+
+The rules are tested on numbers (:mod:`otel_verl.analysis.findings.severity`, ``chance``, ``series``); the whole
+judgement on a small FIXED sample of the benchmark's judgement classes (benchmarks/diagnosis/classes.py: simulated
+runs written as our spool or the seed's logs, analyzed by ``otel_verl.analysis.analyze`` as a user would). Their
+rates over many random runs are the benchmark's (benchmarks/RESULTS.md); this keeps them from sliding back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from benchmarks.diagnosis.class_scoring import score_class_run
+from benchmarks.diagnosis.classes import build_class_run
+from benchmarks.diagnosis.run_model import build_run
+from benchmarks.diagnosis.write_otlp import write_spool
+from benchmarks.diagnosis.write_seed import write_seed
+from otel_verl import analysis
+from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.chance import run_chance
+from otel_verl.analysis.findings.series import change_over, mann_kendall_z, theil_sen
+from otel_verl.analysis.findings.severity import judge
+from otel_verl.analysis.findings.thresholds import Thresholds
+
+TH = Thresholds()
+NAN, INF = float("nan"), float("inf")
+SERIOUS = ("warning", "critical")
+
+
+def test_an_anomaly_far_outside_its_norm_is_a_warning_without_a_step_spread() -> None:
+    # 3 s of a 10 s step (30 %), a chance of 1e-6 in a clean run, no spread measured (a short run)
+    j = judge(3.0, 10.0, 7.0, 3.0, 1e-6, NAN, INF, TH)
+    assert j.severity == "warning" and j.beyond_norm and not j.beyond_steps
+    assert judge(6.0, 10.0, 4.0, 6.0, 1e-6, NAN, INF, TH).severity == "critical"  # half a usual step
+
+
+def test_weak_evidence_small_cost_or_noise_stay_notes() -> None:
+    assert judge(3.0, 10.0, 7.0, 3.0, 0.2, NAN, INF, TH).severity == "info"  # a clean run shows it often
+    assert judge(0.3, 10.0, 9.7, 0.3, 1e-9, NAN, INF, TH).severity == "info"  # 3 %: below 10 % of the step
+    # the spread is measured and the cause is within twice it: the run's own noise
+    assert judge(1.5, 10.0, 8.5, 1.5, 1e-9, 1.0, 6.0, TH).severity == "info"
+    # the usual path running long (no anomaly): the run's steps are its only evidence
+    assert judge(3.0, 10.0, 7.0, 3.0, 1.0, NAN, INF, TH).severity == "info"
+    assert judge(3.0, 10.0, 7.0, 3.0, 1.0, 0.3, 2.0, TH).severity == "warning"
+
+
+def test_the_chance_grows_with_the_values_judged_and_falls_with_the_distance() -> None:
+    assert run_chance(0.0, 1) == pytest.approx(0.5)
+    assert run_chance(4.0, 1000) > run_chance(4.0, 10) > run_chance(6.0, 10)
+    assert run_chance(10.0, 1e6) < 1e-15
+
+
+def test_series_see_a_rise_through_outliers_and_none_in_noise() -> None:
+    x = np.arange(20.0)
+    y = 10 + 0.5 * x
+    y[[3, 11]] = 40  # two slow steps (a validation pass, a long trajectory)
+    assert theil_sen(x, y) == pytest.approx(0.5)
+    assert change_over(x, y) == pytest.approx(9.5)
+    assert mann_kendall_z(x, y) > 3
+    noise = np.random.default_rng(0).normal(10, 1, 20)
+    assert abs(mann_kendall_z(x, noise)) < 2
+
+
+def _analyze(run: Any, tmp_path: Path, **options: Any) -> dict[str, Any]:
+    data = tmp_path / "data"
+    (write_seed if run.fmt == "seed" else write_spool)(run, data)
+    analysis.analyze(data, tmp_path / "out", html_report=False, figures=False, **options)
+    return json.loads((tmp_path / "out" / "findings.json").read_text())
+
+
+CLASS_SAMPLE = [
+    ("short", 11, "otlp"),
+    ("short", 12, "seed"),
+    ("short", 13, "otlp_engine"),
+    ("straggler", 21, "otlp"),
+    ("straggler", 22, "seed"),
+    ("trend", 31, "otlp"),
+    ("trend", 34, "otlp_engine"),
+    ("shift", 41, "otlp"),
+    ("shift", 42, "seed"),
+]
+
+
+@pytest.mark.parametrize(("cls", "seed", "fmt"), CLASS_SAMPLE)
+def test_each_judgement_class_is_told(cls: str, seed: int, fmt: str, tmp_path: Path) -> None:
+    run, expect = build_class_run(seed, fmt, cls, 12_000)
+    assert expect.kind is not None, expect.variant
+    doc = _analyze(run, tmp_path)
+    record = score_class_run(run, expect, doc)
+    assert record["named"], (expect, [(f["kind"], f["severity"], f["message"]) for f in doc["findings"][:5]])
+    if cls == "short":
+        assert record["alarm"], record
+        assert "No problems found" not in doc["summary"]["verdict"]
+    assert record["false_alarms"] == 0, record["false_alarm_kinds"]
+
+
+@pytest.mark.parametrize(("seed", "fmt"), [(51, "otlp"), (52, "seed"), (53, "otlp_engine"), (54, "otlp")])
+def test_clean_runs_short_and_long_raise_no_warning(seed: int, fmt: str, tmp_path: Path) -> None:
+    run, expect = build_class_run(seed, fmt, "clean", 12_000)
+    doc = _analyze(run, tmp_path)
+    record = score_class_run(run, expect, doc)
+    assert record["false_alarms"] == 0, [(f["kind"], f["message"]) for f in doc["findings"] if f["severity"] in SERIOUS]
+
+
+def test_a_behaviour_trend_is_information_and_says_its_side(tmp_path: Path) -> None:
+    run, expect = next(
+        (r, e) for r, e in (build_class_run(s, "otlp", "trend", 12_000) for s in range(60, 90)) if e.side == "behaviour"
+    )
+    doc = _analyze(run, tmp_path)
+    trend = next(f for f in doc["findings"] if f["kind"] == k.TREND)
+    assert trend["severity"] == "info" and trend["details"]["side"] == "behaviour"
+    assert trend["details"]["behaviour_share"] > 0.5 and "the policy changed" in trend["message"]
+
+
+def test_a_persistent_straggler_says_what_the_steps_would_take_at_its_peers_speed(tmp_path: Path) -> None:
+    run, expect = build_class_run(21, "otlp", "straggler", 12_000)
+    doc = _analyze(run, tmp_path)
+    f = next(f for f in doc["findings"] if f["kind"] == k.STRAGGLER)
+    d = f["details"]
+    assert d["slower_in"] >= 0.7 * d["judged_in"] and d["at_peers_speed_s"] < d["step_s"]
+    assert "at its peers' speed the steps would take" in f["message"]
+    # one cause, one name: the straggler's own slow part is not told again at its place beside it
+    place = str(expect.worker if expect.scope == k.SCOPE_WORKER else expect.replica)
+    again = [
+        g
+        for g in doc["findings"]
+        if g is not f
+        and g["kind"] in k.CAUSES
+        and g["details"].get("scope") == expect.scope
+        and str(g["details"].get("replica") if expect.scope == k.SCOPE_REPLICA else g.get("worker")) == place
+        and g["details"].get("part") == d["part"]
+    ]
+    assert not again, [g["message"] for g in again]
+
+
+@pytest.fixture(scope="module")
+def stalled_six_steps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    """A 6-step spool with one worker stalled in one step (the benchmark's simulator, seeded)."""
+    for seed in range(100, 140):
+        run = build_run(seed, "otlp", 1, ["stall"], max_spans=8_000)
+        if run.plants and run.plants[0].size >= 5 and run.shape.steps >= 6:
+            break
+    data = tmp_path_factory.mktemp("six") / "data"
+    write_spool(run, data)
+    return run, data
+
+
+def test_one_step_asked_alone_is_judged_against_the_whole_run(stalled_six_steps, tmp_path: Path) -> None:
+    run, data = stalled_six_steps
+    plant = run.plants[0]
+    step = plant.step
+    analysis.analyze(data, tmp_path / "one", html_report=False, figures=False, steps=range(step, step + 1))
+    doc = json.loads((tmp_path / "one" / "findings.json").read_text())
+    assert [a["step"] for a in doc["steps"]] == [step]
+    verdict = doc["summary"]["verdict"]
+    assert f"1 step reported, the run's {run.shape.steps} steps their baseline" in verdict, verdict
+    top = doc["findings"][0]
+    assert top["severity"] in SERIOUS and top["steps"] == [step] and top["workers"] == list(plant.workers), top
+    # asked with nothing else to judge by, it says so, and still tells what its own peers show
+    analysis.analyze(
+        data, tmp_path / "alone", html_report=False, figures=False, steps=range(step, step + 1), baseline="selected"
+    )
+    alone = json.loads((tmp_path / "alone" / "findings.json").read_text())
+    assert "1 step: no baseline from other steps" in alone["summary"]["verdict"]
+    assert alone["steps"][0]["baseline_s"] is None
+    assert any(step in f["steps"] and plant.workers[0] in f["workers"] for f in alone["findings"])
