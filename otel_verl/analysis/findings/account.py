@@ -132,6 +132,25 @@ def warn_level(steps: int, margin: float) -> float:
     return measured + GUMBEL_SCALE_PER_PAIRWISE * float(np.log(steps / n))
 
 
+LOO_MAX_STEPS = 12
+"""Up to this many other steps, a step is judged against a level they set without it (:meth:`StepSpread.without`)."""
+
+
+@lru_cache(maxsize=64)
+def loo_level(others: int, margin: float) -> float:
+    """How far above the median of ``others`` clean steps, in their :func:`pairwise_spread`, one more clean step
+    passes with probability e^−margin once every step of the run is judged against the rest: the quantile of the
+    largest of those n statistics over :data:`CALIBRATION_RUNS` simulated clean Gumbel runs, seeded."""
+    n = others + 1
+    rng = np.random.default_rng(1000 + n)
+    x = rng.gumbel(size=(CALIBRATION_RUNS, n))
+    worst = np.full(CALIBRATION_RUNS, -np.inf)
+    for i in range(n):
+        rest = np.delete(x, i, axis=1)
+        worst = np.maximum(worst, (x[:, i] - np.median(rest, axis=1)) / np.maximum(pairwise_spread(rest), 1e-12))
+    return float(np.quantile(worst, 1 - np.exp(-margin)))
+
+
 @dataclass(frozen=True)
 class StepSpread:
     """How the run's steps stray from their baselines: ``spread`` (1.4826 × the median absolute deviation of their
@@ -152,15 +171,16 @@ class StepSpread:
         return bool(np.isfinite(self.spread))
 
     def without(self, step: int) -> tuple[float, float]:
-        """(spread, warn level) measured without ``step``: a step is judged against the others, not against a level
-        it set itself (with three steps, the largest always sits right at the level its own excess made).
-        Beyond :data:`CALIBRATION_MAX_STEPS` steps one step moves neither: the run's own."""
+        """(spread, warn level) measured without ``step``: a short run's step is judged against its others, not
+        against a level it set itself (with three steps, the largest always sits right at the level its own excess
+        made), with its own calibration (:func:`loo_level`). Beyond :data:`LOO_MAX_STEPS` steps one step barely
+        moves the run's level: that one."""
         others = np.array([x for s, x in self.used if s != step], dtype=float)
-        if len(others) == len(self.used) or len(self.used) > CALIBRATION_MAX_STEPS:
+        if len(others) == len(self.used) or len(others) > LOO_MAX_STEPS:
             return self.spread, self.warn_s
         if len(others) < self.least:
             return float("nan"), float("inf")
-        level = float(pairwise_spread(others)) * warn_level(len(others), self.margin)
+        level = float(pairwise_spread(others)) * loo_level(len(others), self.margin)
         return _mad(others), max(float(np.median(others)), 0.0) + level
 
     @classmethod
@@ -196,9 +216,11 @@ class StepSpread:
         # causes leave of each step is the run's own variation (all the excesses would put the median on a slow one)
         ref = excess[plain] if plain.sum() >= th.min_steps else (excess - np.where(by_anomaly, explained, 0.0))[ok]
         slow = ok & by_anomaly & (excess > np.median(ref) + 3 * max(_mad(ref), 1e-9))
+        short = least - int((ok & ~slow).sum())
+        if short > 0:  # too few steps left to measure: the least slowed of the slow ones come back (each step is
+            # still judged against the others: :meth:`without`)
+            slow[np.argsort(np.where(slow, excess, np.inf))[:short]] = False
         used = excess[ok & ~slow]
-        if len(used) < least:
-            return cls.unmeasured(len(used))
         level = float(pairwise_spread(used)) * warn_level(len(used), th.warning_margin)
         kept = tuple((a.step, float(x)) for a, x, keep in zip(accounts, excess, ok & ~slow, strict=True) if keep)
         return cls(_mad(used), max(float(np.median(used)), 0.0) + level, len(used), kept, least, th.warning_margin)

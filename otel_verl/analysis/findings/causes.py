@@ -192,6 +192,11 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame) -> list[Cause]:
             details["by_engine"] = bool(occ["by_engine"].to_numpy(dtype=bool)[occ_rows].any())
         ev = a.summary.evidence_of(occ_rows[np.argsort(-g["cost"].to_numpy())][:5])
         seconds = float(g["cost"].sum())
+        if still and not details["by_engine"] and cause == k.SLOW_DECODE and len(workers) == 1:
+            # the calls' seconds per token moved while nothing moved on their worker, and no engine span says the
+            # engine spent them: the worker stood still (a paused process stretches the calls it holds)
+            cause, scope, where = k.STALL, k.SCOPE_WORKER, str(workers[0])
+            details |= {"metric": "s", "value": still, "usual": 0.0, "ratio": float("inf"), "rate": details["value"]}
         out.append(Cause(cause, scope, where, a.step, seconds, str(top["part"]), workers, reqs, details, ev))
     return out
 

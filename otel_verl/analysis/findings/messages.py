@@ -40,7 +40,7 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     turn = d.get("turn_index")
     of_turn = f" in the engine call of turn index {turn}" if isinstance(turn, int) else ""
     still = f"; the worker stalled: nothing else moved on it for {fmt_s(d['stalled_s'])}" if d.get("stalled_s") else ""
-    if d.get("stalled_s") and f.details.get("part") in ENGINE_PARTS:
+    if d.get("stalled_s") and f.details.get("part") in ENGINE_PARTS and f.kind != k.STALL:
         return _stalled_in_engine(f, who, when, cost, of_turn)
     plural = d.get("scope") in (k.SCOPE_STEP, k.SCOPE_SAMPLE) or (d.get("scope") == k.SCOPE_REQUEST and len(reqs) > 1)
     their = "their" if plural else "its"
