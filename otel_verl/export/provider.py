@@ -158,6 +158,10 @@ def setup_tracing(
                     exporter = journaled = JournalingExporter(exporter, journal, otlp_endpoint())
                 exporters.append(exporter)
         exporters.extend(extra_exporters)
+        if config.live:  # each step's account in verl's own logger (otel_verl/live)
+            from otel_verl.live.exporter import LiveSpanExporter
+
+            exporters.append(LiveSpanExporter(run_id))
         for exporter in exporters:
             processor = _batch(exporter, config)
             provider.add_span_processor(processor)
