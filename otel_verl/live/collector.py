@@ -49,7 +49,7 @@ Batch = Sequence[tuple[int | None, int, bytes]]
 
 
 class _Step:
-    __slots__ = ("bytes", "done_at", "last_line", "lag", "spans")
+    __slots__ = ("bytes", "done_at", "lag", "last_line", "spans")
 
     def __init__(self) -> None:
         self.bytes = 0

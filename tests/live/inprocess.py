@@ -62,6 +62,7 @@ def train(
         "OTEL_VERL_DETAIL": "full",
         "TENSORBOARD_DIR": str(tmp / "tensorboard"),
         "MLFLOW_TRACKING_URI": (tmp / "mlruns").as_uri(),
+        "MLFLOW_ALLOW_FILE_STORE": "true",  # mlflow 3 keeps its file store behind this switch
         "VERL_FILE_LOGGER_PATH": str(tmp / "verl.jsonl"),
         "WANDB_MODE": "offline",
         "WANDB_DIR": str(tmp),
