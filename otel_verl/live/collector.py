@@ -69,6 +69,7 @@ class LiveCollector:
         settle_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: what "settled" is measured by (tests move it by hand); waits are in real time."""
         if account is None:
             from otel_verl.live.account import LiveAccount
 
@@ -147,13 +148,13 @@ class LiveCollector:
     def results(self, after: int = 0, timeout_s: float | None = None) -> list[tuple[int, LiveStep]]:
         """``(sequence number, step)`` of every result after ``after``, waiting up to ``timeout_s`` (None: until
         there is one) for a first one."""
-        deadline = None if timeout_s is None else self._clock() + timeout_s
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._lock:
             while not self._closed:
                 ready = [r for r in self._results if r[0] > after]
                 if ready:
                     return ready
-                left = None if deadline is None else deadline - self._clock()
+                left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return []
                 self._lock.wait(timeout=1.0 if left is None else min(left, 1.0))
@@ -161,10 +162,10 @@ class LiveCollector:
 
     def drain(self, timeout_s: float) -> bool:
         """Wait until every step with lines is computed (after :meth:`finish`), at most ``timeout_s``; True if so."""
-        deadline = self._clock() + timeout_s
+        deadline = time.monotonic() + timeout_s
         with self._lock:
             while self._busy or any(s not in self._computed for s in self._steps):
-                left = deadline - self._clock()
+                left = deadline - time.monotonic()
                 if left <= 0 or self._closed:
                     return False
                 self._lock.wait(timeout=min(left, 0.5))
