@@ -96,7 +96,9 @@ TARGETS: tuple[Target, ...] = (
     Target(live_tracking.TRACKING_MODULE, "Tracking.log", lambda: live_tracking.log_wrapper, Kind.LOGGER,
            ("data", "step"), "the live account (otel_verl/* metrics in verl's logger)"),
     Target(live_tracking.TRACKING_MODULE, "Tracking.finish", lambda: live_tracking.finish_wrapper, Kind.LOGGER,
-           None, "the live account of the last steps"),
+           None, "the live account of the last steps", "Tracking.__del__"),
+    Target(live_tracking.TRACKING_MODULE, "Tracking.__del__", lambda: live_tracking.finish_wrapper, Kind.LOGGER,
+           None, "the live account of the last steps", "Tracking.finish"),  # verl's neo: no finish, __del__ ends
     # -- V1 inner updates (sample + train on a mini-batch; links to the consumed groups) and parameter syncs
     Target(*updates.STEP_ONCE, lambda: updates.step_once_wrapper, Kind.TRAINER,
            ("metrics", "timing_raw", "sample_batch_size"), "verl.update spans and their links to sample groups"),
@@ -188,6 +190,10 @@ TARGETS: tuple[Target, ...] = (
     Target(ray_actors.RAY_FUNCTION_MANAGER, ray_actors.INJECT_TRACING, lambda: ray_actors.inject_tracing_wrapper,
            Kind.RAY, ("_cls",), "spans of Ray actor methods"),
 )  # fmt: skip
+
+LIVE_KINDS = frozenset({Kind.LOGGER, Kind.TRAINER, Kind.CHUNK, Kind.REQUEST})
+"""What the live account (:mod:`otel_verl.live`) cannot do without: verl's logger, and the seams of the spans its
+account is made of (steps and phases, workers and barriers, requests); ``check-seams`` says whether they fit."""
 
 expect({(t.module, t.method): Expected(t.reads, t.records) for t in TARGETS if t.reads is not None})
 alternatives({(t.module, t.method): t.alternative for t in TARGETS if t.alternative})

@@ -5,8 +5,9 @@
 - ``Tracking.log(data, step)``: *before* verl logs, write every account that has come (step n's arrives during
   step n+1: it goes out with step n+1's log call, in the step it describes; see docs/live.md, "The lag");
   *after*, tell the collector that ``step`` is done (with the lag its trainer's spans may still have).
-- ``Tracking.finish``: let the collector compute what is left (at most :data:`FINISH_WAIT_S`) and write it,
-  before verl closes its backends.
+- ``Tracking.finish`` (and ``Tracking.__del__``, which verl's ``neo`` branch ends its backends in, having no
+  ``finish``): let the collector compute what is left (at most :data:`FINISH_WAIT_S`) and write it, before verl
+  closes its backends.
 
 Nothing here waits on the collector during training (a poll is ``ray.wait`` with no timeout) and nothing
 raises into verl: each wrapper calls verl's method exactly once, its own work before and after under
