@@ -371,10 +371,104 @@ def events_dashboard():
     return d
 
 
+USUAL_RANGE = "1h"
+"""What a panel's "usual" is the median over (a step's baseline in the live account is its window's median)."""
+PARTS = r"(text_completion|execute_tool|verl\\.tool_parse|verl\\.preprocess|verl\\.reward).*"
+"""Request event span names → the account part they make (the model and tool names cut off)."""
+
+
+def _usual(expr: str) -> str:
+    """The median of a per-window series over the last :data:`USUAL_RANGE`: the step's usual, as the live account
+    takes the median over recent steps."""
+    return f"quantile_over_time(0.5, ({expr})[{USUAL_RANGE}:$window])"
+
+
+def account_dashboard():
+    """The step's account from span metrics: what Prometheus can tell of it without the traces (no critical path,
+    no step label): each window's step time against its usual and the excess, the trainer phases and the
+    requests' parts against theirs, the barrier's share. Per step and with causes: the live account in verl's
+    logger (docs/live.md, ``otel_verl/*``)."""
+    step = f'span_name="{STEP}"'
+    phases = 'span_name=~"verl.phase.*"'
+    per_request = f'sum(rate({CALLS}{{span_name="{REQUEST}", {SVC}}}[$window]))'
+    parts = (
+        f'sum by (part) (label_replace(rate({DURATION}_sum{{span_name=~"{EVENTS}", {SVC}}}[$window]), '
+        f'"part", "$1", "span_name", "{PARTS}"))'
+    )
+    d = _base(
+        "otel-verl-account",
+        "otel_verl · step account",
+        "Each window's step time against its usual (the median over the last hour), where the excess went "
+        "(trainer phases, the requests' parts) and the barrier's share of the rollout. The per-step account with "
+        "its causes is in verl's own logger (otel_verl/* metrics, docs/live.md).",
+    )
+    d = d.with_row(dash.Row("Step time against its usual"))
+    d = d.with_panel(
+        _ts(
+            "Step: time, usual, excess",
+            f"Mean verl.step duration per window, its median over the last {USUAL_RANGE} (the usual), and the "
+            "difference (the live account's otel_verl/step_s, usual_s, excess_s, per window instead of per step).",
+            [
+                _q(_mean(step), "step", "A", exemplar=True),
+                _q(_usual(_mean(step)), "usual", "B"),
+                _q(f"{_mean(step)} - {_usual(_mean(step))}", "excess", "C"),
+            ],
+        )
+    )
+    d = d.with_panel(
+        _ts(
+            "Trainer phases: excess over their usual",
+            f"Each top phase's mean seconds per window minus its median over the last {USUAL_RANGE} "
+            "(otel_verl/excess/phase/*): the phase that moved.",
+            [
+                _q(
+                    f"{_mean(phases, 'verl_phase_name')} - {_usual(_mean(phases, 'verl_phase_name'))}",
+                    "{{verl_phase_name}}",
+                )
+            ],
+        )
+    )
+    d = d.with_row(dash.Row("The rollout's parts"))
+    d = d.with_panel(
+        _ts(
+            "Seconds per request by part",
+            "Engine round trips, tool calls, tool parsing, preprocessing and reward: seconds per finished request "
+            "per window (the request-level shares of otel_verl/part/*; the account itself follows the critical "
+            "path, which needs the traces).",
+            [_q(f"{parts} / scalar({per_request})", "{{part}}")],
+        )
+    )
+    d = d.with_panel(
+        _ts(
+            "Parts per request: excess over their usual",
+            f"The panel to the left minus its median over the last {USUAL_RANGE}: which part moved.",
+            [_q(f"{parts} / scalar({per_request}) - {_usual(f'{parts} / scalar({per_request})')}", "{{part}}")],
+        )
+    )
+    d = d.with_panel(
+        _ts(
+            "Barrier share of the rollout",
+            "verl.barrier seconds over verl.rollout.worker seconds per window: the workers' time waiting for the "
+            "slowest one (otel_verl/tail/barrier_share).",
+            [
+                _q(
+                    f'sum(rate({DURATION}_sum{{span_name="{BARRIER}", {SVC}}}[$window]))'
+                    f' / sum(rate({DURATION}_sum{{span_name="{WORKER}", {SVC}}}[$window]))',
+                    "barrier share",
+                )
+            ],
+            unit="percentunit",
+            w=24,
+        )
+    )
+    return d
+
+
 DASHBOARDS = {
     "rollout.json": rollout_dashboard,
     "workers.json": workers_dashboard,
     "events.json": events_dashboard,
+    "account.json": account_dashboard,
 }
 
 
