@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -217,10 +218,10 @@ def forget(run_id: str) -> None:
 
 
 def _ray_ready() -> bool:
+    """Ray is up in this process (never imported here for the asking: a process without Ray pays nothing)."""
+    ray = sys.modules.get("ray")
     try:
-        import ray
-
-        return bool(ray.is_initialized())
+        return ray is not None and bool(ray.is_initialized())
     except Exception:
         return False
 
