@@ -49,11 +49,10 @@ Batch = Sequence[tuple[int | None, int, bytes]]
 
 
 class _Step:
-    __slots__ = ("bytes", "done_at", "lag", "last_line", "spans")
+    __slots__ = ("bytes", "done_at", "lag", "last_line")
 
     def __init__(self) -> None:
         self.bytes = 0
-        self.spans = 0
         self.last_line = 0.0
         self.done_at: float | None = None
         self.lag = 0
@@ -112,7 +111,6 @@ class LiveCollector:
                     continue
                 self._append(self.root / f"step_{step}" / "spans.jsonl", line)
                 entry.bytes += len(line)
-                entry.spans += spans
                 entry.last_line = now
             self._lock.notify_all()
 
@@ -210,9 +208,9 @@ class LiveCollector:
                     continue
                 self._computed.add(step)
                 self._busy = True
-                entry = self._steps.pop(step)
+                del self._steps[step]
                 source = self._gather(step)
-            result = self._compute(step, source, entry)
+            result = self._compute(step, source)
             shutil.rmtree(source, ignore_errors=True)
             with self._lock:
                 self._busy = False
@@ -239,10 +237,9 @@ class LiveCollector:
                     shutil.copyfile(path, work / f"no_step_{seg}.jsonl")
         return work
 
-    def _compute(self, step: int, source: Path, entry: _Step) -> LiveStep | None:
+    def _compute(self, step: int, source: Path) -> LiveStep | None:
         if not any(source.iterdir()):
             return None
-        started = time.process_time()
         t0 = time.perf_counter()
         try:
             result = self._account(source, step)
@@ -253,7 +250,6 @@ class LiveCollector:
             result.metrics[n.COMPUTE_S] = time.perf_counter() - t0
             result.metrics[n.LATE_SPANS] = float(self.late)
             result.metrics[n.DROPPED_SPANS] = float(self.dropped)
-            logger.debug("otel_verl: live step %d: %.2f s CPU", step, time.process_time() - started)
         return result
 
     def _forget_before(self, step: int) -> None:

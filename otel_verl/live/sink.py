@@ -177,16 +177,16 @@ _sinks: dict[str, Sink] = {}
 _looked_up: dict[str, float] = {}
 
 
-def open_sink(run_id: str) -> Sink:
-    """The run's collector, started if it is not (in the trainer's process: Ray actor beside it, or local)."""
+def open_sink(run_id: str) -> Sink | None:
+    """The run's collector, started if it is not (in the trainer's process: a Ray actor beside it, or in the process
+    without Ray); None when Ray is up but the actor cannot be made (a collector here would miss the workers' spans)."""
     with _lock:
         existing = _sinks.get(run_id)
         if existing is not None and not getattr(existing, "dead", False):
             return existing
-        sink = _ray_sink(run_id, create=True) if _ray_ready() else LocalSink(LiveCollector())
-        if sink is None:
-            sink = LocalSink(LiveCollector())
-        _sinks[run_id] = sink
+        sink: Sink | None = _ray_sink(run_id, create=True) if _ray_ready() else LocalSink(LiveCollector())
+        if sink is not None:
+            _sinks[run_id] = sink
         return sink
 
 

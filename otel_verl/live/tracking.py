@@ -67,7 +67,9 @@ def _attach(instance: Any) -> None:
         return
     if not getattr(instance, "logger", None):  # trainer.logger=[]: nowhere to write
         return
-    _feeds[instance] = Feed(open_sink(state.run_id), state.run_id)
+    sink = open_sink(state.run_id)
+    if sink is not None:
+        _feeds[instance] = Feed(sink, state.run_id)
 
 
 def log_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
