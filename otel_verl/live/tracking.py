@@ -22,6 +22,7 @@ from typing import Any
 
 from otel_verl.export import tracing
 from otel_verl.instrumentation import trainer
+from otel_verl.instrumentation.rollout.group import ASYNC_MODES  # their groups generate into the next step
 from otel_verl.live import backends
 from otel_verl.live.sink import Sink, forget, open_sink
 from otel_verl.wrapping.registry import enabled
@@ -32,8 +33,6 @@ TRACKING_MODULE = "verl.utils.tracking"
 FINISH_WAIT_S = 60.0
 """At the end of training, the longest verl's ``finish`` waits for the last steps' accounts (a step at 4,096
 trajectories × 8 turns takes a few seconds)."""
-ASYNC_MODES = frozenset({"colocate_async", "separate_async"})
-"""verl's V1 trainer modes whose sample groups, dispatched in one step, generate into the next."""
 
 
 class Feed:
@@ -44,9 +43,8 @@ class Feed:
         self.last_step = 0
         self.state: dict[str, Any] = {}
 
-    def deliver(self, loggers: dict[str, Any], results: list[Any]) -> None:
-        for r in sorted(results, key=lambda r: r.step):
-            backends.write(loggers, r, self.last_step, self.state)
+    def deliver(self, loggers: dict[str, Any], results: list[Any], final: bool = False) -> None:
+        backends.write(loggers, sorted(results, key=lambda r: r.step), self.last_step, self.state, final)
 
 
 _feeds: weakref.WeakKeyDictionary[Any, Feed] = weakref.WeakKeyDictionary()
@@ -96,7 +94,7 @@ def finish_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> An
     feed = _feeds.pop(instance, None) if _feeds else None
     if feed is not None and not getattr(instance, "_finished", False):
         try:
-            feed.deliver(instance.logger, feed.sink.poll() + feed.sink.drain(FINISH_WAIT_S))
+            feed.deliver(instance.logger, feed.sink.poll() + feed.sink.drain(FINISH_WAIT_S), final=True)
             forget(feed.run_id)
         except Exception:
             logger.debug("otel_verl: live account finish failed", exc_info=True)
