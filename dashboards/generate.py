@@ -372,15 +372,26 @@ def events_dashboard():
 
 
 USUAL_RANGE = "1h"
-"""What a panel's "usual" is the median over (a step's baseline in the live account is its window's median)."""
+"""The range a panel's "usual" is taken over (a step's baseline in the live account: its window's median)."""
 PARTS = r"(text_completion|execute_tool|verl\\.tool_parse|verl\\.preprocess|verl\\.reward).*"
 """Request event span names → the account part they make (the model and tool names cut off)."""
 
 
-def _usual(expr: str) -> str:
-    """The median of a per-window series over the last :data:`USUAL_RANGE`: the step's usual, as the live account
-    takes the median over recent steps."""
-    return f"quantile_over_time(0.5, ({expr})[{USUAL_RANGE}:$window])"
+def _usual(match: str, by: str = "") -> str:
+    """The median duration over the last :data:`USUAL_RANGE` (from the histogram): the usual, as the live account
+    takes the median over the recent steps."""
+    grp = f"le, {by}" if by else "le"
+    return f"histogram_quantile(0.5, sum by ({grp}) (rate({DURATION}_bucket{{{match}, {SVC}}}[{USUAL_RANGE}])))"
+
+
+def _per_request(window: str) -> str:
+    """Seconds per finished request of each part (engine, tools, tool parsing, preprocessing, reward) over
+    ``window``."""
+    parts = (
+        f'sum by (part) (label_replace(rate({DURATION}_sum{{span_name=~"{EVENTS}", {SVC}}}[{window}]), '
+        f'"part", "$1", "span_name", "{PARTS}"))'
+    )
+    return f'{parts} / scalar(sum(rate({CALLS}{{span_name="{REQUEST}", {SVC}}}[{window}])))'
 
 
 def account_dashboard():
@@ -390,15 +401,10 @@ def account_dashboard():
     logger (docs/live.md, ``otel_verl/*``)."""
     step = f'span_name="{STEP}"'
     phases = 'span_name=~"verl.phase.*"'
-    per_request = f'sum(rate({CALLS}{{span_name="{REQUEST}", {SVC}}}[$window]))'
-    parts = (
-        f'sum by (part) (label_replace(rate({DURATION}_sum{{span_name=~"{EVENTS}", {SVC}}}[$window]), '
-        f'"part", "$1", "span_name", "{PARTS}"))'
-    )
     d = _base(
         "otel-verl-account",
         "otel_verl · step account",
-        "Each window's step time against its usual (the median over the last hour), where the excess went "
+        "Each window's step time against its usual (the median step of the last hour), where the excess went "
         "(trainer phases, the requests' parts) and the barrier's share of the rollout. The per-step account with "
         "its causes is in verl's own logger (otel_verl/* metrics, docs/live.md).",
     )
@@ -406,23 +412,23 @@ def account_dashboard():
     d = d.with_panel(
         _ts(
             "Step: time, usual, excess",
-            f"Mean verl.step duration per window, its median over the last {USUAL_RANGE} (the usual), and the "
+            f"Mean verl.step duration per window, the median step of the last {USUAL_RANGE} (the usual), and the "
             "difference (the live account's otel_verl/step_s, usual_s, excess_s, per window instead of per step).",
             [
                 _q(_mean(step), "step", "A", exemplar=True),
-                _q(_usual(_mean(step)), "usual", "B"),
-                _q(f"{_mean(step)} - {_usual(_mean(step))}", "excess", "C"),
+                _q(_usual(step), "usual", "B"),
+                _q(f"{_mean(step)} - {_usual(step)}", "excess", "C"),
             ],
         )
     )
     d = d.with_panel(
         _ts(
             "Trainer phases: excess over their usual",
-            f"Each top phase's mean seconds per window minus its median over the last {USUAL_RANGE} "
+            f"Each phase's mean seconds per window minus its median of the last {USUAL_RANGE} "
             "(otel_verl/excess/phase/*): the phase that moved.",
             [
                 _q(
-                    f"{_mean(phases, 'verl_phase_name')} - {_usual(_mean(phases, 'verl_phase_name'))}",
+                    f"{_mean(phases, 'verl_phase_name')} - {_usual(phases, 'verl_phase_name')}",
                     "{{verl_phase_name}}",
                 )
             ],
@@ -435,14 +441,14 @@ def account_dashboard():
             "Engine round trips, tool calls, tool parsing, preprocessing and reward: seconds per finished request "
             "per window (the request-level shares of otel_verl/part/*; the account itself follows the critical "
             "path, which needs the traces).",
-            [_q(f"{parts} / scalar({per_request})", "{{part}}")],
+            [_q(_per_request("$window"), "{{part}}")],
         )
     )
     d = d.with_panel(
         _ts(
             "Parts per request: excess over their usual",
-            f"The panel to the left minus its median over the last {USUAL_RANGE}: which part moved.",
-            [_q(f"{parts} / scalar({per_request}) - {_usual(f'{parts} / scalar({per_request})')}", "{{part}}")],
+            f"The panel to the left minus the same over the last {USUAL_RANGE}: which part moved.",
+            [_q(f"{_per_request('$window')} - {_per_request(USUAL_RANGE)}", "{{part}}")],
         )
     )
     d = d.with_panel(
