@@ -371,10 +371,110 @@ def events_dashboard():
     return d
 
 
+USUAL_RANGE = "1h"
+"""The range a panel's "usual" is taken over (a step's baseline in the live account: its window's median)."""
+PARTS = r"(text_completion|execute_tool|verl\\.tool_parse|verl\\.preprocess|verl\\.reward).*"
+"""Request event span names → the account part they make (the model and tool names cut off)."""
+
+
+def _usual(match: str, by: str = "") -> str:
+    """The median duration over the last :data:`USUAL_RANGE` (from the histogram): the usual, as the live account
+    takes the median over the recent steps."""
+    grp = f"le, {by}" if by else "le"
+    return f"histogram_quantile(0.5, sum by ({grp}) (rate({DURATION}_bucket{{{match}, {SVC}}}[{USUAL_RANGE}])))"
+
+
+def _per_request(window: str) -> str:
+    """Seconds per finished request of each part (engine, tools, tool parsing, preprocessing, reward) over
+    ``window``."""
+    parts = (
+        f'sum by (part) (label_replace(rate({DURATION}_sum{{span_name=~"{EVENTS}", {SVC}}}[{window}]), '
+        f'"part", "$1", "span_name", "{PARTS}"))'
+    )
+    return f'{parts} / scalar(sum(rate({CALLS}{{span_name="{REQUEST}", {SVC}}}[{window}])))'
+
+
+def account_dashboard():
+    """The step's account from span metrics: what Prometheus can tell of it without the traces (no critical path,
+    no step label): each window's step time against its usual and the excess, the trainer phases and the
+    requests' parts against theirs, the barrier's share. Per step and with causes: the live account in verl's
+    logger (docs/live.md, ``otel_verl/*``)."""
+    step = f'span_name="{STEP}"'
+    phases = 'span_name=~"verl.phase.*"'
+    d = _base(
+        "otel-verl-account",
+        "otel_verl · step account",
+        "Each window's step time against its usual (the median step of the last hour), where the excess went "
+        "(trainer phases, the requests' parts) and the barrier's share of the rollout. The per-step account with "
+        "its causes is in verl's own logger (otel_verl/* metrics, docs/live.md).",
+    )
+    d = d.with_row(dash.Row("Step time against its usual"))
+    d = d.with_panel(
+        _ts(
+            "Step: time, usual, excess",
+            f"Mean verl.step duration per window, the median step of the last {USUAL_RANGE} (the usual), and the "
+            "difference (the live account's otel_verl/step_s, usual_s, excess_s, per window instead of per step).",
+            [
+                _q(_mean(step), "step", "A", exemplar=True),
+                _q(_usual(step), "usual", "B"),
+                _q(f"{_mean(step)} - {_usual(step)}", "excess", "C"),
+            ],
+        )
+    )
+    d = d.with_panel(
+        _ts(
+            "Trainer phases: excess over their usual",
+            f"Each phase's mean seconds per window minus its median of the last {USUAL_RANGE} "
+            "(otel_verl/excess/phase/*): the phase that moved.",
+            [
+                _q(
+                    f"{_mean(phases, 'verl_phase_name')} - {_usual(phases, 'verl_phase_name')}",
+                    "{{verl_phase_name}}",
+                )
+            ],
+        )
+    )
+    d = d.with_row(dash.Row("The rollout's parts"))
+    d = d.with_panel(
+        _ts(
+            "Seconds per request by part",
+            "Engine round trips, tool calls, tool parsing, preprocessing and reward: seconds per finished request "
+            "per window (the request-level shares of otel_verl/part/*; the account itself follows the critical "
+            "path, which needs the traces).",
+            [_q(_per_request("$window"), "{{part}}")],
+        )
+    )
+    d = d.with_panel(
+        _ts(
+            "Parts per request: excess over their usual",
+            f"The panel to the left minus the same over the last {USUAL_RANGE}: which part moved.",
+            [_q(f"{_per_request('$window')} - {_per_request(USUAL_RANGE)}", "{{part}}")],
+        )
+    )
+    d = d.with_panel(
+        _ts(
+            "Barrier share of the rollout",
+            "verl.barrier seconds over verl.rollout.worker seconds per window: the workers' time waiting for the "
+            "slowest one (otel_verl/tail/barrier_share).",
+            [
+                _q(
+                    f'sum(rate({DURATION}_sum{{span_name="{BARRIER}", {SVC}}}[$window]))'
+                    f' / sum(rate({DURATION}_sum{{span_name="{WORKER}", {SVC}}}[$window]))',
+                    "barrier share",
+                )
+            ],
+            unit="percentunit",
+            w=24,
+        )
+    )
+    return d
+
+
 DASHBOARDS = {
     "rollout.json": rollout_dashboard,
     "workers.json": workers_dashboard,
     "events.json": events_dashboard,
+    "account.json": account_dashboard,
 }
 
 

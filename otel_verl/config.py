@@ -186,6 +186,10 @@ class OtelVerlConfig:
     with captured text) a trace may hold; with ``trace_max_spans`` the smaller bound wins. Default 4 MiB,
     under Tempo's 5 MB."""
 
+    live: bool = field(default_factory=lambda: bool(_env_bool("OTEL_VERL_LIVE", True)))
+    """OTEL_VERL_LIVE: each step's account in verl's own logger (wandb, mlflow, tensorboard, console …) while
+    training runs (:mod:`otel_verl.live`); ``false`` turns it off (no span is then sent to the live account)."""
+
     def trace_span_budget(self) -> int:
         """The most spans a trace may hold by both bounds; 0: no bound (traces are never cut)."""
         if self.trace_max_spans <= 0 or self.trace_max_bytes <= 0:

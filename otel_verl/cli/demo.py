@@ -127,6 +127,14 @@ def demo(
     val_before_train: Annotated[
         bool, typer.Option(help="A validation rollout before step 1, as verl does by default (takes the warm-up).")
     ] = True,
+    logger: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="verl's trainer.logger backend (repeat for several; default console): each step's live account "
+            "(otel_verl/* metrics, a verdict line on the console) goes there as training runs; OTEL_VERL_LIVE=false "
+            "turns the live account off."
+        ),
+    ] = None,
     engine: Annotated[
         str,
         typer.Option(
@@ -182,6 +190,7 @@ def demo(
         trainer=trainer,
         val_before_train=val_before_train,
         engine=engine,
+        loggers=tuple(logger) if logger else ("console",),
     )
     try:
         check_options(opts)

@@ -71,5 +71,18 @@ def check_seams(
             f"seams fit, {len(misfits)} do not, {len(absent)} skipped (an engine not installed, or another name "
             "of the seam wrapped instead)"
         )
+        console.print(_live_line(seams))
     if misfits:
         raise typer.Exit(code=1)
+
+
+def _live_line(seams: list[dict[str, Any]]) -> str:
+    """Whether the seams the live account needs fit (``targets.LIVE_KINDS``), and which do not."""
+    from otel_verl.instrumentation.targets import LIVE_KINDS, TARGETS
+
+    need = {(t.module, t.method) for t in TARGETS if t.kind in LIVE_KINDS}
+    mine = [s for s in seams if (s["module"], s["method"]) in need]
+    bad = [f"{s['method']}" for s in mine if s["status"] == "misfit"]
+    fit = sum(1 for s in mine if s["status"] == "fits")
+    line = f"live account (otel_verl/* in verl's logger): {fit} of {len(mine)} seams it needs fit"
+    return line + (f"; these do not: {', '.join(bad)}" if bad else "")

@@ -71,6 +71,9 @@ class DemoOptions:
     test_freq: int = 0
     """Like verl's ``trainer.test_freq``: a validation pass inside every ``test_freq``-th step's ``testing``
     timer (0: never)."""
+    loggers: tuple[str, ...] = ("console",)
+    """verl's ``trainer.logger`` backends the trainer logs each step to (``console``, ``file``, ``wandb`` …): the
+    live account's lines and numbers go there too (:mod:`otel_verl.live`); ``()``: none."""
     val_before_train: bool = False
     """Like verl's ``trainer.val_before_train`` (verl's default is true; ``otel-verl demo`` turns it on):
     one validation rollout (``verl.validate``, step 0, n=1) before step 1. It also takes the workers'

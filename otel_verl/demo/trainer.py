@@ -77,10 +77,21 @@ class DemoTrainer:
 
     def fit(self) -> tuple[list[float], list[Any]]:
         from verl.utils.profiler import marked_timer
+        from verl.utils.tracking import Tracking
 
         from otel_verl.instrumentation.trainer import track_trainer
 
         track_trainer(self)
+        logger = Tracking(
+            project_name="otel-verl-demo", experiment_name="legacy", default_backend=list(self.opts.loggers)
+        )
+        try:
+            return self._fit(logger, marked_timer)
+        finally:
+            logger.finish()
+
+    def _fit(self, logger: Any, marked_timer: Any) -> tuple[list[float], list[Any]]:
+        """verl's loop: validation, then each step's timers and its ``timing_s/*`` metrics to verl's logger."""
         if self.opts.val_before_train:
             self._validate(0)
         step_seconds, outputs = [], []
@@ -103,6 +114,7 @@ class DemoTrainer:
                     with marked_timer("testing", timing):  # where verl's fit validates every test_freq steps
                         self._validate(step)
             step_seconds.append(timing["step"])
+            logger.log(data={f"timing_s/{name}": seconds for name, seconds in timing.items()}, step=step)
             if output is not None and self.opts.keep_outputs:
                 outputs.append(output)
             self.global_steps += 1

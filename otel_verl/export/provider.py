@@ -63,11 +63,12 @@ def default_run_id() -> str:
     return run_id
 
 
-def _batch(exporter: SpanExporter, config: OtelVerlConfig) -> BatchSpanProcessor:
+def _batch(exporter: SpanExporter, config: OtelVerlConfig, counted: bool = True) -> BatchSpanProcessor:
+    """``counted``: its queue's drops count as spans lost (``otel_verl.spans.dropped``)."""
     queue = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", config.max_queue_size)
     batch = _env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 2048)
     delay = _env_int("OTEL_BSP_SCHEDULE_DELAY", 2000)
-    return dropped.CountingBatchSpanProcessor(
+    return (dropped.CountingBatchSpanProcessor if counted else BatchSpanProcessor)(
         GuardedExporter(exporter),
         max_queue_size=queue,
         max_export_batch_size=min(batch, queue),
@@ -160,6 +161,12 @@ def setup_tracing(
         exporters.extend(extra_exporters)
         for exporter in exporters:
             processor = _batch(exporter, config)
+            provider.add_span_processor(processor)
+            processors.append(processor)
+        if config.live:  # each step's account in verl's own logger (otel_verl/live); its drops lose no span
+            from otel_verl.live.exporter import LiveSpanExporter
+
+            processor = _batch(LiveSpanExporter(run_id), config, counted=False)
             provider.add_span_processor(processor)
             processors.append(processor)
         owns_global = False

@@ -4,7 +4,8 @@ Decided once, when ``instrument()`` runs; nothing is unwrapped or re-wrapped at 
 level (``OTEL_VERL_DETAIL``; each level records what the one before it does, and more):
 
 ==========  ========================================================================================
-``step``    trainer, chunk, receiver, thread and Ray seams: step, phase, worker and barrier spans.
+``step``    trainer, logger, chunk, receiver, thread and Ray seams: step, phase, worker and barrier spans;
+            the live account.
             Nothing the rollout calls per trajectory is wrapped (benchmarks/RESULTS.md, row 2e).
 ``worker``  + the request seams (trajectory, engine round trip, reward): requests are summarized on
             the worker span.
@@ -26,17 +27,18 @@ from otel_verl import semconv
 from otel_verl.config import DETAIL_LEVELS
 from otel_verl.instrumentation.targets import TARGETS, Kind, Target
 
+_EVERY_LEVEL = frozenset({Kind.TRAINER, Kind.LOGGER, Kind.CHUNK, Kind.RECEIVER, Kind.THREADS, Kind.RAY})
 KINDS_AT: dict[str, frozenset[Kind]] = {
-    "step": frozenset({Kind.TRAINER, Kind.CHUNK, Kind.RECEIVER, Kind.THREADS, Kind.RAY}),
-    "worker": frozenset({Kind.TRAINER, Kind.CHUNK, Kind.RECEIVER, Kind.THREADS, Kind.RAY, Kind.REQUEST}),
-    "request": frozenset({Kind.TRAINER, Kind.CHUNK, Kind.RECEIVER, Kind.THREADS, Kind.RAY, Kind.REQUEST}),
+    "step": _EVERY_LEVEL,
+    "worker": _EVERY_LEVEL | {Kind.REQUEST},
+    "request": _EVERY_LEVEL | {Kind.REQUEST},
     "full": frozenset(Kind),
 }
 """The kinds of seam wrapped at each detail level."""
 
 ROLE_SKIPS: dict[str, frozenset[Kind]] = {
-    semconv.ProcessRole.REWARD.value: frozenset({Kind.TRAINER, Kind.REQUEST, Kind.EVENT}),
-    semconv.ProcessRole.SERVER.value: frozenset({Kind.TRAINER, Kind.REQUEST, Kind.EVENT}),
+    semconv.ProcessRole.REWARD.value: frozenset({Kind.TRAINER, Kind.LOGGER, Kind.REQUEST, Kind.EVENT}),
+    semconv.ProcessRole.SERVER.value: frozenset({Kind.TRAINER, Kind.LOGGER, Kind.REQUEST, Kind.EVENT}),
 }
 """Kinds a process of a known role never records with: a reward or rollout-server actor runs no
 trainer and no trajectory. (An AgentLoopWorker may share its process with a trainer, as in tests and

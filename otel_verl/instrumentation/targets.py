@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from otel_verl.instrumentation import llm_server, reward, tools, trainer, updates, vllm_tracing, weight_sync
 from otel_verl.instrumentation.rollout import chunk, events, group, manager, trajectory
+from otel_verl.live import tracking as live_tracking
 from otel_verl.wrapping import ray_actors, threads
 from otel_verl.wrapping.registry import alternatives
 from otel_verl.wrapping.signatures import Expected, expect
@@ -39,6 +40,8 @@ class Kind(str, Enum):
     """Carries the current context into threads: every detail level."""
     RAY = "ray"
     """Ray's per-actor-class method copies get the seams above: every detail level."""
+    LOGGER = "logger"
+    """verl's metrics logger (``Tracking``): the live account's way into the user's tracker; every detail level."""
 
 
 class Target(NamedTuple):
@@ -87,6 +90,15 @@ TARGETS: tuple[Target, ...] = (
            None, "verl.validate spans (the validation rollout's parent)"),
     Target("verl.trainer.ppo.v1.trainer_base", "PPOTrainer._validate", lambda: trainer.validate_wrapper, Kind.TRAINER,
            None, "verl.validate spans (the validation rollout's parent)"),
+    # -- verl's metrics logger (the trainer's process): each step's live account into the user's tracker
+    Target(live_tracking.TRACKING_MODULE, "Tracking.__init__", lambda: live_tracking.init_wrapper, Kind.LOGGER,
+           None, "the live account (otel_verl/* metrics in verl's logger)"),
+    Target(live_tracking.TRACKING_MODULE, "Tracking.log", lambda: live_tracking.log_wrapper, Kind.LOGGER,
+           ("data", "step"), "the live account (otel_verl/* metrics in verl's logger)"),
+    Target(live_tracking.TRACKING_MODULE, "Tracking.finish", lambda: live_tracking.finish_wrapper, Kind.LOGGER,
+           None, "the live account of the last steps", "Tracking.__del__"),
+    Target(live_tracking.TRACKING_MODULE, "Tracking.__del__", lambda: live_tracking.finish_wrapper, Kind.LOGGER,
+           None, "the live account of the last steps", "Tracking.finish"),  # verl's neo: no finish, __del__ ends
     # -- V1 inner updates (sample + train on a mini-batch; links to the consumed groups) and parameter syncs
     Target(*updates.STEP_ONCE, lambda: updates.step_once_wrapper, Kind.TRAINER,
            ("metrics", "timing_raw", "sample_batch_size"), "verl.update spans and their links to sample groups"),
@@ -178,6 +190,10 @@ TARGETS: tuple[Target, ...] = (
     Target(ray_actors.RAY_FUNCTION_MANAGER, ray_actors.INJECT_TRACING, lambda: ray_actors.inject_tracing_wrapper,
            Kind.RAY, ("_cls",), "spans of Ray actor methods"),
 )  # fmt: skip
+
+LIVE_KINDS = frozenset({Kind.LOGGER, Kind.TRAINER, Kind.CHUNK, Kind.REQUEST})
+"""What the live account (:mod:`otel_verl.live`) cannot do without: verl's logger, and the seams of the spans its
+account is made of (steps and phases, workers and barriers, requests); ``check-seams`` says whether they fit."""
 
 expect({(t.module, t.method): Expected(t.reads, t.records) for t in TARGETS if t.reads is not None})
 alternatives({(t.module, t.method): t.alternative for t in TARGETS if t.alternative})

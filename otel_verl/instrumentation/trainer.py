@@ -49,6 +49,12 @@ def in_process() -> bool:
     return _active_trainer is not None or _current_step is not None
 
 
+def active_trainer_mode() -> str | None:
+    """The tracked trainer's mode as verl's V1 trainers name it (``sync``, ``colocate_async`` …), else None."""
+    mode = getattr(_active_trainer, "trainer_mode", None)
+    return mode if isinstance(mode, str) else None
+
+
 def current_step() -> int | None:
     """The step whose span is open in this process, if any."""
     return _current_step

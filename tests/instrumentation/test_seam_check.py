@@ -90,3 +90,21 @@ def test_cli_against_a_source_tree(tmp_path: Path) -> None:
 def test_cli_refuses_a_directory_without_verl(tmp_path: Path) -> None:
     res = runner.invoke(app, ["check-seams", "--verl-source", str(tmp_path)])
     assert res.exit_code == 2 and "no verl/__init__.py" in " ".join(res.output.split())
+
+
+def test_cli_says_whether_the_live_accounts_seams_fit() -> None:
+    """The live account's own seams (verl's ``Tracking``) are in the table, and the check says whether what the live
+    account needs fits (all of it on the installed verl)."""
+    from otel_verl.instrumentation.targets import LIVE_KINDS, TARGETS, Kind
+
+    assert {t.method for t in TARGETS if t.kind == Kind.LOGGER} == {
+        "Tracking.__init__",
+        "Tracking.log",
+        "Tracking.finish",
+        "Tracking.__del__",
+    }
+    assert Kind.LOGGER in LIVE_KINDS
+    result = runner.invoke(app, ["check-seams"])
+    assert result.exit_code == 0
+    needed = sum(1 for t in TARGETS if t.kind in LIVE_KINDS)
+    assert f"{needed} of {needed} seams it needs fit" in " ".join(result.output.split())

@@ -34,7 +34,7 @@ def config_overrides(opts: DemoOptions) -> list[str]:
         f"trainer.v1.separate_async.parameter_sync_step={SEPARATE_SYNC_STEP}",
         f"trainer.total_training_steps={opts.steps}",
         "trainer.total_epochs=1",
-        "trainer.logger=[]",
+        f"trainer.logger=[{','.join(opts.loggers)}]",
         f"trainer.val_before_train={str(opts.val_before_train).lower()}",
         f"trainer.test_freq={opts.test_freq or -1}",
         "trainer.save_freq=-1",
@@ -142,6 +142,9 @@ def run_v1(opts: DemoOptions, config: Any, model_path: Path, run_id: str) -> Dem
         trainer.fit(manager)
     finally:
         trainer._shutdown_dump_executor()
+        tracking = getattr(trainer, "logger", None)
+        if tracking is not None:  # as verl's main_ppo does once fit returns
+            tracking.finish()
     drain_rollout()
     servers = all_servers(trainer.llm_server_manager, getattr(trainer, "standalone_server_manager", None))
     ray.get([a.__ray_call__.remote(_flush_actor) for a in [*manager.agent_loop_workers, reward, *servers]])

@@ -1,0 +1,138 @@
+"""The one door between the live account and the analyzer: a finished step's spans in, its :class:`LiveStep` out.
+
+Everything the live account asks of :mod:`otel_verl.analysis` is asked here (a change to the analyzer's
+folders or findings touches this file only), and nothing is computed twice: the step's spans are read by the
+analyzer's own reader, summarized, and diagnosed with the summaries of the steps before it by
+``diagnose_summaries``, the function ``otel-verl analyze`` ends with. The step's account, its top cause and its
+headline are then read from findings.json's shapes (``account_json``, ``Finding.to_json``), as ``analyze``
+writes them.
+
+What differs from ``otel-verl analyze`` (docs/live.md, "Live and offline"): the baselines are the medians over
+the :data:`WINDOW_STEPS` most recent steps up to this one, never later steps; so step N's live account equals
+``analyze``'s account of step N over the steps ``N − WINDOW_STEPS + 1 … N``, and for a run no longer than the
+window, the last step's equals the whole run's. The long tail is measured on the step alone (``analyze``: over
+the run). The data-quality notes (workers cut short, engine spans without our call) are left to ``analyze``.
+
+Memory: the window's summaries (each a few rows per worker and phase, plus one row per span occurrence: about
+40 MB at 4,096 trajectories × 8 turns, full detail), nothing else between steps.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from otel_verl import semconv
+from otel_verl.live import names as n
+from otel_verl.live.metrics import LiveStep, cause_place, cause_seconds, step_metrics, tail_metrics, top_cause
+
+WINDOW_STEPS = 8
+"""Steps whose summaries make the baselines (this one included). Why 8: the diagnosis needs 3 for a baseline
+(``Thresholds.min_steps``), its step-to-step spread is calibrated for short runs (``account.warn_level``), and
+each step of the window is diagnosed again every step: at 4,096 trajectories × 8 turns (full detail) that is
+~0.5 s of CPU per window step on this project's 2-core test machine (benchmarks/bench_live.py), beside the
+trainer, not in it."""
+
+
+class LiveAccount:
+    """The account of each finished step against the steps before it (:meth:`add`, one step at a time)."""
+
+    def __init__(self, window: int = WINDOW_STEPS) -> None:
+        from otel_verl.analysis.findings.thresholds import Thresholds
+
+        self.thresholds = Thresholds()
+        self._summaries: deque[Any] = deque(maxlen=max(1, window))
+
+    @property
+    def steps(self) -> list[int]:
+        """The steps whose summaries are held (the next baselines)."""
+        return [s.step for s in self._summaries]
+
+    def add(self, source: Path, step: int) -> LiveStep | None:
+        """Step ``step``'s account from the OTLP/JSON files under ``source`` (its spans, and spans of no step
+        that may belong to it: those whose trace holds one of its spans are kept, as ``analyze`` keeps them).
+        None when the files hold no training step ``step`` (a validation before training, spans of no step)."""
+        from otel_verl.analysis.errors import AnalysisInputError
+        from otel_verl.analysis.read import load_spans
+        from otel_verl.analysis.read.step_split import owner_steps, take_rows
+        from otel_verl.analysis.tables import Tables
+
+        try:
+            spans = load_spans(source, skip_bad_lines=True, seed_lines=False)
+        except AnalysisInputError:
+            return None
+        spans = take_rows(spans, np.flatnonzero(owner_steps(spans) == step))
+        if spans.empty:
+            return None
+        tables = Tables.build(spans)
+        return self._account(tables, step)
+
+    def _account(self, tables: Any, step: int) -> LiveStep | None:
+        from otel_verl.analysis.findings import kinds
+        from otel_verl.analysis.findings.account_json import account_json
+        from otel_verl.analysis.findings.diagnose import diagnose_summaries
+        from otel_verl.analysis.findings.long_tail import long_tail
+        from otel_verl.analysis.findings.step_summary import summarize_steps
+        from otel_verl.analysis.findings.verdict import headlines
+
+        mine = [s for s in summarize_steps(tables) if s.step == step]
+        if not mine:
+            return None
+        self._summaries.append(mine[0])
+        diagnosis = diagnose_summaries(list(self._summaries), self.thresholds)
+        account = next(a for a in diagnosis.accounts if a.step == step)
+        account_doc = account_json(account)
+        findings = [f.to_json() for f in diagnosis.findings]
+        cause = top_cause(findings, step, tuple(kinds.CAUSES))
+        tail = long_tail([account], diagnosis.spread.spread)
+        metrics = step_metrics(account_doc, cause) | tail_metrics(tail.details if tail is not None else None)
+        metrics |= _staleness(tables, step)
+        metrics[n.BASELINE_STEPS] = float(len(self._summaries))
+        metrics[n.SPANS] = float(len(tables.spans))
+        headline = next((h for h in headlines(diagnosis) if h.startswith(f"step {step}:")), None)
+        texts = {n.VERDICT: self._verdict(account_doc, cause, headline)}
+        if cause is not None:
+            texts[n.CAUSE] = f"{cause['kind']} @ {cause_place(cause)}"
+        return LiveStep(step, metrics, texts)
+
+    def _verdict(self, account: dict[str, Any], cause: dict[str, Any] | None, headline: str | None) -> str:
+        """The step in one line: the analyzer's headline for a step with a warning or worse, else its time against
+        its usual and the largest move, or that there is no baseline yet."""
+        from otel_verl.analysis.findings.record import fmt_s
+
+        step = int(account["step"])
+        if headline is not None and cause is not None:
+            return f"{headline} [{cause['severity']}]"
+        took = f"step {step}: took {fmt_s(account.get('duration_s'))}"
+        seen, needed = len(self._summaries), self.thresholds.min_steps
+        if seen < needed or account.get("baseline_s") is None:
+            return f"{took}; no baseline yet ({seen} of {needed} steps seen)"
+        excess = account.get("excess_s") or 0.0
+        line = f"{took} (usually {fmt_s(account['baseline_s'])}, {excess:+.2f} s), within the run's usual variation"
+        if cause is not None:
+            line += f"; largest move: {cause['kind']} at {cause_place(cause)}, {fmt_s(cause_seconds(cause, step))}"
+        return line
+
+
+def _staleness(tables: Any, step: int) -> dict[str, float]:
+    """The staleness of the samples the step's inner updates consumed (their ``verl.update.staleness.*``)."""
+    from otel_verl.analysis.read.span_columns import extra_attributes
+
+    sp = tables.spans
+    rows = sp[
+        (sp["name"].to_numpy() == semconv.SPAN_UPDATE) & (sp["step"].to_numpy(dtype=float, na_value=np.nan) == step)
+    ]
+    if rows.empty:
+        return {}
+    attrs = extra_attributes(rows["extra"])
+    most = [a[semconv.VERL_UPDATE_STALENESS_MAX] for a in attrs if semconv.VERL_UPDATE_STALENESS_MAX in a]
+    mean = [a[semconv.VERL_UPDATE_STALENESS_MEAN] for a in attrs if semconv.VERL_UPDATE_STALENESS_MEAN in a]
+    out = {}
+    if most:
+        out[n.STALENESS_MAX] = float(max(most))
+    if mean:
+        out[n.STALENESS_MEAN] = float(np.mean(mean))
+    return out

@@ -1,0 +1,264 @@
+"""Where the job's spans meet for the live account: a step's lines on disk until the step is done, then its account
+(:class:`LiveCollector`), on a thread of its own.
+
+Lines come from every process's :class:`~otel_verl.live.exporter.LiveSpanExporter` (one OTLP/JSON line per
+batch, already sorted by ``verl.step`` as the spool sorts them) and are appended to ``<root>/step_<n>/spans.jsonl``
+at once: memory holds no span between steps. Spans of no step (an engine's own ``llm_request``) go to the
+segment of the step the trainer is in when they arrive (``<root>/no_step/<n>.jsonl``); the account of step n
+reads the segments of steps n−1 … n+1 with its own file, and keeps those whose trace holds a span of step n,
+as ``otel-verl analyze`` does.
+
+When a step is done: the trainer says so (:meth:`step_done`, from verl's ``Tracking.log`` of that step), with
+how many steps later its spans may still arrive (``lag``: 0 for the synchronous trainers; 1 for the asynchronous
+ones, whose sample groups dispatched in step n generate into step n+1). The step is computed once that many later
+steps are done too and no line of it arrived for :data:`SETTLE_S`. Lines of a step already computed are counted
+(``late``) and dropped; so are lines past :data:`MAX_STEP_BYTES` of one step (``dropped``).
+
+Bounds: disk, the files of the steps not yet computed (at most :data:`MAX_STEP_BYTES` each, removed once
+computed); memory, the account's window (:mod:`.account`) and the last :data:`MAX_RESULTS` results.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from otel_verl.live import names as n
+from otel_verl.live.metrics import LiveStep
+
+logger = logging.getLogger(__name__)
+
+SETTLE_S = 2.0
+"""A done step is computed once none of its lines arrived for this long: the workers' spans leave their
+process within a second of their chunk's end (the hold's settle), the trainer's at the step's end."""
+MAX_STEP_BYTES = 2 << 30
+"""A step's lines kept at most (4,096 trajectories × 8 turns at full detail: ~110 MB)."""
+MAX_RESULTS = 64
+"""Results kept for the trainer to take (it takes them every step)."""
+FORCE_AFTER_STEPS = 4
+"""A step with lines but never said done (its log call skipped) is computed once this many later steps are done."""
+
+Batch = Sequence[tuple[int | None, int, bytes]]
+"""``(step or None, spans in the line, one OTLP/JSON line)``, as :class:`~.exporter.LiveSpanExporter` sends."""
+
+
+class _Step:
+    __slots__ = ("bytes", "done_at", "lag", "last_line")
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.last_line = 0.0
+        self.done_at: float | None = None
+        self.lag = 0
+
+
+class LiveCollector:
+    """The live account's collecting end; ``account(source_dir, step)`` computes a step (:class:`.LiveAccount`)."""
+
+    def __init__(
+        self,
+        account: Callable[[Path, int], LiveStep | None] | None = None,
+        root: str | Path | None = None,
+        settle_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``clock``: what "settled" is measured by (tests move it by hand); waits are in real time."""
+        if account is None:
+            from otel_verl.live.account import LiveAccount
+
+            account = LiveAccount().add
+        self._account = account
+        self.root = Path(tempfile.mkdtemp(prefix="otel-verl-live-", dir=root))
+        self._settle = SETTLE_S if settle_s is None else settle_s
+        self._clock = clock
+        self._lock = threading.Condition()
+        self._steps: dict[int, _Step] = {}
+        self._computed: set[int] = set()
+        self._done: set[int] = set()
+        self._last_done: int | None = None
+        self._finishing = False
+        self._closed = False
+        self._busy = False
+        self._results: deque[tuple[int, LiveStep]] = deque(maxlen=MAX_RESULTS)
+        self._seq = 0
+        self.late = 0
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="otel-verl-live", daemon=True)
+        self._thread.start()
+
+    # -- lines in
+    def add(self, batch: Batch) -> None:
+        now = self._clock()
+        with self._lock:
+            if self._closed:
+                return
+            for step, spans, line in batch:
+                if step is None:
+                    self._append(self._no_step_path(), line)
+                    continue
+                if step in self._computed or (self._computed and step < min(self._computed)):
+                    self.late += spans
+                    continue
+                entry = self._steps.setdefault(step, _Step())
+                if entry.bytes + len(line) > MAX_STEP_BYTES:
+                    self.dropped += spans
+                    continue
+                self._append(self.root / f"step_{step}" / "spans.jsonl", line)
+                entry.bytes += len(line)
+                entry.last_line = now
+            self._lock.notify_all()
+
+    def _no_step_path(self) -> Path:
+        current = self._last_done + 1 if self._last_done is not None else 0
+        return self.root / "no_step" / f"{current}.jsonl"
+
+    @staticmethod
+    def _append(path: Path, line: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as fh:
+            fh.write(line if line.endswith(b"\n") else line + b"\n")
+
+    # -- the trainer's side
+    def step_done(self, step: int, lag: int = 0) -> None:
+        """Step ``step`` ended in the trainer; its spans may arrive up to ``lag`` steps later."""
+        with self._lock:
+            self._done.add(step)
+            self._last_done = step if self._last_done is None else max(self._last_done, step)
+            if step in self._computed:
+                return
+            entry = self._steps.setdefault(step, _Step())
+            entry.done_at = entry.done_at or self._clock()
+            entry.lag = max(0, lag)
+            self._lock.notify_all()
+
+    def finish(self) -> None:
+        """Training ended: every step with lines is computed once it settles, done or not."""
+        with self._lock:
+            self._finishing = True
+            self._lock.notify_all()
+
+    def results(self, after: int = 0, timeout_s: float | None = None) -> list[tuple[int, LiveStep]]:
+        """``(sequence number, step)`` of every result after ``after``, waiting up to ``timeout_s`` (None: until
+        there is one) for a first one."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            while not self._closed:
+                ready = [r for r in self._results if r[0] > after]
+                if ready:
+                    return ready
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return []
+                self._lock.wait(timeout=1.0 if left is None else min(left, 1.0))
+        return []
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until every step with lines is computed (after :meth:`finish`), at most ``timeout_s``; True if so."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while self._busy or any(s not in self._computed for s in self._steps):
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    return False
+                self._lock.wait(timeout=min(left, 0.5))
+        return True
+
+    def pending(self) -> list[int]:
+        """Steps with lines or a done mark, not computed yet."""
+        with self._lock:
+            return sorted(s for s in self._steps if s not in self._computed)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        self._thread.join(timeout=30)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- the computing thread
+    def _ready(self, now: float) -> int | None:
+        """The lowest step ready to compute, if any."""
+        for step in sorted(self._steps):
+            if step in self._computed:
+                continue
+            e = self._steps[step]
+            if now - max(e.last_line, e.done_at or 0.0) < self._settle:
+                continue
+            later_done = sum(1 for d in self._done if d > step)
+            if e.done_at is not None and (later_done >= e.lag or self._finishing):
+                return step
+            if self._finishing or later_done >= FORCE_AFTER_STEPS:
+                return step
+        return None
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                step = self._ready(self._clock())
+                if step is None:
+                    self._lock.wait(timeout=min(0.5, self._settle or 0.5))
+                    continue
+                self._computed.add(step)
+                self._busy = True
+                del self._steps[step]
+                source = self._gather(step)
+            result = self._compute(step, source)
+            shutil.rmtree(source, ignore_errors=True)
+            with self._lock:
+                self._busy = False
+                self._forget_before(step)
+                if result is not None:
+                    self._seq += 1
+                    self._results.append((self._seq, result))
+                self._lock.notify_all()
+
+    def _gather(self, step: int) -> Path:
+        """The step's files, with the segments of no step that may hold its spans, in a directory of their own."""
+        src = self.root / f"step_{step}"
+        work = self.root / f"computing_{step}"
+        work.mkdir(parents=True, exist_ok=True)
+        if (src / "spans.jsonl").exists():
+            (src / "spans.jsonl").rename(work / "spans.jsonl")
+        shutil.rmtree(src, ignore_errors=True)
+        for seg in (step - 1, step, step + 1):
+            path = self.root / "no_step" / f"{seg}.jsonl"
+            if path.exists():
+                try:
+                    (work / f"no_step_{seg}.jsonl").hardlink_to(path)
+                except OSError:
+                    shutil.copyfile(path, work / f"no_step_{seg}.jsonl")
+        return work
+
+    def _compute(self, step: int, source: Path) -> LiveStep | None:
+        if not any(source.iterdir()):
+            return None
+        t0 = time.perf_counter()
+        try:
+            result = self._account(source, step)
+        except Exception:
+            logger.warning("otel_verl: the live account of step %d failed", step, exc_info=True)
+            return None
+        if result is not None:
+            result.metrics[n.COMPUTE_S] = time.perf_counter() - t0
+            result.metrics[n.LATE_SPANS] = float(self.late)
+            result.metrics[n.DROPPED_SPANS] = float(self.dropped)
+        return result
+
+    def _forget_before(self, step: int) -> None:
+        """Segments of no step older than ``step − 1`` and marks of steps long computed go."""
+        for path in (self.root / "no_step").glob("*.jsonl"):
+            try:
+                if int(path.stem) < step - 1:
+                    path.unlink()
+            except (ValueError, OSError):
+                continue
+        self._computed = {s for s in self._computed if s >= step - FORCE_AFTER_STEPS}
+        self._done = {s for s in self._done if s >= step - FORCE_AFTER_STEPS}

@@ -1,0 +1,101 @@
+"""verl's ``Tracking`` logger, the live account's way out: three wrappers, in the trainer's process.
+
+- ``Tracking.__init__``: when a trainer is tracked in this process (:mod:`otel_verl.instrumentation.trainer`) and
+  ``Tracking`` has a backend, open the run's collector (:func:`~otel_verl.live.sink.open_sink`).
+- ``Tracking.log(data, step)``: *before* verl logs, write every account that has come (step n's arrives during
+  step n+1: it goes out with step n+1's log call, in the step it describes; see docs/live.md, "The lag");
+  *after*, tell the collector that ``step`` is done (with the lag its trainer's spans may still have).
+- ``Tracking.finish`` (and ``Tracking.__del__``, which verl's ``neo`` branch ends its backends in, having no
+  ``finish``): let the collector compute what is left (at most :data:`FINISH_WAIT_S`) and write it, before verl
+  closes its backends.
+
+Nothing here waits on the collector during training (a poll is ``ray.wait`` with no timeout) and nothing
+raises into verl: each wrapper calls verl's method exactly once, its own work before and after under
+``try``.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+from otel_verl.export import tracing
+from otel_verl.instrumentation import trainer
+from otel_verl.instrumentation.rollout.group import ASYNC_MODES  # their groups generate into the next step
+from otel_verl.live import backends
+from otel_verl.live.sink import Sink, forget, open_sink
+from otel_verl.wrapping.registry import enabled
+
+logger = logging.getLogger(__name__)
+
+TRACKING_MODULE = "verl.utils.tracking"
+FINISH_WAIT_S = 60.0
+"""At the end of training, the longest verl's ``finish`` waits for the last steps' accounts (a step at 4,096
+trajectories × 8 turns takes a few seconds)."""
+
+
+class Feed:
+    """One ``Tracking``'s live account: its collector and what it has written."""
+
+    def __init__(self, sink: Sink, run_id: str) -> None:
+        self.sink, self.run_id = sink, run_id
+        self.last_step = 0
+        self.state: dict[str, Any] = {}
+
+    def deliver(self, loggers: dict[str, Any], results: list[Any], final: bool = False) -> None:
+        backends.write(loggers, sorted(results, key=lambda r: r.step), self.last_step, self.state, final)
+
+
+_feeds: weakref.WeakKeyDictionary[Any, Feed] = weakref.WeakKeyDictionary()
+
+
+def init_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    result = wrapped(*args, **kwargs)
+    try:
+        _attach(instance)
+    except Exception:
+        logger.debug("otel_verl: the live account did not start", exc_info=True)
+    return result
+
+
+def _attach(instance: Any) -> None:
+    state = tracing.get_state()
+    if not enabled() or state is None or not state.config.live or not trainer.in_process():
+        return
+    if not getattr(instance, "logger", None):  # trainer.logger=[]: nowhere to write
+        return
+    sink = open_sink(state.run_id)
+    if sink is not None:
+        _feeds[instance] = Feed(sink, state.run_id)
+
+
+def log_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    feed = _feeds.get(instance) if _feeds else None
+    if feed is None:
+        return wrapped(*args, **kwargs)
+    step = kwargs.get("step", args[1] if len(args) > 1 else None)
+    try:
+        feed.deliver(instance.logger, feed.sink.poll())
+    except Exception:
+        logger.debug("otel_verl: live account delivery failed", exc_info=True)
+    result = wrapped(*args, **kwargs)
+    try:
+        if isinstance(step, int) and not isinstance(step, bool):
+            feed.last_step = max(feed.last_step, step)
+            lag = 1 if trainer.active_trainer_mode() in ASYNC_MODES else 0
+            feed.sink.step_done(step, lag)
+    except Exception:
+        logger.debug("otel_verl: live account step mark failed", exc_info=True)
+    return result
+
+
+def finish_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    feed = _feeds.pop(instance, None) if _feeds else None
+    if feed is not None and not getattr(instance, "_finished", False):
+        try:
+            feed.deliver(instance.logger, feed.sink.poll() + feed.sink.drain(FINISH_WAIT_S), final=True)
+            forget(feed.run_id)
+        except Exception:
+            logger.debug("otel_verl: live account finish failed", exc_info=True)
+    return wrapped(*args, **kwargs)

@@ -1,0 +1,155 @@
+"""The collector's rules (otel_verl/live/collector.py): when a step is computed, what is late, what is kept.
+
+The account is a recording stand-in here (what reached it is the point); the real account runs in
+tests/live/test_inprocess_run.py and the demo's runs.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from otel_verl.live import names as n
+from otel_verl.live.collector import LiveCollector
+from otel_verl.live.exporter import LiveSpanExporter
+from otel_verl.live.metrics import LiveStep
+from otel_verl.live.sink import LocalSink
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Recorder:
+    """Stands in for ``LiveAccount.add``: notes which lines each step was computed from."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, list[str]] = {}
+        self.computed = threading.Event()
+
+    def __call__(self, source: Path, step: int) -> LiveStep:
+        self.seen[step] = sorted(
+            line for f in sorted(source.iterdir()) for line in f.read_text().splitlines() if line.strip()
+        )
+        self.computed.set()
+        return LiveStep(step, {n.STEP: float(step)}, {n.VERDICT: f"step {step}: ok"})
+
+
+def line(tag: str) -> bytes:
+    return json.dumps({"tag": tag}).encode()
+
+
+@pytest.fixture
+def made(tmp_path: Path):
+    clock, account = Clock(), Recorder()
+    c = LiveCollector(account, root=tmp_path, settle_s=1.0, clock=clock)
+    yield c, clock, account
+    c.close()
+
+
+def _wait_for(c: LiveCollector, step: int, after: int = 0) -> LiveStep:
+    got = c.results(after, timeout_s=10)
+    assert got, f"no result for step {step}"
+    assert got[-1][1].step == step
+    return got[-1][1]
+
+
+def test_a_done_step_is_computed_once_its_lines_settle(made) -> None:
+    c, clock, account = made
+    c.add([(1, 3, line("a")), (None, 1, line("engine"))])
+    c.step_done(1, lag=0)
+    assert c.results(0, timeout_s=0.3) == []  # not settled yet
+    clock.now += 1.5
+    _wait_for(c, 1)
+    assert account.seen[1] == [line("a").decode(), line("engine").decode()]  # with the spans of no step
+    assert c.pending() == []
+    assert not list(c.root.glob("step_*")), "a computed step's files are removed"
+
+
+def test_lines_after_the_step_was_computed_are_counted_late(made) -> None:
+    c, clock, _ = made
+    c.add([(1, 3, line("a"))])
+    c.step_done(1, lag=0)
+    clock.now += 1.5
+    _wait_for(c, 1)
+    c.add([(1, 7, line("late"))])
+    c.step_done(2, lag=0)
+    c.add([(2, 2, line("b"))])
+    clock.now += 1.5
+    assert _wait_for(c, 2, after=1).metrics[n.LATE_SPANS] == 7
+
+
+def test_async_steps_wait_for_the_next_step(made) -> None:
+    """lag 1: step n is computed once step n+1 is done too (its groups generate into step n+1)."""
+    c, clock, account = made
+    c.add([(1, 3, line("a"))])
+    c.step_done(1, lag=1)
+    clock.now += 5
+    assert c.results(0, timeout_s=0.5) == []
+    c.add([(1, 2, line("a-later")), (2, 1, line("b"))])
+    c.step_done(2, lag=1)
+    clock.now += 1.5
+    _wait_for(c, 1)
+    assert account.seen[1] == sorted([line("a").decode(), line("a-later").decode()])
+
+
+def test_finish_computes_what_is_left(made) -> None:
+    c, clock, _ = made
+    c.add([(1, 3, line("a")), (2, 3, line("b"))])
+    c.step_done(1, lag=1)  # never followed by step 2's mark
+    c.finish()
+    clock.now += 1.5
+    assert c.drain(timeout_s=10)
+    assert [r.step for _, r in c.results(0, timeout_s=1)] == [1, 2]
+
+
+def test_no_step_segments_older_than_the_step_before_go(made) -> None:
+    c, clock, _ = made
+    for step in range(1, 5):
+        c.add([(step, 1, line(str(step))), (None, 1, line(f"engine{step}"))])
+        c.step_done(step, lag=0)
+        clock.now += 1.5
+        _wait_for(c, step, after=step - 1)
+    segments = sorted(int(p.stem) for p in (c.root / "no_step").glob("*.jsonl"))
+    assert segments and min(segments) >= 4 - 1
+
+
+def test_the_exporter_sorts_spans_by_step_and_encodes_nothing_without_a_collector(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_verl import semconv
+    from otel_verl.live import sink as sink_module
+
+    exporter = LiveSpanExporter("exporter-test")
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    tracer.start_span("nobody listens", attributes={semconv.VERL_STEP: 1}).end()
+    assert exporter.spans_sent == 0
+
+    account = Recorder()
+    local = LocalSink(LiveCollector(account, root=tmp_path, settle_s=0.0))
+    sink_module._sinks["exporter-test"] = local
+    try:
+        for name, step in (("a", 1), ("b", 2), ("engine", None)):
+            tracer.start_span(name, attributes={semconv.VERL_STEP: step} if step else {}).end()
+        local.step_done(1, 0)
+        assert account.computed.wait(10)
+        names = sorted(s["name"] for text in account.seen[1] for s in _spans(text))
+        assert names == ["a", "engine"]  # step 2's span is not there; one of no step may belong to step 1
+        assert exporter.spans_sent == 3
+    finally:
+        sink_module.forget("exporter-test")
+
+
+def _spans(line_text: str) -> list[dict]:
+    doc = json.loads(line_text)
+    return [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
