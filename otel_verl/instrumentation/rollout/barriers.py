@@ -1,6 +1,6 @@
 """``verl.barrier``: per worker and step, the time the worker waited, its work done, for the step's sync point.
 
-The sync point, by trainer (docs/trainers.md, "Barriers"):
+The sync point, by trainer (docs/trainers.md, "The trace of each mode"):
 
 - legacy ``RayPPOTrainer``: ``AgentLoopManager.generate_sequences`` returns when the slowest worker's chunk is
   back, so a worker waits from its chunk's end to the slowest chunk's end. The manager collects the chunks' end
@@ -88,7 +88,7 @@ def remember_workers(manager: Any) -> None:
 
 def phase_edge(mode: str | None, phase: str, edge: str, step: int, step_span_id: int, at_ns: int) -> None:
     """A phase of the step ``step_span_id`` started or ended (:mod:`otel_verl.instrumentation.trainer`); at the
-    mode's sync point (its first one in the step: separate-async has one ``gen`` per inner update), announce it."""
+    mode's sync point, the first in the step, announce it."""
     global _announced
     point = SYNC_POINTS.get(mode or "")
     if point is None or (phase, edge) != point[:2] or step_span_id == _announced or not _workers:
