@@ -46,7 +46,7 @@ SYNC_POINT = {
     "v1-separate-async": sc.BARRIER_WEIGHT_SYNC,
 }
 JAEGER_NS = 1000
-"""Jaeger keeps span times to the microsecond."""
+"""Tolerance on span times read back from Jaeger (its own span model keeps microseconds)."""
 
 
 def _attrs(items: list[dict]) -> dict:

@@ -57,9 +57,9 @@ def _prompts(step: int, validate: bool = False) -> Any:
     return batch
 
 
-def _v1_step(mode: str, steps: int = 1, updates: int = 1) -> tuple[_Manager, list[Any]]:
+def _v1_step(mode: str, steps: int = 1, updates: int = 1) -> tuple[_Manager, list[dict[str, str]]]:
     """``steps`` V1 steps as verl's ``fit``/``step``/``_step_once`` time them, the rollout dispatched by the wrapped
-    ``AgentLoopManagerTQ.generate_sequences`` in ``prepare_step``; returns the manager and each dispatch's batch."""
+    ``AgentLoopManagerTQ.generate_sequences`` in ``prepare_step``; the manager and each dispatch's carrier."""
     from verl.utils.profiler import marked_timer
 
     from otel_verl.instrumentation.rollout.manager import generate_sequences_wrapper
@@ -72,12 +72,12 @@ def _v1_step(mode: str, steps: int = 1, updates: int = 1) -> tuple[_Manager, lis
         global_steps = 1
         local_trigger_step = 0
 
-    manager, batches = _Manager(2), []
+    manager, carriers = _Manager(2), []
 
     def dispatch(prompts: Any) -> None:
         from otel_verl.instrumentation import propagation
 
-        batches.append((prompts, propagation.carrier_dict(prompts.get(propagation.TENSORDICT_KEY).data)))
+        carriers.append(propagation.carrier_dict(prompts.get(propagation.TENSORDICT_KEY).data))
 
     def step_once(metrics: dict, timing_raw: dict, sample_batch_size: int) -> None:
         with marked_timer("gen", timing_raw):
@@ -100,7 +100,7 @@ def _v1_step(mode: str, steps: int = 1, updates: int = 1) -> tuple[_Manager, lis
                     pass
     finally:
         track_trainer(None)
-    return manager, batches
+    return manager, carriers
 
 
 @pytest.mark.parametrize("mode", ["sync", "colocate_async", "separate_async"])
@@ -109,15 +109,14 @@ def test_v1_workers_hang_under_the_first_gen_and_hear_the_sync_point(spans_of, m
     planned at the dispatch), verl's timer keeps its own start; each worker is told the step's sync point once:
     the end of ``gen`` (sync, colocate-async), the start of ``update_weights`` (separate-async)."""
     updates = 4 if mode == "separate_async" else 1
-    manager, batches = _v1_step(mode, steps=2, updates=updates)
+    manager, carriers = _v1_step(mode, steps=2, updates=updates)
     spans = spans_of()
     for step in (1, 2):
         mine = [s for s in spans if s.attributes.get(sc.VERL_STEP) == step]
         (step_span,) = [s for s in mine if s.name == sc.SPAN_STEP]
         gens = sorted((s for s in mine if s.name == sc.phase_span_name("gen")), key=lambda s: s.start_time)
         assert len(gens) == updates
-        _, carrier = batches[step - 1]
-        parent = carrier["traceparent"].split("-")
+        parent = carriers[step - 1]["traceparent"].split("-")
         assert (int(parent[1], 16), int(parent[2], 16)) == (step_span.context.trace_id, gens[0].context.span_id)
         (weights,) = [s for s in mine if s.name == sc.phase_span_name("update_weights")]
         at = weights.start_time if mode == "separate_async" else gens[0].end_time
@@ -171,13 +170,12 @@ def _end(chunk: Any) -> int:
 
 def test_worker_barrier_runs_from_its_last_chunk_to_the_sync_point(spans_of) -> None:
     """Done before the sync point: the barrier hangs under the chunk the worker was handed in that step and runs
-        from the end of its last chunk (here an older one, still running when the step's chunk ended) to the sync
-        point; a warm-up chunk (no step trace) counts as work but is no parent, a chunk that came after the sync point
-    does not count."""
+    from the end of its last chunk (here an older one, still running when the step's chunk ended) to the sync
+    point; a warm-up chunk (no step trace) counts as work but is no parent, a chunk that came after the sync
+    point does not count."""
     import time
 
-    _, batches = _v1_step("sync")
-    carrier = batches[0][1]
+    _, (carrier,) = _v1_step("sync")
     warm_up = _chunk(1, None)
     this_step = _chunk(1, carrier)
     _end(this_step)
@@ -204,8 +202,8 @@ def test_worker_busy_at_the_sync_point_waited_nothing(spans_of) -> None:
     point, the requests counted); one whose chunk ended after the sync point did not either."""
     import time
 
-    _, batches = _v1_step("separate_async", updates=1)
-    busy = _chunk(1, batches[0][1])
+    _, (carrier,) = _v1_step("separate_async", updates=1)
+    busy = _chunk(1, carrier)
     busy.request_started()
     busy.request_started()
     sync = time.time_ns()
@@ -222,9 +220,9 @@ def test_worker_busy_at_the_sync_point_waited_nothing(spans_of) -> None:
 
 def test_validation_chunks_are_no_work_of_the_step(spans_of) -> None:
     """A validation rollout's chunk (``validate`` in the batch) neither opens nor ends the worker's work."""
-    _, batches = _v1_step("sync")
-    last = _end(_chunk(1, batches[0][1]))
-    validation = _chunk(1, batches[0][1], validate=True)
+    _, (carrier,) = _v1_step("sync")
+    last = _end(_chunk(1, carrier))
+    validation = _chunk(1, carrier, validate=True)
     sync = last + 1_000_000
     barriers.at_sync_point(None, 1, sync, sc.BARRIER_SAMPLE_END)
     _end(validation)
