@@ -41,7 +41,8 @@ steps); the validation rollout's worker spans are its children. Carries ``verl.s
 ``verl.validate`` = true."""
 
 SPAN_BARRIER: Final = "verl.barrier"
-"""Synthesized: time a worker waited for the slowest worker of the step."""
+"""Synthesized, one per worker and step: the time the worker waited, its work done, for the step's sync point
+(:data:`VERL_BARRIER_SYNC_POINT`; :mod:`otel_verl.instrumentation.rollout.barriers`)."""
 
 SPAN_UPDATE: Final = "verl.update"
 """One inner update of a V1 step (``PPOTrainer._step_once``: sample a mini-batch from the replay buffer, then
@@ -161,7 +162,20 @@ VERL_ENGINE_STOP_REASON: Final = "verl.engine.stop_reason"
 VERL_ENGINE_NUM_PREEMPTED: Final = "verl.engine.num_preempted"
 
 VERL_BARRIER_SLOWEST_RANK: Final = "verl.barrier.slowest_rank"
-"""Rank of the worker everybody waited for."""
+"""Rank of the worker everybody waited for (the legacy trainer's barrier: :data:`BARRIER_SLOWEST_WORKER`)."""
+
+VERL_BARRIER_SYNC_POINT: Final = "verl.barrier.sync_point"
+"""What the barrier ends at: :data:`BARRIER_SLOWEST_WORKER`, :data:`BARRIER_SAMPLE_END`, :data:`BARRIER_WEIGHT_SYNC`."""
+BARRIER_SLOWEST_WORKER: Final = "slowest_worker"
+"""Legacy trainer: the slowest worker's end (``generate_sequences`` returns then)."""
+BARRIER_SAMPLE_END: Final = "sample_end"
+"""V1 sync and colocate-async trainers: the end of the trainer's ``gen`` (its batch sampled; the replicas put to
+sleep, colocate-async's unfinished requests aborted first)."""
+BARRIER_WEIGHT_SYNC: Final = "weight_sync"
+"""V1 separate-async trainer: the start of the step's ``update_weights`` (the weight sync pauses the rollout)."""
+
+VERL_BARRIER_REQUESTS_IN_FLIGHT: Final = "verl.barrier.requests_in_flight"
+"""V1: the worker's requests still in flight at the sync point (then it did not wait: the barrier lasts 0 s)."""
 
 # ---------------------------------------------------------------- V1 trainers: modes, inner updates, versions
 # semantic-conventions-genai#88 (the ``rl.*`` proposal) names namespaces (``rl.loop``, ``rl.sample``,

@@ -81,7 +81,7 @@ _TOOL_PARSERS = (
 TARGETS: tuple[Target, ...] = (
     # -- trainer (TaskRunner process): every marked_timer/simple_timer of both trainers goes through _timer
     Target("verl.utils.profiler.performance", "_timer", lambda: trainer.timer_wrapper, Kind.TRAINER,
-           ("name",), "verl.step and verl.phase spans"),
+           ("name",), "verl.step and verl.phase spans, and the V1 workers' barriers (the step's sync point)"),
     Target("verl.trainer.ppo.ray_trainer", "RayPPOTrainer.fit", lambda: trainer.fit_wrapper, Kind.TRAINER,
            None, "the step number of verl.step spans (trainer.global_steps)"),
     Target("verl.trainer.ppo.v1.trainer_base", "PPOTrainer.fit", lambda: trainer.fit_wrapper, Kind.TRAINER,
@@ -104,12 +104,13 @@ TARGETS: tuple[Target, ...] = (
            ("metrics", "timing_raw", "sample_batch_size"), "verl.update spans and their links to sample groups"),
     Target(*weight_sync.UPDATE_WEIGHTS, lambda: weight_sync.update_weights_wrapper, Kind.TRAINER,
            ("global_steps",), "verl.weight_sync spans"),
-    # -- rollout manager (trainer process): carrier into each chunk, verl.barrier per worker after it
+    # -- rollout manager (trainer process): carrier into each chunk, verl.barrier per worker after it (legacy)
+    #    or the worker actors to tell each step's sync point (V1)
     Target(AGENT_LOOP, "AgentLoopManager.generate_sequences", lambda: manager.generate_sequences_wrapper, Kind.CHUNK,
-           ("prompts",), "verl.barrier spans and the step-to-worker parent links"),
+           ("prompts",), "verl.barrier spans and the phase-to-worker parent links"),
     Target("verl.trainer.ppo.v1.agent_loop_tq", "AgentLoopManagerTQ.generate_sequences",
            lambda: manager.generate_sequences_wrapper, Kind.CHUNK,
-           ("prompts",), "verl.barrier spans and the step-to-worker parent links"),
+           ("prompts",), "verl.barrier spans and the phase-to-worker parent links"),
     Target("verl.protocol", "DataProto.concat", lambda: manager.concat_wrapper, Kind.CHUNK,
            ("data",), "verl.barrier spans"),
     # -- rollout worker (AgentLoopWorker process): one verl.rollout.worker span per chunk

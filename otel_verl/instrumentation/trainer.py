@@ -6,20 +6,27 @@ call time, so one wrapper sees all phases of both trainers (V1 ``PPOTrainer`` an
 ``global_steps``; the others become ``verl.phase <name>`` children. Timers that verl runs inside a
 trajectory (``generate_sequences``, ``tool_calls``, ``compute_score`` metrics) are left to the
 rollout instrumentation, which records them as events.
+
+The rollout's worker spans hang under the phase that waits for them (:func:`dispatch_context`); the phases
+where the V1 trainers stop the rollout tell the workers their barrier's end (:mod:`.rollout.barriers`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Generator
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Status, StatusCode
 
 from otel_verl import semconv
 from otel_verl.export import flush, provider, tracing
+from otel_verl.export.ids import planned_ids
+from otel_verl.instrumentation.rollout import barriers
 from otel_verl.recording.recorder import current_request
 from otel_verl.wrapping.registry import enabled, generator_wrapper
 from otel_verl.wrapping.signatures import call_failed
@@ -29,6 +36,8 @@ logger = logging.getLogger(__name__)
 TIMER_MODULE = "verl.utils.profiler.performance"
 
 STEP_TIMER = "step"
+GEN_TIMER = "gen"
+"""The phase that waits for the rollout (legacy: around the dispatch; V1: for the replay buffer's sample)."""
 ROLLOUT_METRIC_TIMERS = frozenset({"generate_sequences", "tool_calls", "compute_score"})
 
 _active_trainer: Any = None
@@ -36,6 +45,9 @@ _current_step: int | None = None
 _step_span: trace.Span | None = None
 _current_update: int | None = None
 _step_counter = 0
+_planned_gen: trace.SpanContext | None = None
+"""The open step's ``gen`` span, planned when verl's V1 ``step`` dispatched the rollout before opening it."""
+_ids = RandomIdGenerator()
 
 
 def track_trainer(trainer: Any) -> None:
@@ -66,6 +78,24 @@ def current_step_span() -> trace.SpanContext | None:
     return span.get_span_context() if span is not None else None
 
 
+def dispatch_context() -> otel_context.Context | None:
+    """The context a rollout dispatched now hangs under: the phase that will wait for it.
+
+    verl's legacy trainer dispatches inside its ``gen`` timer (the current span: None is returned). Its V1
+    ``step`` dispatches in ``prepare_step``, directly in the step, and opens ``gen`` a few milliseconds later
+    in the inner update that samples the replay buffer: then the step's first ``gen`` span gets an id planned
+    here, and the workers hang under it. Their spans start before their parent by that gap (the dispatch
+    itself: 10-20 ms in the CPU demo's sync trainer); verl's timer keeps its own start (docs/trainers.md)."""
+    global _planned_gen
+    step = _step_span
+    if step is None or trace.get_current_span().get_span_context() != step.get_span_context():
+        return None
+    context = step.get_span_context()
+    if _planned_gen is None or _planned_gen.trace_id != context.trace_id:
+        _planned_gen = trace.SpanContext(context.trace_id, _ids.generate_span_id(), False, context.trace_flags)
+    return trace.set_span_in_context(trace.NonRecordingSpan(_planned_gen))
+
+
 def set_current_update(index: int | None) -> int | None:
     """The inner update (``verl.update``) now open, whose phases carry its index; returns the previous one."""
     global _current_update
@@ -73,11 +103,16 @@ def set_current_update(index: int | None) -> int | None:
     return previous
 
 
+def _trainer_mode() -> str | None:
+    mode = getattr(_active_trainer, "trainer_mode", None)
+    return mode if isinstance(mode, str) else None
+
+
 def _step_attributes(step: int) -> dict[str, Any]:
     """``verl.step`` and, for verl's trainers, which trainer ran it (mode, inner updates per step)."""
     attributes: dict[str, Any] = {semconv.VERL_STEP: step}
-    mode = getattr(_active_trainer, "trainer_mode", None)
-    if isinstance(mode, str):
+    mode = _trainer_mode()
+    if mode is not None:
         attributes[semconv.VERL_TRAINER_MODE] = mode
         inner = getattr(_active_trainer, "parameter_sync_step", None)
         if isinstance(inner, int) and not isinstance(inner, bool):
@@ -98,8 +133,19 @@ def _global_step() -> int:
     return _step_counter
 
 
+def _phase_edge(name: str, edge: str, at_ns: int | None) -> None:
+    """Tell the rollout's barriers that a phase of the open step started or ended."""
+    step, span = _current_step, _step_span
+    if step is None or span is None:
+        return
+    try:
+        barriers.phase_edge(_trainer_mode(), name, edge, step, span.get_span_context().span_id, at_ns or time.time_ns())
+    except Exception:
+        logger.debug("otel_verl: the workers were not told the sync point", exc_info=True)
+
+
 def _start(name: str) -> tuple[trace.Span, object, int | None]:
-    global _current_step, _step_span
+    global _current_step, _step_span, _planned_gen
     if tracing.get_state() is None:
         provider.setup_tracing(semconv.ProcessRole.TRAINER.value)
     tracer = tracing.tracer()
@@ -107,6 +153,7 @@ def _start(name: str) -> tuple[trace.Span, object, int | None]:
     if name == STEP_TIMER:
         step = _global_step()
         _current_step = step
+        _planned_gen = None
         span = _step_span = tracer.start_span(semconv.SPAN_STEP, attributes=_step_attributes(step))
     else:
         attributes: dict[str, Any] = {semconv.VERL_PHASE_NAME: name}
@@ -118,19 +165,28 @@ def _start(name: str) -> tuple[trace.Span, object, int | None]:
             attributes[semconv.VERL_STEP] = step
         if _current_update is not None:
             attributes[semconv.VERL_UPDATE_INDEX] = _current_update
-        span = tracer.start_span(semconv.phase_span_name(name), attributes=attributes)
+        planned = _planned_gen if name == GEN_TIMER else None
+        if planned is not None and trace.get_current_span().get_span_context().trace_id == planned.trace_id:
+            _planned_gen = None  # the step's first gen: the dispatched workers' parent
+            with planned_ids(planned.trace_id, planned.span_id):
+                span = tracer.start_span(semconv.phase_span_name(name), attributes=attributes)
+        else:
+            span = tracer.start_span(semconv.phase_span_name(name), attributes=attributes)
+        _phase_edge(name, "start", getattr(span, "start_time", None))
     token = otel_context.attach(trace.set_span_in_context(span))
     return span, token, previous
 
 
 def _end(name: str, span: trace.Span, token: object, previous: int | None, error: BaseException | None) -> None:
-    global _current_step, _step_span
+    global _current_step, _step_span, _planned_gen
     try:
         if error is not None and span.is_recording():
             span.record_exception(error)
             span.set_status(Status(StatusCode.ERROR, type(error).__qualname__))
             span.set_attribute(semconv.ERROR_TYPE, type(error).__qualname__)
         span.end()
+        if name != STEP_TIMER:
+            _phase_edge(name, "end", getattr(span, "end_time", None))
     finally:
         try:
             otel_context.detach(token)  # type: ignore[arg-type]
@@ -139,6 +195,7 @@ def _end(name: str, span: trace.Span, token: object, previous: int | None, error
         if name == STEP_TIMER:
             _current_step = previous
             _step_span = None
+            _planned_gen = None
             flush.flush_async()
 
 

@@ -1,11 +1,16 @@
-"""Each V1 trainer mode of the demo (verl's own ``PPOTrainerSync`` / ``PPOTrainerColocateAsync`` /
-``PPOTrainerSeparateAsync``) through the real collector into Jaeger: the trace shape checked in Jaeger.
+"""Each trainer mode of the demo (verl's own ``PPOTrainerSync`` / ``PPOTrainerColocateAsync`` /
+``PPOTrainerSeparateAsync``, and the legacy loop) through the real collector into Jaeger: the trace shape checked
+in Jaeger, as docs/trainers.md draws it.
 
-- the step's trace holds the training work: ``verl.update`` per inner update (``parameter_sync_step`` of them
+- every mode: the rollout's worker spans hang under the ``gen`` that waits for them (V1: the step's first), and
+  each worker has one ``verl.barrier`` per step under its worker span, from the end of its work to the step's
+  sync point (legacy: the slowest worker's end; V1 sync and colocate-async: the end of ``gen``; separate-async:
+  the start of ``update_weights``), or 0 s there when it still had requests in flight;
+- V1: the step's trace holds the training work: ``verl.update`` per inner update (``parameter_sync_step`` of them
   under separate-async), its phases, and the parameter sync (``verl.weight_sync``; bytes where reported);
-- rollout work lives in a trace per sample group under the async trainers (in the step's trace under the
+- V1: rollout work lives in a trace per sample group under the async trainers (in the step's trace under the
   sync one), each sample with the policy versions that generated it;
-- each inner update links to the groups it consumed (staleness on the link) and each async group links to
+- V1: each inner update links to the groups it consumed (staleness on the link) and each async group links to
   the worker span that dispatched it: both ends of every link are in Jaeger.
 
 The demo's own analysis runs too (the command exits 0). Small runs: 3 steps of 4 prompts × 2.
@@ -32,7 +37,16 @@ pytestmark = pytest.mark.backends
 
 INNER = {"v1-sync": 1, "v1-colocate-async": 1, "v1-separate-async": 4}
 MODE = {"v1-sync": "sync", "v1-colocate-async": "colocate_async", "v1-separate-async": "separate_async"}
+MODES = ["legacy", *INNER]
 STEPS = 3
+SYNC_POINT = {
+    "legacy": sc.BARRIER_SLOWEST_WORKER,
+    "v1-sync": sc.BARRIER_SAMPLE_END,
+    "v1-colocate-async": sc.BARRIER_SAMPLE_END,
+    "v1-separate-async": sc.BARRIER_WEIGHT_SYNC,
+}
+JAEGER_NS = 1000
+"""Tolerance on span times read back from Jaeger (its own span model keeps microseconds)."""
 
 
 def _attrs(items: list[dict]) -> dict:
@@ -57,6 +71,8 @@ def _jaeger_trace(b: Backends, trace_id: str) -> dict[str, dict]:
             "trace": sp["traceId"].lower(),
             "parent": (sp.get("parentSpanId") or "").lower(),
             "name": sp["name"],
+            "start": int(sp["startTimeUnixNano"]),
+            "end": int(sp["endTimeUnixNano"]),
             "attrs": _attrs(sp.get("attributes")),
             "links": [
                 (lk["traceId"].lower(), lk["spanId"].lower(), _attrs(lk.get("attributes")))
@@ -66,7 +82,7 @@ def _jaeger_trace(b: Backends, trace_id: str) -> dict[str, dict]:
     return spans
 
 
-@pytest.fixture(scope="module", params=list(INNER))
+@pytest.fixture(scope="module", params=MODES)
 def mode_run(request, backends: Backends, tmp_path_factory):
     """One demo run of the mode against the collector; (mode, every trace of it as Jaeger returns it)."""
     mode = request.param
@@ -109,8 +125,57 @@ def _all(got: dict[str, dict]) -> dict[str, dict]:
     return {sid: span for spans in got.values() for sid, span in spans.items()}
 
 
+def _v1_only(mode: str) -> None:
+    if mode not in INNER:
+        pytest.skip("the legacy trainer has no inner updates, weight syncs or sample groups")
+
+
+def test_workers_under_the_gen_that_waits_and_a_barrier_each(mode_run) -> None:
+    """docs/trainers.md's tree of each mode: step → (update →) gen → worker → barrier, a barrier per worker and
+    step lasting from the end of the worker's work to the mode's sync point."""
+    mode, got = mode_run
+    spans = _all(got)
+    training = [s for s in spans.values() if s["name"] == sc.SPAN_WORKER and not s["attrs"].get(sc.VERL_VALIDATE)]
+    steps = {s["attrs"][sc.VERL_STEP]: sid for sid, s in spans.items() if s["name"] == sc.SPAN_STEP}
+    assert sorted(steps) == list(range(1, STEPS + 1))
+    for step, sid in steps.items():
+        trace = got[spans[sid]["trace"]]
+        gens = sorted((s for s in trace.values() if s["name"] == sc.phase_span_name("gen")), key=lambda s: s["start"])
+        first_gen = next(gid for gid, g in trace.items() if g is gens[0])
+        workers = {wid: w for wid, w in trace.items() if w["name"] == sc.SPAN_WORKER}
+        assert sorted(w["attrs"][sc.VERL_WORKER_RANK] for w in workers.values()) == [0, 1]
+        assert {w["parent"] for w in workers.values()} == {first_gen}
+        if mode in INNER:
+            assert spans[gens[0]["parent"]]["name"] == sc.SPAN_UPDATE
+        barriers = [b for b in trace.values() if b["name"] == sc.SPAN_BARRIER]
+        assert sorted(workers[b["parent"]]["attrs"][sc.VERL_WORKER_RANK] for b in barriers) == [0, 1]
+        if mode == "legacy":
+            sync = max(w["end"] for w in workers.values())
+        elif mode == "v1-separate-async":
+            (weights,) = [p for p in trace.values() if p["name"] == sc.phase_span_name("update_weights")]
+            sync = weights["start"]
+        else:
+            sync = gens[0]["end"]
+        for barrier in barriers:
+            worker = workers[barrier["parent"]]
+            rank = worker["attrs"][sc.VERL_WORKER_RANK]
+            assert barrier["attrs"][sc.VERL_STEP] == step and barrier["attrs"][sc.VERL_WORKER_RANK] == rank
+            assert barrier["attrs"][sc.VERL_BARRIER_SYNC_POINT] == SYNC_POINT[mode]
+            assert abs(barrier["end"] - sync) <= JAEGER_NS
+            if mode == "legacy":
+                assert abs(barrier["start"] - worker["end"]) <= JAEGER_NS
+                continue
+            # the worker's work: every training chunk of its rank (older steps' and the warm-up's too)
+            chunks = [(w["start"], w["end"]) for w in training if w["attrs"][sc.VERL_WORKER_RANK] == rank]
+            busy = any(start <= sync < end for start, end in chunks)
+            idle_since = max([end for _, end in chunks if end <= sync] + [worker["start"]])
+            assert abs(barrier["start"] - (sync if busy else idle_since)) <= JAEGER_NS
+            assert (barrier["attrs"][sc.VERL_BARRIER_REQUESTS_IN_FLIGHT] > 0) <= busy
+
+
 def test_step_trace_holds_the_training_work(mode_run) -> None:
     mode, got = mode_run
+    _v1_only(mode)
     spans = _all(got)
     steps = {s["attrs"][sc.VERL_STEP]: sid for sid, s in spans.items() if s["name"] == sc.SPAN_STEP}
     assert sorted(steps) == list(range(1, STEPS + 1))
@@ -132,6 +197,7 @@ def test_step_trace_holds_the_training_work(mode_run) -> None:
 
 def test_updates_link_the_groups_they_consumed_and_groups_link_their_dispatch(mode_run) -> None:
     mode, got = mode_run
+    _v1_only(mode)
     spans = _all(got)
     groups = {sid: s for sid, s in spans.items() if s["name"] == sc.SPAN_GROUP and not s["attrs"].get(sc.VERL_VALIDATE)}
     assert groups

@@ -114,10 +114,11 @@ def test_v1_trainer_steps_are_connected_traces(v1_run):
     assert names[semconv.SPAN_GROUP] == opts.prompts * opts.steps
     assert names[semconv.SPAN_REQUEST] == opts.prompts * opts.n * opts.steps
     assert names["verl.reward.compute"] == names[semconv.SPAN_REQUEST]
-    # V1 dispatches inside the step, before the gen phase: workers hang under verl.step, groups under them
-    by_id = spans.set_index("span_id")
+    # V1 dispatches inside the step, a few ms before its gen opens: workers hang under that gen (the phase that
+    # waits for them), groups under them
     workers = spans[spans.name == semconv.SPAN_WORKER]
-    assert set(by_id.loc[workers.parent_id].name) == {semconv.SPAN_STEP}
+    gens = spans[spans.name == semconv.phase_span_name("gen")]
+    assert set(workers.parent_id) == set(gens.span_id) and len(gens) == opts.steps
     groups = spans[spans.name == semconv.SPAN_GROUP]
     requests = spans[spans.name == semconv.SPAN_REQUEST]
     assert set(groups.parent_id) == set(workers.span_id) and set(requests.parent_id) == set(groups.span_id)
@@ -128,6 +129,27 @@ def test_v1_trainer_steps_are_connected_traces(v1_run):
         assert worker.end_ns >= mine.end_ns.max()
     # rollout.n comes from the session id the V1 worker gives each of the n samples
     assert sorted(set(requests.rollout_n.astype(int))) == list(range(opts.n))
+
+
+def test_v1_sync_barrier_per_worker_until_the_end_of_gen(v1_run):
+    """Each worker, done, waits until the trainer's ``gen`` ends (verl's replay buffer handed over the step's batch
+    and the replicas went to sleep): one ``verl.barrier`` per worker and step, under its worker span, from the
+    worker's end to the end of ``gen``; it is what the analyzer's workers table reads as their barrier wait."""
+    from otel_verl.analysis.tables import Tables
+
+    opts, _, spans, _ = v1_run
+    barriers = spans[spans.name == semconv.SPAN_BARRIER]
+    workers = spans[spans.name == semconv.SPAN_WORKER].set_index("span_id")
+    gens = spans[spans.name == semconv.phase_span_name("gen")].set_index("span_id")
+    assert len(barriers) == opts.workers * opts.steps and set(barriers.parent_id) == set(workers.index)
+    for _, barrier in barriers.iterrows():
+        worker = workers.loc[barrier.parent_id]
+        gen = gens.loc[worker.parent_id]
+        assert (barrier.step, barrier.worker) == (worker.step, worker.worker)
+        assert barrier.end_ns == gen.end_ns and barrier.start_ns == min(worker.end_ns, gen.end_ns)
+    table = Tables.build(spans).workers.set_index(["step", "worker"])
+    for _, barrier in barriers.iterrows():
+        assert table.loc[(barrier.step, barrier.worker), "barrier_s"] == pytest.approx(barrier.duration)
 
 
 def test_v1_sync_inner_update_links_its_groups_and_versions(v1_run):

@@ -24,6 +24,7 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.export import flush, provider, tracing
 from otel_verl.instrumentation import propagation
+from otel_verl.instrumentation.rollout import barriers
 from otel_verl.instrumentation.rollout.attributes import ABORTED, COMPLETED, as_int
 from otel_verl.recording.cutting import UNKNOWN_WORKERS, RequestSizes, TraceBudget
 from otel_verl.recording.sampling import ChunkSampler
@@ -97,6 +98,8 @@ class WorkerChunk:
         """``rollout_config.response_length``, read at the first request's end (an OmegaConf lookup)."""
         self.trainer_mode: str | None = None
         """verl's ``trainer.v1.trainer_mode`` ("" when not a V1 worker), read at the first sample group."""
+        self.training = False
+        """A training chunk (not validation): its end and the step it came in count for the barriers."""
 
     def track_tasks(self, tasks: set[asyncio.Task[Any]]) -> None:
         """Fire-and-forget dispatch (V1): the chunk lasts until the tasks it spawned are done."""
@@ -127,6 +130,8 @@ class WorkerChunk:
                 flush.hold_end()  # this chunk's spans go to the exporters (and are flushed) off the event loop
 
     def _end_span(self) -> None:
+        if self.training:
+            barriers.chunk_ended(self, self.end_ns or time.time_ns())
         if self.context is not None:
             threads.unexempt(self.context)
         span = self.span
@@ -260,6 +265,10 @@ def _start_chunk(batch: Any, worker: Any = None) -> tuple[WorkerChunk, Any] | tu
         budget = _trace_budget(config, carrier, span, parent, worker)
     chunk_step = step if step is not None and step >= 0 else None
     chunk = WorkerChunk(span, chunk_step, rank, manager_span_id, config, sampler, budget)
+    if not validate:
+        chunk.training = True
+        started = getattr(span, "start_time", None) or time.time_ns()
+        barriers.chunk_started(chunk, chunk_step, started, parent_ctx is not None)
     flush.hold_begin()  # balanced by hold_end() in chunk.maybe_end()
     chunk.context = ctx = trace.set_span_in_context(span)
     threads.exempt(ctx)  # verl's tokenizer work in executor threads carries nothing (see threads.exempt)

@@ -1,11 +1,14 @@
 """Trainer side of the rollout: the caller's context rides into each worker chunk; ``verl.barrier`` after it.
 
 ``AgentLoopManager.generate_sequences`` (and the V1 ``AgentLoopManagerTQ``) puts the carrier of the
-current span into the batch (``DataProto.meta_info`` or the V1 TensorDict) and removes it again when the
-call returns. Each worker chunk's end time comes back in the chunk output's ``meta_info``
+phase that waits for the rollout into the batch (``DataProto.meta_info`` or the V1 TensorDict) and removes
+it again when the call returns: the current span, or, where verl's V1 ``step`` dispatches before that phase
+opens, the step's coming ``gen`` (:func:`otel_verl.instrumentation.trainer.dispatch_context`). Each legacy
+worker chunk's end time comes back in the chunk output's ``meta_info``
 (:data:`~otel_verl.instrumentation.propagation.WORKER_INFO_KEY`) and is popped in ``DataProto.concat``
 before verl merges the outputs, so verl never sees it; then one ``verl.barrier`` per worker spans
-from its chunk's end to the slowest chunk's end.
+from its chunk's end to the slowest chunk's end. V1 workers answer nothing: the manager only remembers them,
+to be told each step's sync point (:mod:`.barriers`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-import time
 from collections import OrderedDict
 from typing import Any
 
@@ -23,6 +25,7 @@ from opentelemetry.trace import SpanContext
 from otel_verl import semconv
 from otel_verl.export import tracing
 from otel_verl.instrumentation import propagation, trainer
+from otel_verl.instrumentation.rollout import barriers
 from otel_verl.instrumentation.rollout.attributes import as_int
 from otel_verl.recording.cutting import UNKNOWN_WORKERS, worker_allotment
 from otel_verl.wrapping.registry import enabled
@@ -54,15 +57,17 @@ def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs:
     injected = None
     parent_id = None
     try:
-        span_ctx = trace.get_current_span().get_span_context()
+        context = trainer.dispatch_context()
+        span_ctx = trace.get_current_span(context).get_span_context()
         if span_ctx.is_valid:
-            carrier = propagation.current_carrier()
+            carrier = propagation.current_carrier(context)
             parent_id = span_ctx.span_id
             carrier.update(_cutting_extras(instance, span_ctx, parent_id))
             if propagation.put_in_meta_info(prompts, carrier):
                 injected = "meta"
             elif prompts is not None and propagation.put_in_tensordict(prompts, carrier):
                 injected = "td"
+                barriers.remember_workers(instance)
             with _infos_lock:
                 _worker_infos[parent_id] = []
     except Exception:
@@ -134,35 +139,11 @@ def _manager_finalizer(prompts: Any, injected: str | None, parent_id: int | None
                 with _infos_lock:
                     infos = _worker_infos.pop(parent_id, [])
                 _settle(parent_id, infos)
-                _emit_barriers(infos, time.time_ns())
+                barriers.emit_after_rollout(infos)
         except Exception:
             logger.debug("otel_verl: manager post-processing failed", exc_info=True)
 
     return finalize
-
-
-def _emit_barriers(infos: list[dict[str, Any]], manager_end_ns: int) -> None:
-    """One ``verl.barrier`` per worker: from its chunk end to the slowest chunk's end."""
-    if not infos:
-        return
-    slowest = max(infos, key=lambda info: info["end_ns"])
-    tracer = tracing.tracer()
-    for info in infos:
-        parent = SpanContext(
-            int(info["trace_id"], 16),
-            int(info["span_id"], 16),
-            is_remote=True,
-            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
-        )
-        ctx = trace.set_span_in_context(trace.NonRecordingSpan(parent))
-        attributes = {
-            semconv.VERL_WORKER_RANK: info.get("rank", -1),
-            semconv.VERL_BARRIER_SLOWEST_RANK: slowest.get("rank", -1),
-        }
-        if info.get("step") is not None:
-            attributes[semconv.VERL_STEP] = info["step"]
-        span = tracer.start_span(semconv.SPAN_BARRIER, context=ctx, attributes=attributes, start_time=info["end_ns"])
-        span.end(end_time=max(slowest["end_ns"], info["end_ns"]))
 
 
 def concat_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
