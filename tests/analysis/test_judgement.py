@@ -109,7 +109,7 @@ def test_clean_runs_short_and_long_raise_no_warning(seed: int, fmt: str, tmp_pat
 
 
 def test_a_behaviour_trend_is_information_and_says_its_side(tmp_path: Path) -> None:
-    run, expect = next(
+    run, _ = next(
         (r, e) for r, e in (build_class_run(s, "otlp", "trend", 12_000) for s in range(60, 90)) if e.side == "behaviour"
     )
     doc = _analyze(run, tmp_path)
