@@ -43,7 +43,15 @@ meanings in docs/analyzer.md): {_threshold_list()}.
 @source_options
 @one_line_errors
 def analyze(
-    out: Annotated[Path, typer.Option("--out", help="output dir: `findings.json`, `report.html`, PNGs")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="output dir: `findings.json`, `report.html`, PNGs (default: `./otel-verl-report/<run>`)",
+            show_default=False,
+        ),
+    ] = None,
+    *,  # SOURCE's options go here (source_options); a keyword-only `src` may follow --out's default
     src: SourceOptions,
     set_: Annotated[
         list[str] | None,
@@ -83,6 +91,7 @@ def analyze(
 
     th = Thresholds().with_overrides(set_ or [], thresholds_file)
     step_range = parse_step_range(steps) if steps is not None else None
+    out = out if out is not None else src.default_out()
     prepare_dir(out)  # before a load that may take minutes
     stats = LoadStats()
     result = analyze_source(

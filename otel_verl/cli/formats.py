@@ -15,6 +15,7 @@ from otel_verl.cli.common import (
     exit_fast_after,
     load_source,
     one_line_errors,
+    parse_step_range,
     source_options,
 )
 
@@ -87,36 +88,18 @@ def export_legacy(
 @source_options
 @one_line_errors
 def export_perfetto(
-    out: Annotated[Path, typer.Option("--out", help="trace JSON file to write (e.g. `trace.json`)")],
+    out: Annotated[Path, typer.Option("--out", help="trace file to write (e.g. `trace.json`)")],
     src: SourceOptions,
     steps: Annotated[
         str | None,
-        typer.Option("--steps", help="only these training steps: `7` or `5:9` (both ends included)"),
+        typer.Option("--steps", help="only these training steps: `N`, `A:B` (both included), `A:` or `:B`"),
     ] = None,
 ) -> None:
     from otel_verl.analysis.formats.perfetto import write_perfetto
     from otel_verl.analysis.output_paths import prepare_file
 
-    wanted = parse_steps(steps)
+    step_range = parse_step_range(steps) if steps is not None else None
     prepare_file(out)
-    n = write_perfetto(load_source(src), out, steps=wanted)
+    n = write_perfetto(load_source(src, steps=step_range), out)  # the read keeps only those steps' spans
     print(f"wrote {n} trace events to {out}; open it at https://ui.perfetto.dev (Open trace file)")
     exit_fast_after()
-
-
-def parse_steps(value: str | None) -> tuple[int, int] | None:
-    """``7`` → (7, 7), ``5:9`` → (5, 9); anything else is a one-line error."""
-    from otel_verl.analysis.errors import AnalysisInputError
-
-    if value is None:
-        return None
-    parts = value.split(":")
-    try:
-        if len(parts) not in (1, 2):
-            raise ValueError
-        lo, hi = int(parts[0]), int(parts[-1])
-    except ValueError:
-        raise AnalysisInputError(f"--steps {value!r}: use a step (7) or a range (5:9)") from None
-    if lo > hi:
-        raise AnalysisInputError(f"--steps {value!r}: the first step is after the last")
-    return lo, hi
