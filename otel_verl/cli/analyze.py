@@ -162,20 +162,54 @@ def print_summary(
     console.print(f"[bold]{escape(s['verdict'])}[/]")
     for line in s["headlines"]:
         console.print(f"  [bold red]{escape(line)}[/]")
+    _print_steps(console, result.steps)
     serious = [f for f in found if f.get("severity") != "info"]
     shown = serious[:10] or found[:5]
     if shown:
-        table = Table("#", "severity", "lost", "steps", "cause", show_lines=False)
-        colors = {"critical": "red", "warning": "yellow", "info": "blue"}
+        table = Table("#", "severity", "lost", "steps", "cause", show_lines=False, title="causes, ranked")
         for i, f in enumerate(shown, 1):
-            lost = f"{f['seconds']:.1f} s" if f.get("seconds") else ""
+            lost = presenting.seconds_words(f["seconds"]) if f.get("seconds") else ""
             sev = str(f.get("severity", "info"))
             steps = presenting.number_ranges(f["steps"])
-            table.add_row(str(i), f"[{colors.get(sev, 'blue')}]{sev}[/]", lost, steps, escape(str(f.get("message"))))
+            table.add_row(str(i), f"[{COLORS.get(sev, 'blue')}]{sev}[/]", lost, steps, escape(str(f.get("message"))))
         console.print(table)
         _print_traces(console, shown, trace_url, source)
     files = f"{out / 'findings.json'}" + (f", {out / 'report.html'}" if (out / "report.html").exists() else "")
     console.print(f"causes: {presenting.severity_counts(found)} → {files}", soft_wrap=True)
+
+
+COLORS = {"critical": "red", "warning": "yellow", "info": "blue", "ok": "green"}
+STEP_ROWS = 12
+"""Steps the summary's table shows at most (the worst ones past that; every step is in findings.json)."""
+
+
+def _print_steps(console: Any, accounts: list[dict[str, Any]]) -> None:
+    """Each step: how long it took, its usual duration, the excess, its severity and top cause (findings.json
+    ``steps``, :mod:`otel_verl.analysis.step_rows`)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from otel_verl.analysis import presenting, step_rows
+
+    rows, left_out = step_rows.table_rows(accounts, STEP_ROWS)
+    if not rows:
+        return
+    table = Table("step", "took", "usual", "excess", "severity", "top cause", title="steps")
+    for column in table.columns[:4]:
+        column.justify = "right"
+    for a in rows:
+        sev = str(a.get("severity", step_rows.OK))
+        table.add_row(
+            str(a["step"]),
+            presenting.seconds_words(a.get("duration_s")),
+            presenting.seconds_words(a.get("baseline_s")),
+            presenting.signed_seconds(a.get("excess_s")),
+            f"[{COLORS.get(sev, 'blue')}]{sev}[/]",
+            escape(step_rows.cause_words(a.get("top_cause"))),
+        )
+    console.print(table)
+    if left_out:
+        console.print(f"  and {left_out} more steps, all in findings.json (`steps`)")
 
 
 def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | None, source: str | None) -> None:
@@ -206,11 +240,10 @@ def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | No
         )
 
 
-def run_analysis(source: str, out: Path, plotly_dir: Path | None = None) -> None:
-    """Analyze with default thresholds and print the summary (used by ``otel-verl demo``; ``plotly_dir``: the
-    folder its reports share one plotly.js in)."""
+def run_analysis(source: str, out: Path) -> None:
+    """Analyze with default thresholds and print the summary (used by ``otel-verl demo``)."""
     from otel_verl.analysis.read import LoadStats
 
     stats = LoadStats()
-    result = analyze_source(SourceOptions(str(source)), out, stats, thresholds=Thresholds(), plotly_dir=plotly_dir)
+    result = analyze_source(SourceOptions(str(source)), out, stats, thresholds=Thresholds())
     print_summary(result, stats, out, source=str(source))

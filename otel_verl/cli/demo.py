@@ -205,8 +205,8 @@ def demo(
     if no_report:
         return
     out = report or Path("otel-verl-report") / result.run_id
-    try:  # the default root keeps one plotly.js for every run's report.html
-        run_analysis(result.spool_dir, out, plotly_dir=out.parent if report is None else None)
+    try:
+        run_analysis(result.spool_dir, out)
     except (AnalysisInputError, OSError) as exc:
         why = f"{exc.filename or ''}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
         print(
