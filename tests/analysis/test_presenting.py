@@ -21,7 +21,10 @@ def test_number_ranges_and_where() -> None:
     reward, phase, tail = presenting.as_dicts(new_findings())
     assert presenting.where(reward) == "worker 5"
     assert presenting.where(phase) == "the trainer (phase update_actor)"
-    assert presenting.where(tail) == "workers 0-7 (the whole step)"
+    # a cause of the whole step names every worker, whatever its `workers` list holds (was "worker 0 (the whole
+    # step)" beside a message saying "all 2 workers")
+    assert presenting.where(tail) == "every worker (the whole step)"
+    assert presenting.where({**tail, "workers": [0]}) == "every worker (the whole step)"
 
 
 def test_old_findings_read_as_dicts() -> None:
