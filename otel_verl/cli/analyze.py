@@ -23,16 +23,20 @@ def _threshold_list() -> str:
     return ", ".join(f"`{f.name}={f.default}`" for f in fields(Thresholds))
 
 
-ANALYZE_HELP = f"""Diagnose a run: `findings.json`, `report.html` and the seed's figures as PNGs in `--out`.
+ANALYZE_HELP = f"""Diagnose a run: `findings.json`, `report.html` (one file, opens anywhere) and each figure as a PNG
+in `--out` (default: `./otel-verl-report/` and the run's name).
 
 SOURCE is read by its kind (auto-detected; force it with `--source-type`):
 
-* spool dir: `otel-verl analyze ./otel-verl-spool --out report`
+* spool dir: `otel-verl analyze ./otel-verl-spool` (its newest run; `--run NAME` picks another)
 * collector file exporter: `otel-verl analyze /var/otel/traces.jsonl --out report`
 * Jaeger v2: `otel-verl analyze http://jaeger:16686 --service verl --lookback 2h --out report`
 * Tempo: `otel-verl analyze http://tempo:3200 --since 2026-08-01T10:00 --until 2026-08-01T12:00 --out report`
 
-Seed `step_<n>/worker_<rank>.jsonl` logs are read directly (or once: `otel-verl import-legacy LOGDIR --spool DIR`).
+Logs of verl's earlier profiler (SGLangLogManager: `step_<n>/worker_<rank>.jsonl`) are read directly (or
+converted once: `otel-verl import-legacy LOGDIR --spool DIR`).
+
+Link every trace id to Jaeger: `--trace-url 'http://HOST:16686/trace/{{trace_id}}'`.
 
 **Thresholds** (`--set name=value`, repeatable, or `--thresholds file.json` as `{{"thresholds": {{...}}}}`;
 meanings in docs/analyzer.md): {_threshold_list()}.
@@ -47,7 +51,7 @@ def analyze(
         Path | None,
         typer.Option(
             "--out",
-            help="output dir: `findings.json`, `report.html`, PNGs (default: `./otel-verl-report/<run>`)",
+            help="output dir: `findings.json`, `report.html`, PNGs (default: a folder per run under ./otel-verl-report)",
             show_default=False,
         ),
     ] = None,
@@ -69,8 +73,7 @@ def analyze(
         str | None,
         typer.Option(
             "--trace-url",
-            help="link each cause's traces in report.html: a template with `{trace_id}`, e.g. "
-            "`http://localhost:16686/trace/{trace_id}` (Jaeger)",
+            help="link every trace id in report.html: a URL template with `{trace_id}` (Jaeger's: see above)",
         ),
     ] = None,
     timeline_step: Annotated[

@@ -79,7 +79,7 @@ def demo(
         Path | None, typer.Option(help="Write the spool here (also when an OTLP endpoint is set).")
     ] = None,
     report: Annotated[
-        Path | None, typer.Option(help="Analyzer output dir (default: `./otel-verl-report/<run>`).")
+        Path | None, typer.Option(help="Analyzer output dir (default: a folder per run under ./otel-verl-report).")
     ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the analysis after the run.")] = False,
     workers: Annotated[int, typer.Option(min=1, help="AgentLoopWorker actors.")] = 2,
@@ -120,13 +120,17 @@ def demo(
         str,
         typer.Option(
             help="v1-sync (verl's default), v1-colocate-async, v1-separate-async: verl's own V1 trainer class of "
-            "that mode (trainer.v1.trainer_mode) with stand-ins for its GPU work; legacy: RayPPOTrainer's "
+            "that mode (its trainer_mode option) with stand-ins for its GPU work; legacy: RayPPOTrainer's "
             "loop (trainer.use_v1=false), stood in for, around verl's blocking AgentLoopManager."
         ),
     ] = "v1-sync",
-    val_before_train: Annotated[
-        bool, typer.Option(help="A validation rollout before step 1, as verl does by default (takes the warm-up).")
-    ] = True,
+    no_val_before_train: Annotated[
+        bool,
+        typer.Option(
+            "--no-val-before-train",
+            help="Skip the validation rollout before step 1 (verl runs one by default; it takes the warm-up).",
+        ),
+    ] = False,
     engine: Annotated[
         str,
         typer.Option(
@@ -180,7 +184,7 @@ def demo(
         replica_capacity={int(r): int(c) for r, c in _pairs(replica_capacity, 2, "--replica-capacity")},
         spool=str(spool) if spool else None,
         trainer=trainer,
-        val_before_train=val_before_train,
+        val_before_train=not no_val_before_train,
         engine=engine,
     )
     try:

@@ -20,12 +20,13 @@ from otel_verl.cli.common import (
 )
 
 IMPORT_LEGACY_HELP = (
-    "Convert the seed's SGLangLogManager logs (seeds 000/001/002, `step_<n>/worker_<rank>.jsonl`) "
+    "Convert the logs of verl's earlier profiler (SGLangLogManager: `step_<n>/worker_<rank>.jsonl`) "
     "into otel_verl spans: a spool (`--spool`) and/or OTLP (`--endpoint`). A validation rollout's "
     f"`val_step_<n>/` logs are marked validation.\n\n{EXIT_CODES}"
 )
 EXPORT_LEGACY_HELP = (
-    "Write the seed's `step_<n>/worker_<rank>.jsonl` logs so its plotting scripts run on otel_verl "
+    "Write SGLangLogManager's `step_<n>/worker_<rank>.jsonl` logs, so plotting scripts written for that "
+    "profiler run on otel_verl "
     f"data (a validation rollout goes to `val_step_<n>/`).\n\n{EXIT_CODES}"
 )
 EXPORT_PERFETTO_HELP = (
@@ -38,7 +39,7 @@ EXPORT_PERFETTO_HELP = (
 
 @one_line_errors
 def import_legacy(
-    logdir: Annotated[Path, typer.Argument(help="seed log dir: `step_<n>/worker_<rank>.jsonl`", show_default=False)],
+    logdir: Annotated[Path, typer.Argument(help="SGLangLogManager log dir: `step_<n>/worker_<rank>.jsonl`", show_default=False)],
     spool: Annotated[
         Path | None,
         typer.Option("--spool", help="spool dir to write (`<spool>/<run>/step_<n>/*.jsonl`)"),
@@ -73,7 +74,7 @@ def import_legacy(
 @source_options
 @one_line_errors
 def export_legacy(
-    out: Annotated[Path, typer.Option("--out", help="log dir in the seed's layout (created)")],
+    out: Annotated[Path, typer.Option("--out", help="log dir in SGLangLogManager's layout (created)")],
     src: SourceOptions,
 ) -> None:
     from otel_verl.analysis.formats.legacy_export import export_legacy as write

@@ -17,10 +17,15 @@ def replay(
     protocol: Annotated[
         str | None, typer.Option(help="grpc | http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc).")
     ] = None,
-    skip_bad_lines: Annotated[bool, typer.Option(help="Count and skip unparsable lines instead of stopping.")] = False,
+    skip_bad_lines: Annotated[
+        bool, typer.Option("--skip-bad-lines", help="Count and skip unparsable lines instead of stopping.")
+    ] = False,
     ignore_journal: Annotated[
         bool,
-        typer.Option(help="Send every span, also those the delivery journal lists (e.g. into another backend)."),
+        typer.Option(
+            "--ignore-journal",
+            help="Send every span, also those the delivery journal lists (e.g. into another backend).",
+        ),
     ] = False,
     run: Annotated[
         str | None,
