@@ -39,7 +39,9 @@ EXPORT_PERFETTO_HELP = (
 
 @one_line_errors
 def import_legacy(
-    logdir: Annotated[Path, typer.Argument(help="SGLangLogManager log dir: `step_<n>/worker_<rank>.jsonl`", show_default=False)],
+    logdir: Annotated[
+        Path, typer.Argument(help="SGLangLogManager log dir: `step_<n>/worker_<rank>.jsonl`", show_default=False)
+    ],
     spool: Annotated[
         Path | None,
         typer.Option("--spool", help="spool dir to write (`<spool>/<run>/step_<n>/*.jsonl`)"),
