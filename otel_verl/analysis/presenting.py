@@ -108,14 +108,14 @@ def trace_link(trace_url: str | None, trace_id: str) -> str | None:
 
 def open_step_command(source: str | None, steps: Iterable[Any]) -> str:
     """The command that writes these steps for ui.perfetto.dev: ``otel-verl export-perfetto SRC --steps 7:7 --out
-    step7.json``."""
+    step7.pftrace`` (Perfetto's protobuf format: every request's lane named)."""
     nums = sorted({int(s) for s in steps if s is not None})
     src = shlex.quote(str(source)) if source else "SOURCE"
     if not nums:
-        return f"otel-verl export-perfetto {src} --out trace.json"
+        return f"otel-verl export-perfetto {src} --out trace.pftrace"
     lo, hi = nums[0], nums[-1]
     name = f"step{lo}" if lo == hi else f"steps{lo}-{hi}"
-    return f"otel-verl export-perfetto {src} --steps {lo}:{hi} --out {name}.json"
+    return f"otel-verl export-perfetto {src} --steps {lo}:{hi} --out {name}.pftrace"
 
 
 def missing_parts(summary: Mapping[str, Any]) -> list[str]:

@@ -51,7 +51,8 @@ def analyze(
         Path | None,
         typer.Option(
             "--out",
-            help="output dir: `findings.json`, `report.html`, PNGs (default: a folder per run under ./otel-verl-report)",
+            help="output dir: `findings.json`, `report.html`, PNGs (default: a folder per run under "
+            "./otel-verl-report)",
             show_default=False,
         ),
     ] = None,
@@ -153,9 +154,10 @@ def print_summary(
     console = Console()
     s = result.summary
     found = presenting.as_dicts(result.findings)
+    counted = presenting.counted
     console.print(
-        f"[bold]{s['spans']}[/] spans ({stats.seconds:.1f} s to load), {len(s['steps'])} steps, "
-        f"{len(s['workers'])} workers, {s['requests']} requests"
+        f"[bold]{counted(s['spans'], 'span')}[/] ({stats.seconds:.1f} s to load), {counted(len(s['steps']), 'step')}, "
+        f"{counted(len(s['workers']), 'worker')}, {counted(s['requests'], 'request')}"
     )
     missing = presenting.missing_parts(s)
     if missing:

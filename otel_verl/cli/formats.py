@@ -30,11 +30,14 @@ EXPORT_LEGACY_HELP = (
     f"data (a validation rollout goes to `val_step_<n>/`).\n\n{EXIT_CODES}"
 )
 EXPORT_PERFETTO_HELP = (
-    "Chrome/Perfetto trace JSON (open in ui.perfetto.dev): a trainer track (steps and their phases), one "
-    "process per worker (its barrier wait, one lane per concurrent request), every span's attributes in its "
-    "args. `--steps 7` writes one step: `otel-verl export-perfetto ./spool --steps 7 --out step7.json`."
+    "A trace for ui.perfetto.dev (Open trace file): a trainer track (steps, phases), a group per worker (its "
+    "chunks and barrier wait, then a track per request named by sample, request id and replica, holding its "
+    "turns, engine calls and events), every span's attributes on its slice. Perfetto's protobuf format "
+    "(`.pftrace`), or Chrome's JSON for an `--out` ending in `.json` (its request lanes cannot be named). "
+    "`--steps 7` writes one step: `otel-verl export-perfetto ./spool --steps 7 --out step7.pftrace`."
     f"\n\n{EXIT_CODES}"
 )
+FORMATS = ("auto", "proto", "json")
 
 
 @one_line_errors
@@ -91,18 +94,32 @@ def export_legacy(
 @source_options
 @one_line_errors
 def export_perfetto(
-    out: Annotated[Path, typer.Option("--out", help="trace file to write (e.g. `trace.json`)")],
+    out: Annotated[Path, typer.Option("--out", help="trace file to write (e.g. `trace.pftrace`)")],
     src: SourceOptions,
     steps: Annotated[
         str | None,
         typer.Option("--steps", help="only these training steps: `N`, `A:B` (both included), `A:` or `:B`"),
     ] = None,
+    format_: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="`proto` (Perfetto's, named lanes), `json` (Chrome's); `auto`: `json` for a `.json` file",
+        ),
+    ] = "auto",
 ) -> None:
+    from otel_verl.analysis.errors import AnalysisInputError
     from otel_verl.analysis.formats.perfetto import write_perfetto
+    from otel_verl.analysis.formats.perfetto_proto import write_perfetto_proto
     from otel_verl.analysis.output_paths import prepare_file
 
+    if format_ not in FORMATS:
+        raise AnalysisInputError(f"--format {format_!r}: use {', '.join(FORMATS)}")
+    fmt = ("json" if out.suffix.lower() == ".json" else "proto") if format_ == "auto" else format_
     step_range = parse_step_range(steps) if steps is not None else None
     prepare_file(out)
-    n = write_perfetto(load_source(src, steps=step_range), out)  # the read keeps only those steps' spans
-    print(f"wrote {n} trace events to {out}; open it at https://ui.perfetto.dev (Open trace file)")
+    spans = load_source(src, steps=step_range)  # the read keeps only those steps' spans
+    n = write_perfetto(spans, out) if fmt == "json" else write_perfetto_proto(spans, out)
+    kind = "Chrome trace JSON" if fmt == "json" else "Perfetto trace"
+    print(f"wrote {n} spans as a {kind} to {out}; open it at https://ui.perfetto.dev (Open trace file)")
     exit_fast_after()

@@ -103,6 +103,8 @@ class DemoTrainer:
                     with marked_timer("testing", timing):  # where verl's fit validates every test_freq steps
                         self._validate(step)
             step_seconds.append(timing["step"])
+            if self.opts.on_step is not None:
+                self.opts.on_step(step, timing["step"])
             if output is not None and self.opts.keep_outputs:
                 outputs.append(output)
             self.global_steps += 1

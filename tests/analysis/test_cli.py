@@ -33,7 +33,7 @@ def test_analyze_cli(planted_spool: Path, tmp_path: Path) -> None:
     # the summary in words: severities counted, full trace ids, the command that opens the step elsewhere
     assert "{'" not in res.output and re.search(r"causes: \d+ critical", res.output)
     assert causes[0]["trace_ids"][0] in res.output
-    assert f"otel-verl export-perfetto {planted_spool / 'run1'} --steps 3:3 --out step3.json" in res.output
+    assert f"otel-verl export-perfetto {planted_spool / 'run1'} --steps 3:3 --out step3.pftrace" in res.output
     assert "incomplete" not in res.output
 
 

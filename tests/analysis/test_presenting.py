@@ -40,5 +40,5 @@ def test_missing_parts_and_the_open_command() -> None:
     assert missing[1] == "no worker spans in steps 11-12: the rollout there is unseen"
     assert presenting.missing_parts({"load": {"bad_lines_skipped": 0}, "missing": {}}) == []
     assert presenting.open_step_command("/runs/my spool", [7]) == (
-        "otel-verl export-perfetto '/runs/my spool' --steps 7:7 --out step7.json"
+        "otel-verl export-perfetto '/runs/my spool' --steps 7:7 --out step7.pftrace"
     )

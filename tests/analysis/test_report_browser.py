@@ -117,7 +117,7 @@ def test_account_and_new_findings_in_chromium(tmp_path: Path) -> None:
     assert bars >= 12 * 10  # a stacked bar per step
     assert {"usual step (baseline)", "reward", "phase: update_actor", "decode"} <= set(legend)
     assert "3 bad lines were skipped" in missing and "steps 11-12" in missing
-    assert REWARD_TRACE in causes and "otel-verl export-perfetto ./spool --steps 7:7 --out step7.json" in causes
+    assert REWARD_TRACE in causes and "otel-verl export-perfetto ./spool --steps 7:7 --out step7.pftrace" in causes
     assert "the trainer (phase update_actor)" in causes
 
 
