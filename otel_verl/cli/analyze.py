@@ -199,7 +199,16 @@ def _print_steps(console: Any, accounts: list[dict[str, Any]]) -> None:
     rows, left_out = step_rows.table_rows(accounts, STEP_ROWS)
     if not rows:
         return
-    table = Table("step", "took", "usual", "excess", "severity", "top cause", title="steps")
+    table = Table(
+        "step",
+        "took",
+        "usual",
+        "excess",
+        "severity",
+        "top cause",
+        title="steps",
+        caption="usual: what the step usually costs in this run (the sum of its parts' usual seconds)",
+    )
     for column in table.columns[:4]:
         column.justify = "right"
     for a in rows:
