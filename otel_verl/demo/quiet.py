@@ -41,6 +41,13 @@ def verbose() -> bool:
     return os.environ.get("OTEL_VERL_DEMO_VERBOSE", "").lower() in ("1", "true", "yes")
 
 
+def _quiet_names() -> list[str]:
+    """:data:`QUIET_LOGGERS` and every logger already made below them: a module that set its own level at import
+    (TransferQueue's and verl's do) would not inherit the parent's."""
+    made = [n for n in logging.root.manager.loggerDict if any(n.startswith(q + ".") for q in QUIET_LOGGERS)]
+    return [*QUIET_LOGGERS, *made]
+
+
 @contextlib.contextmanager
 def third_party_quiet(enabled: bool = True) -> Iterator[None]:
     """Silence the libraries' noise for the duration (nothing when ``enabled`` is false)."""
@@ -49,8 +56,8 @@ def third_party_quiet(enabled: bool = True) -> Iterator[None]:
         return
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
-    levels = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
-    for name in QUIET_LOGGERS:
+    levels = {name: logging.getLogger(name).level for name in _quiet_names()}
+    for name in levels:
         logging.getLogger(name).setLevel(logging.ERROR)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         for message in QUIET_WARNINGS:

@@ -20,6 +20,7 @@ NOISE = ("target_num_threads", "engine is not available", "No supported accelera
 
 def test_quiet_keeps_errors(capsys: pytest.CaptureFixture[str]) -> None:
     tq = logging.getLogger("transfer_queue.utils.common")
+    tq.setLevel(logging.WARNING)  # as TransferQueue's get_logger sets it at import, before the demo runs
     tq.addHandler(handler := logging.StreamHandler(sys.stderr))
     try:
         with third_party_quiet():
@@ -29,8 +30,10 @@ def test_quiet_keeps_errors(capsys: pytest.CaptureFixture[str]) -> None:
             logging.getLogger("transfer_queue.utils.common").error("the controller died")
             logging.getLogger("verl.plugin.platform").warning("No supported accelerator detected")
         print("after")
+        assert tq.level == logging.WARNING  # given back
     finally:
         tq.removeHandler(handler)
+        tq.setLevel(logging.NOTSET)
     out, err = capsys.readouterr()
     assert out == "after\n"
     assert err == "the controller died\n"
