@@ -132,7 +132,6 @@ def analyze(
     trace_url: str | None = None,
     timeline_steps: tuple[int, ...] = (),
     source_name: str | None = None,
-    plotly_dir: str | Path | None = None,
     figures: bool = True,
     steps: range | None = None,
     baseline: str | range = "run",
@@ -151,10 +150,9 @@ def analyze(
     outlier figure breaks down (besides every request a finding names). ``trace_url``: a template with
     ``{trace_id}`` (a Jaeger or Grafana URL) the report links each cause's traces to. ``timeline_steps``: steps
     drawn as a timeline in the report besides the slowest one. ``source_name``: the SOURCE the report's "open
-    this step" commands name (default: ``source`` when it is a path or URL). ``plotly_dir``: where report.html
-    finds ``plotly-<version>.min.js`` (default: ``out``; a folder several reports share keeps one copy).
-    ``figures=False``: findings.json only. ``spill_dir``: where what the end needs of each step waits (default
-    ``$TMPDIR``). Returns the findings, the summary, each figure's frame and the files written.
+    this step" commands name (default: ``source`` when it is a path or URL); report.html is one self-contained
+    file (plotly.js inside it). ``figures=False``: findings.json only. ``spill_dir``: where what the end needs of
+    each step waits (default ``$TMPDIR``). Returns the findings, the summary, each figure's frame and the files written.
     """
     from otel_verl.analysis.pipeline import read_plan, write_analysis, write_parts
 
@@ -164,7 +162,6 @@ def analyze(
         "top_requests": top_requests,
         "trace_url": trace_url,
         "timeline_steps": timeline_steps,
-        "plotly_dir": Path(plotly_dir) if plotly_dir is not None else None,
         "figures": figures,
         "spill_dir": spill_dir,
     }

@@ -25,7 +25,7 @@ class Style(NamedTuple):
     """A matplotlib hatch (``//``) for time that is not work: the barrier wait, unexplained time."""
 
 
-ENGINE_SERVER_LABEL = "engine (vLLM's own span)"
+ENGINE_SERVER_LABEL = "inside the engine (its own span)"
 """The engine's own ``llm_request`` span (vLLM's, or the CPU demo's engine writing the same span)."""
 
 STYLES: dict[str, Style] = {
@@ -196,7 +196,7 @@ def phase_key(phase: str) -> str:
 
 def readable(name: object) -> str:
     """``engine`` → ``engine call``, ``tool calculator`` / ``execute_tool calculator`` → ``tool: calculator``,
-    ``llm_request`` → ``engine (vLLM's own span)``, ``verl.phase ref`` → ``phase: ref``; unknown names pass
+    ``llm_request`` → ``inside the engine (its own span)``, ``verl.phase ref`` → ``phase: ref``; unknown names pass
     through (underscores become spaces)."""
     return style(name).label
 

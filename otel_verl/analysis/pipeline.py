@@ -29,6 +29,7 @@ from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.read.step_split import own_positions, owner_steps, split_by_step, take_rows
 from otel_verl.analysis.read.steps import StepSpans
 from otel_verl.analysis.report import write_html
+from otel_verl.analysis.step_rows import add_step_rows
 from otel_verl.analysis.stream.collect import RunCollector
 from otel_verl.analysis.stream.store import PartStore
 from otel_verl.analysis.tables import Tables
@@ -121,7 +122,6 @@ def write_parts(
     trace_url: str | None = None,
     timeline_steps: tuple[int, ...] = (),
     source: str | None = None,
-    plotly_dir: Path | None = None,
     figures: bool = True,
     spill_dir: str | None = None,
     report: range | None = None,
@@ -134,7 +134,7 @@ def write_parts(
     ``top_requests``: how many of the slowest requests the outlier figure breaks down (besides every request a
     finding names). ``figures=False``: findings.json only (no PNG; the report without figures). ``report``: only
     these steps are reported (counted, drawn, told); the others only judge them (:func:`read_plan`).
-    ``trace_url``/``timeline_steps``/``source``/``plotly_dir``: see :func:`otel_verl.analysis.report.write_html`.
+    ``trace_url``/``timeline_steps``/``source``: see :func:`otel_verl.analysis.report.write_html`.
     """
     out = prepare_dir(out)
     th = thresholds or Thresholds()
@@ -164,7 +164,7 @@ def write_parts(
             diagnosis = diagnose_summaries(run.summaries, th, run.quality(), stats, baseline=run.baseline)
             findings = diagnosis.findings
             summary = run.counts.summary(diagnosis, th, stats)
-            steps = accounts_json(diagnosis.accounts)
+            steps = add_step_rows(accounts_json(diagnosis.accounts), findings)
             files = [write_findings(out / "findings.json", findings, summary, steps)]
             rendered: dict[str, Rendered] = {}
             if figures:
@@ -199,7 +199,6 @@ def write_parts(
                 trace_url=trace_url,
                 accounts=steps,
                 source=source,
-                plotly_dir=plotly_dir,
             )
         )
     return Analysis(findings, summary, frames, files, steps)

@@ -34,6 +34,26 @@ def as_dicts(findings: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def seconds_words(seconds: float | None) -> str:
+    """Seconds as every message writes them (``0.27 s``, ``12.3 s``, ``140 s``): one precision for a table and the
+    messages beside it (:func:`otel_verl.analysis.findings.record.fmt_s`)."""
+    from otel_verl.analysis.findings.record import fmt_s
+
+    return fmt_s(float("nan") if seconds is None else float(seconds))
+
+
+def counted(n: int, word: str) -> str:
+    """``1 step``, ``3 steps``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def signed_seconds(seconds: float | None) -> str:
+    """``+20.4 s``, ``−0.27 s``: an excess, at :func:`seconds_words`'s precision."""
+    if seconds is None or seconds != seconds:
+        return seconds_words(None)
+    return ("+" if seconds >= 0 else "−") + seconds_words(abs(seconds))
+
+
 def severity_counts(findings: Iterable[Mapping[str, Any]]) -> str:
     """``1 critical, 2 warnings, 3 notes`` (``none`` when empty)."""
     counts = Counter(f.get("severity") for f in findings)
@@ -64,17 +84,21 @@ def steps_words(steps: Iterable[Any]) -> str:
 
 
 def where(f: Mapping[str, Any]) -> str:
-    """``worker 3``, ``workers 0-7 (the whole step)``, ``the trainer (phase update_actor)``."""
+    """``worker 3``, ``workers 0-2``, ``every worker (the whole step)``, ``the trainer (phase update_actor)``.
+
+    A cause of the whole step (scope ``step``) names every worker, whatever ``workers`` lists (the one on the
+    step's critical path): its message says "all N workers", and the cell beside it must not say "worker 0"."""
     details = f.get("details") or {}
     workers = f.get("workers") or []
     if details.get("scope") == "phase" or (details.get("phase") and not workers):
         return f"the trainer (phase {details['phase']})" if details.get("phase") else "the trainer"
+    replica = f", replica {details['replica']}" if details.get("replica") is not None else ""
+    if details.get("scope") == "step":
+        return f"every worker (the whole step){replica}"
     if not workers:
         return ""
     one = "worker" if len(workers) == 1 else "workers"
-    whole = " (the whole step)" if details.get("scope") == "step" else ""
-    replica = f", replica {details['replica']}" if details.get("replica") is not None else ""
-    return f"{one} {number_ranges(workers)}{whole}{replica}"
+    return f"{one} {number_ranges(workers)}{replica}"
 
 
 def trace_link(trace_url: str | None, trace_id: str) -> str | None:
@@ -84,14 +108,14 @@ def trace_link(trace_url: str | None, trace_id: str) -> str | None:
 
 def open_step_command(source: str | None, steps: Iterable[Any]) -> str:
     """The command that writes these steps for ui.perfetto.dev: ``otel-verl export-perfetto SRC --steps 7:7 --out
-    step7.json``."""
+    step7.pftrace`` (Perfetto's protobuf format: every request's lane named)."""
     nums = sorted({int(s) for s in steps if s is not None})
     src = shlex.quote(str(source)) if source else "SOURCE"
     if not nums:
-        return f"otel-verl export-perfetto {src} --out trace.json"
+        return f"otel-verl export-perfetto {src} --out trace.pftrace"
     lo, hi = nums[0], nums[-1]
     name = f"step{lo}" if lo == hi else f"steps{lo}-{hi}"
-    return f"otel-verl export-perfetto {src} --steps {lo}:{hi} --out {name}.json"
+    return f"otel-verl export-perfetto {src} --steps {lo}:{hi} --out {name}.pftrace"
 
 
 def missing_parts(summary: Mapping[str, Any]) -> list[str]:

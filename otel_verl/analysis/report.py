@@ -1,46 +1,46 @@
 """report.html, in the order a reader needs it: the verdict and a headline per slow step (and what the input
-lacked, if anything), where each step's time went against its usual time, the causes with their full trace ids,
-a timeline of the slowest step, then the event-share table and the figures, each titled and captioned in words.
+lacked, if anything), a table of the steps (each one's duration, usual duration, excess, severity and top cause),
+where each step's time went against its usual time, the causes with their full trace ids, a timeline of the slowest
+step, then the event-share table and the figures, each titled and captioned in words.
 
-plotly.js is not inlined (4.8 MB per report): :func:`plotly_script` puts one copy, ``plotly-<version>.min.js``,
-in the report's folder (or a folder several reports share, ``plotly_dir``) and the page loads it by a relative
-path, so the report still opens from disk with no network.
+The page is one self-contained file: plotly.js travels inside it, gzipped (:mod:`.plotly_embed`: about 2 MB), so
+report.html opens from disk, copied elsewhere or mailed alone, with no network and nothing beside it.
 """
 
 from __future__ import annotations
 
 import html
-import os
-import pkgutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from otel_verl.analysis import presenting
+from otel_verl.analysis import plotly_embed, presenting, step_rows
 from otel_verl.analysis.figures import event_share, step_account, timeline
 from otel_verl.analysis.figures.catalog import TITLES
 from otel_verl.analysis.labels import color, hatch, readable
 from otel_verl.analysis.output_paths import writing
 from otel_verl.analysis.tables import Tables
 
-_CSS = """body{font-family:system-ui,sans-serif;margin:1.5em 2em;max-width:1200px;color:#222}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;vertical-align:top}
+_CSS = """*{box-sizing:border-box}
+body{font-family:system-ui,sans-serif;margin:1.5em auto;padding:0 2em;max-width:1200px;color:#222}
+table{border-collapse:collapse;max-width:100%}
+td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;vertical-align:top}
 .critical{background:#fdd}.warning{background:#ffe9c6}.info{background:#eef}
 #verdict{border-left:6px solid #c33;padding:.2em 1em;margin-bottom:1em}#verdict.clean{border-color:#3a3}
 .verdict{font-size:18px;font-weight:600;margin:.4em 0}.headline{font-size:16px;margin:.3em 0}
 #missing{background:#fff4d6;border:1px solid #e0b100;padding:.4em 1em;margin:.6em 0}#missing p{margin:.2em 0}
 .caption{color:#555;font-size:13px;max-width:60em;margin-top:-.4em}.note{color:#555;font-style:italic}
-code.trace{font-size:11px;white-space:nowrap}.open{font-size:11px;color:#555}.open code{word-break:break-all}
+code.trace{font-size:11px;white-space:nowrap}
+.open{font-size:11px;color:#555;margin-top:.3em}code.cmd{overflow-wrap:anywhere}code.cmd .w{white-space:nowrap}
+td.num{text-align:right;white-space:nowrap}#step-table a{color:inherit}
+svg.timeline{max-width:100%;height:auto}.plotly-graph-div{width:100%}
 .swatch{display:inline-block;width:.9em;height:.9em;margin-right:.4em;vertical-align:-.1em;border:1px solid #aaa}
-#noplotly{display:none;background:#fdd;padding:.4em 1em}details{font-size:12px}"""
+#noplotly{background:#fdd;padding:.4em 1em}details{font-size:12px}"""
 
-_NO_PLOTLY = (
-    "<p id='noplotly'>The interactive figures need <code>{name}</code> beside this report (it is written there by "
-    "<code>otel-verl analyze</code>); the PNGs in this folder show the same figures.</p>"
-    "<script>if(typeof Plotly==='undefined'){{document.getElementById('noplotly').style.display='block'}}</script>"
-)
+STEP_ROWS = 20
+"""Steps the table at the top shows (past that, the worst ones; every step in a folded table below it)."""
 
 
 def write_html(
@@ -56,17 +56,16 @@ def write_html(
     timelines: Sequence[timeline.StepTimeline] | None = None,
     accounts: Sequence[Mapping[str, Any]] | None = None,
     source: str | None = None,
-    plotly_dir: Path | None = None,
 ) -> Path:
-    """Write report.html (and plotly.js beside it, once).
+    """Write report.html, one self-contained file.
 
     ``findings``: findings.json dicts or finding objects (``to_json()``). ``timelines``: the step timelines to draw
     (a streamed analysis made them from the steps it kept); else those of ``tables``: its slowest step and
     ``timeline_steps``. ``trace_url``: a template with
     ``{trace_id}`` (Jaeger ``http://host:16686/trace/{trace_id}``, Grafana Explore) that links every trace id;
     without it each cause shows the command that writes its steps for ui.perfetto.dev. ``accounts``:
-    findings.json's ``steps`` (one account per step). ``source``: the SOURCE analyzed, for that command.
-    ``plotly_dir``: the folder of the shared plotly.js (default: the report's own).
+    findings.json's ``steps`` (one account per step, with :mod:`.step_rows`' ``severity`` and ``top_cause``).
+    ``source``: the SOURCE analyzed, for that command.
     """
     path = Path(path)
     found = presenting.as_dicts(findings)
@@ -74,11 +73,15 @@ def write_html(
     serious = [f for f in found if f.get("severity") != "info"]
     clean = not summary.get("headlines") and not serious and not missing
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>otel_verl analysis</title>"
-        f"<style>{_CSS}</style>{plotly_script(path.parent, plotly_dir)}</head><body>",
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'><title>otel_verl analysis</title>"
+        f"<style>{_CSS}</style></head><body>",
         "<h1>otel_verl analysis</h1>",
-        f"<p>{summary.get('spans', 0)} spans, {len(summary.get('steps', []))} steps, "
-        f"{len(summary.get('workers', []))} workers, {summary.get('requests', 0)} requests"
+        plotly_embed.note_html(),
+        f"<p>{presenting.counted(summary.get('spans', 0), 'span')}, "
+        f"{presenting.counted(len(summary.get('steps', [])), 'step')}, "
+        f"{presenting.counted(len(summary.get('workers', [])), 'worker')}, "
+        f"{presenting.counted(summary.get('requests', 0), 'request')}"
         + (f" from <code>{html.escape(str(source))}</code>" if source else "")
         + ".</p>",
         f"<section id='verdict' class='{'clean' if clean else 'problems'}'>"
@@ -93,6 +96,7 @@ def write_html(
             + "</section>"
         )
     if accounts:
+        parts += _steps_table(accounts, found)
         parts += _account(accounts)
     if found:
         parts.append(_causes(found, trace_url, source))
@@ -114,35 +118,11 @@ def write_html(
         if caption:
             parts.append(f"<p class='caption'>{html.escape(caption)}</p>")
         parts.append(fragment)
-    parts.append(_NO_PLOTLY.format(name=html.escape(plotly_file_name())))
+    parts.append(plotly_embed.loader_html())
     parts.append("</body></html>")
     with writing(path):
         path.write_text("\n".join(parts))
     return path
-
-
-def plotly_file_name() -> str:
-    from plotly.offline import get_plotlyjs_version
-
-    return f"plotly-{get_plotlyjs_version()}.min.js"
-
-
-def plotly_script(report_dir: Path, plotly_dir: Path | None = None) -> str:
-    """Write ``plotly-<version>.min.js`` into ``plotly_dir`` (default ``report_dir``) unless that exact file is
-    there, and return the ``<script>`` tag that loads it relative to the report (no CDN: clusters are offline)."""
-    folder = Path(plotly_dir) if plotly_dir is not None else Path(report_dir)
-    target = folder / plotly_file_name()
-    js = pkgutil.get_data("plotly", "package_data/plotly.min.js")
-    if js is None:  # pragma: no cover - plotly always ships it
-        raise FileNotFoundError("plotly/package_data/plotly.min.js")
-    if not target.is_file() or target.stat().st_size != len(js):
-        with writing(target):
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(js)
-            os.replace(tmp, target)  # two reports writing the shared copy at once both leave a whole file
-    rel = Path(os.path.relpath(target, Path(report_dir))).as_posix()
-    return f"<script src='{html.escape(rel)}'></script>"
 
 
 def _account(accounts: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -153,7 +133,7 @@ def _account(accounts: Sequence[Mapping[str, Any]]) -> list[str]:
     fig = step_account.plotly_step_account(df).update_layout(template="plotly_white")
     return [
         f"<section id='account'><h2>{html.escape(title)}</h2><p class='caption'>{html.escape(caption)}</p>",
-        fig.to_html(full_html=False, include_plotlyjs=False, div_id="account-figure"),
+        plotly_embed.figure_html(fig, "account-figure"),
         "</section>",
     ]
 
@@ -189,12 +169,12 @@ def _causes(found: list[dict[str, Any]], trace_url: str | None, source: str | No
         )
         seconds = f.get("seconds") or 0
         rows.append(
-            f"<tr class='{html.escape(severity)}'><td>{i}</td><td>{html.escape(severity)}</td>"
+            f"<tr id='cause-{i}' class='{html.escape(severity)}'><td>{i}</td><td>{html.escape(severity)}</td>"
             f"<td>{html.escape(presenting.number_ranges(f['steps']))}</td>"
             f"<td>{html.escape(presenting.where(f))}</td>"
-            f"<td>{f'{seconds:.1f} s' if seconds else ''}</td>"
-            f"<td>{html.escape(str(f.get('message', '')))}{more}</td>"
-            f"<td>{_traces(f, trace_url, source)}</td></tr>"
+            f"<td class='num'>{html.escape(presenting.seconds_words(seconds)) if seconds else ''}</td>"
+            f"<td>{html.escape(str(f.get('message', '')))}{more}{_opener(f, trace_url, source)}</td>"
+            f"<td>{_traces(f, trace_url)}</td></tr>"
         )
     rows.append("</table>")
     return "".join(rows)
@@ -203,15 +183,78 @@ def _causes(found: list[dict[str, Any]], trace_url: str | None, source: str | No
 MAX_TRACE_IDS = 3
 
 
-def _traces(f: Mapping[str, Any], trace_url: str | None, source: str | None) -> str:
+def _traces(f: Mapping[str, Any], trace_url: str | None) -> str:
     ids = list(f.get("trace_ids") or [])
     cells = [_trace_id(i, trace_url) for i in ids[:MAX_TRACE_IDS]]
     if len(ids) > MAX_TRACE_IDS:
         cells.append(f"and {len(ids) - MAX_TRACE_IDS} more in findings.json")
-    if not trace_url and f.get("steps"):
-        cmd = presenting.open_step_command(source, f["steps"])
-        cells.append(f"<span class='open'>open: <code>{html.escape(cmd)}</code></span>")
     return "<br>".join(cells)
+
+
+def _opener(f: Mapping[str, Any], trace_url: str | None, source: str | None) -> str:
+    """Under the message (the widest cell, so the command wraps at its spaces): the command that writes the
+    cause's steps for ui.perfetto.dev, when trace ids are not linked to a viewer."""
+    if trace_url or not f.get("steps"):
+        return ""
+    cmd = presenting.open_step_command(source, f["steps"])
+    return f"<div class='open'>open in Perfetto: {command_html(cmd)}</div>"
+
+
+LONG_WORD = 40
+"""A command's word longer than this (a deep path) may break anywhere; shorter ones never break."""
+
+
+def command_html(cmd: str) -> str:
+    """A shell command that wraps only between its words (``--out`` never splits at its hyphens), each word kept
+    whole unless it alone is wider than a line; copied, it is the same text."""
+    words = (
+        f"<span class='w'>{html.escape(w)}</span>" if len(w) <= LONG_WORD else html.escape(w) for w in cmd.split(" ")
+    )
+    return f"<code class='cmd'>{' '.join(words)}</code>"
+
+
+def _steps_table(accounts: Sequence[Mapping[str, Any]], found: list[dict[str, Any]]) -> list[str]:
+    """Each step's duration, usual duration, excess, severity and top cause (findings.json ``steps``), linked to
+    its row in the causes' table; past :data:`STEP_ROWS` steps the worst, and every step in a folded table."""
+    rows, left_out = step_rows.table_rows(list(accounts), STEP_ROWS)
+    if not rows:
+        return []
+    row_of = {str(f.get("message")): i for i, f in enumerate(found, 1)}
+    out = [
+        "<section id='steps'><h2>Steps</h2><p class='caption'>Usual: what the step usually costs in this run (the "
+        "sum of its parts' usual seconds); excess = took − usual. Severity and top cause: the worst and the first "
+        "of the causes below that name the step (ok: none does).</p>",
+        _step_rows_html(rows, row_of, "step-table"),
+    ]
+    if left_out:
+        out.append(
+            f"<details><summary>The table shows the {len(rows)} steps most worth a look; all {len(accounts)} "
+            f"steps</summary>{_step_rows_html(list(accounts), row_of, 'all-steps')}</details>"
+        )
+    out.append("</section>")
+    return out
+
+
+def _step_rows_html(rows: Sequence[Mapping[str, Any]], row_of: Mapping[str, int], table_id: str) -> str:
+    body = []
+    for a in rows:
+        severity = str(a.get("severity") or step_rows.OK)
+        cause = a.get("top_cause") or None
+        words = html.escape(step_rows.cause_words(cause))
+        if cause and str(cause.get("message")) in row_of:
+            i = row_of[str(cause.get("message"))]
+            words = f"<a href='#cause-{i}' title='{html.escape(str(cause.get('message')))}'>{words} (#{i})</a>"
+        body.append(
+            f"<tr class='{html.escape(severity)}'><td class='num'>{a.get('step')}</td>"
+            f"<td class='num'>{presenting.seconds_words(a.get('duration_s'))}</td>"
+            f"<td class='num'>{presenting.seconds_words(a.get('baseline_s'))}</td>"
+            f"<td class='num'>{presenting.signed_seconds(a.get('excess_s'))}</td>"
+            f"<td>{html.escape(severity)}</td><td>{words}</td></tr>"
+        )
+    return (
+        f"<table id='{table_id}'><tr><th>step</th><th>took</th><th>usual</th><th>excess</th><th>severity</th>"
+        f"<th>top cause</th></tr>{''.join(body)}</table>"
+    )
 
 
 def _trace_id(trace_id: str, trace_url: str | None) -> str:
@@ -231,7 +274,7 @@ def _timelines(timelines: Sequence[timeline.StepTimeline], trace_url: str | None
         )
         out.append(f"<h2 id='timeline-{step}'>Timeline of {what} ({step})</h2>")
         opener = (f"Its trace: {_trace_id(tl.trace_id, trace_url)}" if tl.trace_id else "") + (
-            f"; open it elsewhere: <code>{html.escape(presenting.open_step_command(source, [step]))}</code>"
+            f"; open it in Perfetto: {command_html(presenting.open_step_command(source, [step]))}"
             if not trace_url
             else ""
         )

@@ -23,16 +23,20 @@ def _threshold_list() -> str:
     return ", ".join(f"`{f.name}={f.default}`" for f in fields(Thresholds))
 
 
-ANALYZE_HELP = f"""Diagnose a run: `findings.json`, `report.html` and the seed's figures as PNGs in `--out`.
+ANALYZE_HELP = f"""Diagnose a run: `findings.json`, `report.html` (one file, opens anywhere) and each figure as a PNG
+in `--out` (default: `./otel-verl-report/` and the run's name).
 
 SOURCE is read by its kind (auto-detected; force it with `--source-type`):
 
-* spool dir: `otel-verl analyze ./otel-verl-spool --out report`
+* spool dir: `otel-verl analyze ./otel-verl-spool` (its newest run; `--run NAME` picks another)
 * collector file exporter: `otel-verl analyze /var/otel/traces.jsonl --out report`
 * Jaeger v2: `otel-verl analyze http://jaeger:16686 --service verl --lookback 2h --out report`
 * Tempo: `otel-verl analyze http://tempo:3200 --since 2026-08-01T10:00 --until 2026-08-01T12:00 --out report`
 
-Seed `step_<n>/worker_<rank>.jsonl` logs are read directly (or once: `otel-verl import-legacy LOGDIR --spool DIR`).
+Logs of verl's earlier profiler (SGLangLogManager: `step_<n>/worker_<rank>.jsonl`) are read directly (or
+converted once: `otel-verl import-legacy LOGDIR --spool DIR`).
+
+Link every trace id to Jaeger: `--trace-url 'http://HOST:16686/trace/{{trace_id}}'`.
 
 **Thresholds** (`--set name=value`, repeatable, or `--thresholds file.json` as `{{"thresholds": {{...}}}}`;
 meanings in docs/analyzer.md): {_threshold_list()}.
@@ -43,7 +47,16 @@ meanings in docs/analyzer.md): {_threshold_list()}.
 @source_options
 @one_line_errors
 def analyze(
-    out: Annotated[Path, typer.Option("--out", help="output dir: `findings.json`, `report.html`, PNGs")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="output dir: `findings.json`, `report.html`, PNGs (default: a folder per run under "
+            "./otel-verl-report)",
+            show_default=False,
+        ),
+    ] = None,
+    *,  # SOURCE's options go here (source_options); a keyword-only `src` may follow --out's default
     src: SourceOptions,
     set_: Annotated[
         list[str] | None,
@@ -61,8 +74,7 @@ def analyze(
         str | None,
         typer.Option(
             "--trace-url",
-            help="link each cause's traces in report.html: a template with `{trace_id}`, e.g. "
-            "`http://localhost:16686/trace/{trace_id}` (Jaeger)",
+            help="link every trace id in report.html: a URL template with `{trace_id}` (Jaeger's: see above)",
         ),
     ] = None,
     timeline_step: Annotated[
@@ -92,6 +104,7 @@ def analyze(
     th = Thresholds().with_overrides(set_ or [], thresholds_file)
     step_range = parse_step_range(steps) if steps is not None else None
     against: str | range = baseline if baseline in ("run", "selected") else parse_step_range(baseline, "--baseline")
+    out = out if out is not None else src.default_out()
     prepare_dir(out)  # before a load that may take minutes
     stats = LoadStats()
     result = analyze_source(
@@ -151,9 +164,10 @@ def print_summary(
     console = Console()
     s = result.summary
     found = presenting.as_dicts(result.findings)
+    counted = presenting.counted
     console.print(
-        f"[bold]{s['spans']}[/] spans ({stats.seconds:.1f} s to load), {len(s['steps'])} steps, "
-        f"{len(s['workers'])} workers, {s['requests']} requests"
+        f"[bold]{counted(s['spans'], 'span')}[/] ({stats.seconds:.1f} s to load), {counted(len(s['steps']), 'step')}, "
+        f"{counted(len(s['workers']), 'worker')}, {counted(s['requests'], 'request')}"
     )
     missing = presenting.missing_parts(s)
     if missing:
@@ -163,20 +177,63 @@ def print_summary(
     console.print(f"[bold]{escape(s['verdict'])}[/]")
     for line in s["headlines"]:
         console.print(f"  [bold red]{escape(line)}[/]")
+    _print_steps(console, result.steps)
     serious = [f for f in found if f.get("severity") != "info"]
     shown = serious[:10] or found[:5]
     if shown:
-        table = Table("#", "severity", "lost", "steps", "cause", show_lines=False)
-        colors = {"critical": "red", "warning": "yellow", "info": "blue"}
+        table = Table("#", "severity", "lost", "steps", "cause", show_lines=False, title="causes, ranked")
         for i, f in enumerate(shown, 1):
-            lost = f"{f['seconds']:.1f} s" if f.get("seconds") else ""
+            lost = presenting.seconds_words(f["seconds"]) if f.get("seconds") else ""
             sev = str(f.get("severity", "info"))
             steps = presenting.number_ranges(f["steps"])
-            table.add_row(str(i), f"[{colors.get(sev, 'blue')}]{sev}[/]", lost, steps, escape(str(f.get("message"))))
+            table.add_row(str(i), f"[{COLORS.get(sev, 'blue')}]{sev}[/]", lost, steps, escape(str(f.get("message"))))
         console.print(table)
         _print_traces(console, shown, trace_url, source)
     files = f"{out / 'findings.json'}" + (f", {out / 'report.html'}" if (out / "report.html").exists() else "")
     console.print(f"causes: {presenting.severity_counts(found)} → {files}", soft_wrap=True)
+
+
+COLORS = {"critical": "red", "warning": "yellow", "info": "blue", "ok": "green"}
+STEP_ROWS = 12
+"""Steps the summary's table shows at most (the worst ones past that; every step is in findings.json)."""
+
+
+def _print_steps(console: Any, accounts: list[dict[str, Any]]) -> None:
+    """Each step: how long it took, its usual duration, the excess, its severity and top cause (findings.json
+    ``steps``, :mod:`otel_verl.analysis.step_rows`)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from otel_verl.analysis import presenting, step_rows
+
+    rows, left_out = step_rows.table_rows(accounts, STEP_ROWS)
+    if not rows:
+        return
+    table = Table(
+        "step",
+        "took",
+        "usual",
+        "excess",
+        "severity",
+        "top cause",
+        title="steps",
+        caption="usual: what the step usually costs in this run (the sum of its parts' usual seconds)",
+    )
+    for column in table.columns[:4]:
+        column.justify = "right"
+    for a in rows:
+        sev = str(a.get("severity", step_rows.OK))
+        table.add_row(
+            str(a["step"]),
+            presenting.seconds_words(a.get("duration_s")),
+            presenting.seconds_words(a.get("baseline_s")),
+            presenting.signed_seconds(a.get("excess_s")),
+            f"[{COLORS.get(sev, 'blue')}]{sev}[/]",
+            escape(step_rows.cause_words(a.get("top_cause"))),
+        )
+    console.print(table)
+    if left_out:
+        console.print(f"  and {left_out} more steps, all in findings.json (`steps`)")
 
 
 def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | None, source: str | None) -> None:
@@ -207,11 +264,10 @@ def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | No
         )
 
 
-def run_analysis(source: str, out: Path, plotly_dir: Path | None = None) -> None:
-    """Analyze with default thresholds and print the summary (used by ``otel-verl demo``; ``plotly_dir``: the
-    folder its reports share one plotly.js in)."""
+def run_analysis(source: str, out: Path) -> None:
+    """Analyze with default thresholds and print the summary (used by ``otel-verl demo``)."""
     from otel_verl.analysis.read import LoadStats
 
     stats = LoadStats()
-    result = analyze_source(SourceOptions(str(source)), out, stats, thresholds=Thresholds(), plotly_dir=plotly_dir)
+    result = analyze_source(SourceOptions(str(source)), out, stats, thresholds=Thresholds())
     print_summary(result, stats, out, source=str(source))

@@ -1,4 +1,4 @@
-"""What every command shares: the eight options that pick a trace source (declared once), one-line errors.
+"""What every command shares: the nine options that pick a trace source (declared once), one-line errors.
 
 Why a decorator for the source options: ``analyze``, ``export-legacy`` and ``export-perfetto`` read the
 same sources the same way; :func:`source_options` adds those parameters to a command's signature (typer
@@ -12,9 +12,11 @@ import inspect
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlparse
 
 import typer
 from rich.console import Console
@@ -55,6 +57,19 @@ SOURCE_HELP = (
 )
 SOURCE_PARAMETERS = (
     ("source", Annotated[str, typer.Argument(help=SOURCE_HELP, metavar="SOURCE", show_default=False)], ...),
+    (
+        "run",
+        Annotated[
+            str | None,
+            typer.Option(
+                "--run",
+                help="which run of a spool folder holding several (`<spool>/<run>/`); default: the newest, and a "
+                "line names the others",
+                show_default=False,
+            ),
+        ],
+        None,
+    ),
     (
         "source_type",
         Annotated[
@@ -133,6 +148,31 @@ class SourceOptions:
     lookback: str | None = None
     max_traces: int = 10000
     skip_bad_lines: bool = False
+    run: str | None = None
+    """``--run``; after :meth:`with_run`, the run read (None: the source is not a spool)."""
+
+    def with_run(self) -> SourceOptions:
+        """The source narrowed to one run (:func:`otel_verl.analysis.read.runs.choose_run`); prints which run
+        was chosen when the spool folder held several."""
+        from otel_verl.analysis.read.runs import choose_run
+
+        kind = self.source_type
+        if kind == "auto":
+            remote = self.source.startswith(("http://", "https://"))
+            kind = "remote" if remote else "spool" if Path(self.source).is_dir() else "file"
+        choice = choose_run(self.source, self.run, kind)
+        note = choice.note()
+        if note:
+            print(note, flush=True)
+        return replace(self, source=choice.source, run=choice.run)
+
+    def default_out(self) -> Path:
+        """``./otel-verl-report/<run>``: the run's name, else the file's or the backend host's."""
+        if self.source.startswith(("http://", "https://")):
+            name = urlparse(self.source).hostname or "remote"
+        else:
+            name = self.run or Path(self.source).stem or "run"
+        return Path("otel-verl-report") / name
 
     def window_ns(self) -> tuple[int | None, int | None]:
         """``--since``/``--until``/``--lookback`` as absolute ns bounds (None = open)."""
@@ -169,7 +209,7 @@ def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(**kwargs: Any) -> Any:
         src = SourceOptions(**{name: kwargs.pop(name) for name, _, _ in SOURCE_PARAMETERS})
-        return fn(src=src, **kwargs)
+        return fn(src=one_line_errors(src.with_run)(), **kwargs)
 
     signature = inspect.Signature(params)
     wrapper.__signature__ = signature  # type: ignore[attr-defined]

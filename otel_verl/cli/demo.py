@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.console import Console
 
+from otel_verl.analysis.presenting import counted
 from otel_verl.cli.common import console
+from otel_verl.demo import quiet as demo_quiet
 from otel_verl.demo.plants import ENGINE_KEYS, PLANT_STEP, READY_MADE
+
+if TYPE_CHECKING:
+    from otel_verl.demo.options import DemoOptions, DemoResult
 
 
 def _plant_help() -> str:
@@ -73,13 +80,29 @@ def _ready_made(names: list[str] | None, engine: str, knobs: bool) -> dict[int, 
     return plans
 
 
+def _run_with_progress(out: Console, opts: DemoOptions, quiet: bool) -> DemoResult:
+    """``run_demo`` with a line per finished step and a spinner meanwhile (both on ``out``), the other libraries'
+    output silenced unless not ``quiet`` (:mod:`otel_verl.demo.quiet`)."""
+    from otel_verl.demo.runner import run_demo
+
+    what = f"{counted(opts.workers, 'worker')}, {opts.prompts}×{opts.n} requests a step, trainer {opts.trainer}"
+    out.print(f"running {counted(opts.steps, 'traced step')} ({what}); the first takes the longest (Ray, verl start)")
+    with out.status("starting Ray and verl…") as status, demo_quiet.third_party_quiet(quiet):
+
+        def on_step(step: int, seconds: float) -> None:
+            out.print(f"  step {step}/{opts.steps} done in {seconds:.1f} s")
+            status.update(f"step {step + 1} of {opts.steps}…" if step < opts.steps else "flushing the spans…")
+
+        return run_demo(replace(opts, on_step=on_step))
+
+
 def demo(
     steps: Annotated[int, typer.Option(min=1, help="Training steps to run.")] = 3,
     spool: Annotated[
         Path | None, typer.Option(help="Write the spool here (also when an OTLP endpoint is set).")
     ] = None,
     report: Annotated[
-        Path | None, typer.Option(help="Analyzer output dir (default: `./otel-verl-report/<run>`).")
+        Path | None, typer.Option(help="Analyzer output dir (default: a folder per run under ./otel-verl-report).")
     ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the analysis after the run.")] = False,
     workers: Annotated[int, typer.Option(min=1, help="AgentLoopWorker actors.")] = 2,
@@ -120,13 +143,24 @@ def demo(
         str,
         typer.Option(
             help="v1-sync (verl's default), v1-colocate-async, v1-separate-async: verl's own V1 trainer class of "
-            "that mode (trainer.v1.trainer_mode) with stand-ins for its GPU work; legacy: RayPPOTrainer's "
+            "that mode (its trainer_mode option) with stand-ins for its GPU work; legacy: RayPPOTrainer's "
             "loop (trainer.use_v1=false), stood in for, around verl's blocking AgentLoopManager."
         ),
     ] = "v1-sync",
-    val_before_train: Annotated[
-        bool, typer.Option(help="A validation rollout before step 1, as verl does by default (takes the warm-up).")
-    ] = True,
+    no_val_before_train: Annotated[
+        bool,
+        typer.Option(
+            "--no-val-before-train",
+            help="Skip the validation rollout before step 1 (verl runs one by default; it takes the warm-up).",
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Also show verl's, Ray's and TransferQueue's own output (hidden: it is not about your run).",
+        ),
+    ] = False,
     logger: Annotated[
         list[str] | None,
         typer.Option(
@@ -157,7 +191,7 @@ def demo(
     from otel_verl.analysis.errors import AnalysisInputError
     from otel_verl.analysis.output_paths import prepare_dir
     from otel_verl.cli.analyze import run_analysis
-    from otel_verl.demo.runner import DemoOptions, check_options, run_demo
+    from otel_verl.demo.runner import DemoOptions, check_options
 
     step_plants = _ready_made(plant, engine, knobs=bool(stall or slow_turn or slow_reward or slow_step))
     if engine not in ("sim", "vllm"):
@@ -188,7 +222,7 @@ def demo(
         replica_capacity={int(r): int(c) for r, c in _pairs(replica_capacity, 2, "--replica-capacity")},
         spool=str(spool) if spool else None,
         trainer=trainer,
-        val_before_train=val_before_train,
+        val_before_train=not no_val_before_train,
         engine=engine,
         loggers=tuple(logger) if logger else ("console",),
     )
@@ -197,25 +231,24 @@ def demo(
     except ValueError as exc:
         console.print(f"error: {exc}")
         raise typer.Exit(code=2) from None
-    with console.status(f"running {steps} traced steps on {workers} workers ({prompts}×{n} requests/step)…"):
-        result = run_demo(opts)
-    console.print(
-        f"[bold]{result.steps} steps[/] in {result.wall_seconds:.1f} s "
-        f"(step times: {', '.join(f'{s:.1f}s' for s in result.step_seconds)}), "
-        f"{result.requests_per_step} requests/step, {result.turns} turns"
+    out = Console(file=sys.stdout)  # every line the user reads, on stdout; errors alone on stderr
+    result = _run_with_progress(out, opts, quiet=not (verbose or demo_quiet.verbose()))
+    out.print(
+        f"[bold]{counted(result.steps, 'step')}[/] in {result.wall_seconds:.1f} s, "
+        f"{result.requests_per_step} requests a step, {counted(result.turns, 'turn')}"
     )
     if result.engine_launch_seconds is not None:
-        console.print(f"vLLM server(s) launched in {result.engine_launch_seconds:.0f} s")
+        out.print(f"vLLM server(s) launched in {result.engine_launch_seconds:.0f} s")
     if result.spool_dir is None:
         endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        console.print(f"traces sent to {endpoint or 'nowhere (OTEL_SDK_DISABLED)'}")
+        out.print(f"traces sent to {endpoint or 'nowhere (OTEL_SDK_DISABLED)'}")
         return
-    console.print(f"traces: [bold]{result.spool_dir}[/]")
+    out.print(f"traces: [bold]{result.spool_dir}[/]")
     if no_report:
         return
     out = report or Path("otel-verl-report") / result.run_id
-    try:  # the default root keeps one plotly.js for every run's report.html
-        run_analysis(result.spool_dir, out, plotly_dir=out.parent if report is None else None)
+    try:
+        run_analysis(result.spool_dir, out)
     except (AnalysisInputError, OSError) as exc:
         why = f"{exc.filename or ''}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
         print(

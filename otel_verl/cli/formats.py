@@ -15,29 +15,36 @@ from otel_verl.cli.common import (
     exit_fast_after,
     load_source,
     one_line_errors,
+    parse_step_range,
     source_options,
 )
 
 IMPORT_LEGACY_HELP = (
-    "Convert the seed's SGLangLogManager logs (seeds 000/001/002, `step_<n>/worker_<rank>.jsonl`) "
+    "Convert the logs of verl's earlier profiler (SGLangLogManager: `step_<n>/worker_<rank>.jsonl`) "
     "into otel_verl spans: a spool (`--spool`) and/or OTLP (`--endpoint`). A validation rollout's "
     f"`val_step_<n>/` logs are marked validation.\n\n{EXIT_CODES}"
 )
 EXPORT_LEGACY_HELP = (
-    "Write the seed's `step_<n>/worker_<rank>.jsonl` logs so its plotting scripts run on otel_verl "
+    "Write SGLangLogManager's `step_<n>/worker_<rank>.jsonl` logs, so plotting scripts written for that "
+    "profiler run on otel_verl "
     f"data (a validation rollout goes to `val_step_<n>/`).\n\n{EXIT_CODES}"
 )
 EXPORT_PERFETTO_HELP = (
-    "Chrome/Perfetto trace JSON (open in ui.perfetto.dev): a trainer track (steps and their phases), one "
-    "process per worker (its barrier wait, one lane per concurrent request), every span's attributes in its "
-    "args. `--steps 7` writes one step: `otel-verl export-perfetto ./spool --steps 7 --out step7.json`."
+    "A trace for ui.perfetto.dev (Open trace file): a trainer track (steps, phases), a group per worker (its "
+    "chunks and barrier wait, then a track per request named by sample, request id and replica, holding its "
+    "turns, engine calls and events), every span's attributes on its slice. Perfetto's protobuf format "
+    "(`.pftrace`), or Chrome's JSON for an `--out` ending in `.json` (its request lanes cannot be named). "
+    "`--steps 7` writes one step: `otel-verl export-perfetto ./spool --steps 7 --out step7.pftrace`."
     f"\n\n{EXIT_CODES}"
 )
+FORMATS = ("auto", "proto", "json")
 
 
 @one_line_errors
 def import_legacy(
-    logdir: Annotated[Path, typer.Argument(help="seed log dir: `step_<n>/worker_<rank>.jsonl`", show_default=False)],
+    logdir: Annotated[
+        Path, typer.Argument(help="SGLangLogManager log dir: `step_<n>/worker_<rank>.jsonl`", show_default=False)
+    ],
     spool: Annotated[
         Path | None,
         typer.Option("--spool", help="spool dir to write (`<spool>/<run>/step_<n>/*.jsonl`)"),
@@ -72,7 +79,7 @@ def import_legacy(
 @source_options
 @one_line_errors
 def export_legacy(
-    out: Annotated[Path, typer.Option("--out", help="log dir in the seed's layout (created)")],
+    out: Annotated[Path, typer.Option("--out", help="log dir in SGLangLogManager's layout (created)")],
     src: SourceOptions,
 ) -> None:
     from otel_verl.analysis.formats.legacy_export import export_legacy as write
@@ -87,36 +94,32 @@ def export_legacy(
 @source_options
 @one_line_errors
 def export_perfetto(
-    out: Annotated[Path, typer.Option("--out", help="trace JSON file to write (e.g. `trace.json`)")],
+    out: Annotated[Path, typer.Option("--out", help="trace file to write (e.g. `trace.pftrace`)")],
     src: SourceOptions,
     steps: Annotated[
         str | None,
-        typer.Option("--steps", help="only these training steps: `7` or `5:9` (both ends included)"),
+        typer.Option("--steps", help="only these training steps: `N`, `A:B` (both included), `A:` or `:B`"),
     ] = None,
+    format_: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="`proto` (Perfetto's, named lanes), `json` (Chrome's); `auto`: `json` for a `.json` file",
+        ),
+    ] = "auto",
 ) -> None:
+    from otel_verl.analysis.errors import AnalysisInputError
     from otel_verl.analysis.formats.perfetto import write_perfetto
+    from otel_verl.analysis.formats.perfetto_proto import write_perfetto_proto
     from otel_verl.analysis.output_paths import prepare_file
 
-    wanted = parse_steps(steps)
+    if format_ not in FORMATS:
+        raise AnalysisInputError(f"--format {format_!r}: use {', '.join(FORMATS)}")
+    fmt = ("json" if out.suffix.lower() == ".json" else "proto") if format_ == "auto" else format_
+    step_range = parse_step_range(steps) if steps is not None else None
     prepare_file(out)
-    n = write_perfetto(load_source(src), out, steps=wanted)
-    print(f"wrote {n} trace events to {out}; open it at https://ui.perfetto.dev (Open trace file)")
+    spans = load_source(src, steps=step_range)  # the read keeps only those steps' spans
+    n = write_perfetto(spans, out) if fmt == "json" else write_perfetto_proto(spans, out)
+    kind = "Chrome trace JSON" if fmt == "json" else "Perfetto trace"
+    print(f"wrote {n} spans as a {kind} to {out}; open it at https://ui.perfetto.dev (Open trace file)")
     exit_fast_after()
-
-
-def parse_steps(value: str | None) -> tuple[int, int] | None:
-    """``7`` → (7, 7), ``5:9`` → (5, 9); anything else is a one-line error."""
-    from otel_verl.analysis.errors import AnalysisInputError
-
-    if value is None:
-        return None
-    parts = value.split(":")
-    try:
-        if len(parts) not in (1, 2):
-            raise ValueError
-        lo, hi = int(parts[0]), int(parts[-1])
-    except ValueError:
-        raise AnalysisInputError(f"--steps {value!r}: use a step (7) or a range (5:9)") from None
-    if lo > hi:
-        raise AnalysisInputError(f"--steps {value!r}: the first step is after the last")
-    return lo, hi

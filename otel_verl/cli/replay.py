@@ -17,22 +17,42 @@ def replay(
     protocol: Annotated[
         str | None, typer.Option(help="grpc | http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc).")
     ] = None,
-    skip_bad_lines: Annotated[bool, typer.Option(help="Count and skip unparsable lines instead of stopping.")] = False,
+    skip_bad_lines: Annotated[
+        bool, typer.Option("--skip-bad-lines", help="Count and skip unparsable lines instead of stopping.")
+    ] = False,
     ignore_journal: Annotated[
         bool,
-        typer.Option(help="Send every span, also those the delivery journal lists (e.g. into another backend)."),
+        typer.Option(
+            "--ignore-journal",
+            help="Send every span, also those the delivery journal lists (e.g. into another backend).",
+        ),
     ] = False,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            help="Send only this run of a spool folder holding several (default: every run).", show_default=False
+        ),
+    ] = None,
 ) -> None:
     """Send a spool to any OTLP endpoint (a collector, Jaeger, Tempo), each span once.
 
     Spans the live exporter (or an earlier replay) delivered are listed in the run's delivery journal
-    (`<run>/.delivery/`) and skipped, so replaying twice sends nothing the second time.
+    (`<run>/.delivery/`) and skipped, so replaying twice sends nothing the second time. A spool folder's runs
+    are all sent (each span carries its run's `verl.run.id`), or one with `--run`.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from otel_verl.analysis.errors import AnalysisInputError
+    from otel_verl.analysis.read.runs import choose_run
     from otel_verl.export.replay import ReplayError
     from otel_verl.export.replay import replay as do_replay
 
+    if run is not None:
+        try:
+            spool = Path(choose_run(str(spool), run, "spool" if spool.is_dir() else "file").source)
+        except AnalysisInputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(code=2) from None
     try:
         with Progress(
             TextColumn("replaying"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,9 @@ class DemoOptions:
     one validation rollout (``verl.validate``, step 0, n=1) before step 1. It also takes the workers'
     first-call warm-up (several seconds) out of step 1, which would otherwise be a slow step; the
     analyzer leaves validation rollouts out of its baselines."""
+    on_step: Callable[[int, float], None] | None = field(default=None, compare=False, repr=False)
+    """Called in the driver after each training step with (step, its seconds): ``otel-verl demo``'s progress
+    lines. Exceptions it raises propagate (it is the caller's own code)."""
 
 
 @dataclass

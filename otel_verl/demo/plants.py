@@ -61,7 +61,7 @@ READY_MADE: Final[dict[str, tuple[dict[str, Any], str]]] = {
     "stall": (
         {STALL: {3: 20.0}},
         "the 4 rollouts of sample 3 stall 20 s on their first engine call, so worker 0 stalls mid-rollout "
-        "and the others wait (a small seed step-67 story)",
+        "and the others wait at the barrier (a straggler)",
     ),
     "slow-phase": ({SLOW_PHASE: {"update_actor": 8.0}}, "the trainer's update_actor phase takes 8 s more"),
     "slow-start": (

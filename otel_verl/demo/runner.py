@@ -164,7 +164,7 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     tool_config = _write_tool_config(workdir / "tools.yaml", opts)
     otel_verl.instrument()
     state = provider.setup_tracing(semconv.ProcessRole.DEMO.value) if not _disabled() else None
-    env_vars = {k: v for k, v in os.environ.items() if k.startswith(("OTEL_", "VERL_LOGGING"))}
+    env_vars = {k: v for k, v in os.environ.items() if k.startswith(("OTEL_", "VERL_LOGGING", "TQ_LOGGING"))}
     env_vars.setdefault("VERL_LOGGING_LEVEL", "ERROR")
     started = time.time()
     ray.init(

@@ -115,6 +115,8 @@ class DemoTrainer:
                         self._validate(step)
             step_seconds.append(timing["step"])
             logger.log(data={f"timing_s/{name}": seconds for name, seconds in timing.items()}, step=step)
+            if self.opts.on_step is not None:
+                self.opts.on_step(step, timing["step"])
             if output is not None and self.opts.keep_outputs:
                 outputs.append(output)
             self.global_steps += 1

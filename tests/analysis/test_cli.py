@@ -33,7 +33,7 @@ def test_analyze_cli(planted_spool: Path, tmp_path: Path) -> None:
     # the summary in words: severities counted, full trace ids, the command that opens the step elsewhere
     assert "{'" not in res.output and re.search(r"causes: \d+ critical", res.output)
     assert causes[0]["trace_ids"][0] in res.output
-    assert f"otel-verl export-perfetto {planted_spool} --steps 3:3 --out step3.json" in res.output
+    assert f"otel-verl export-perfetto {planted_spool / 'run1'} --steps 3:3 --out step3.pftrace" in res.output
     assert "incomplete" not in res.output
 
 
@@ -147,6 +147,24 @@ def test_help_keeps_every_placeholder() -> None:
         assert all(w in out for w in wanted), (name, [w for w in wanted if w not in out])
     assert "step_<n>/worker_<rank>.jsonl" in _help("import-legacy")
     assert "<run>" in _help("import-legacy")
+
+
+@pytest.mark.parametrize("name", ["", *typer.main.get_command(app).commands])
+def test_help_reads_whole_at_80_columns(name: str, monkeypatch) -> None:
+    """At 80 columns nothing is cut with "…" (an option name, a default, a URL in the help), every option name
+    shows whole, and no line is wider than the terminal."""
+    import typer.rich_utils
+
+    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", 80)  # read from TERMINAL_WIDTH once, at its import
+    args = [name, "--help"] if name else ["--help"]
+    res = runner.invoke(app, args, env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    assert res.exit_code == 0, res.output
+    assert "…" not in res.output, [line for line in res.output.splitlines() if "…" in line]
+    assert max(len(line) for line in res.output.splitlines()) <= 80
+    if name:
+        for p in _commands()[name].params:
+            for opt in getattr(p, "opts", []):
+                assert opt in res.output or p.hidden, (name, opt)
 
 
 def test_analyze_help_teaches() -> None:

@@ -111,12 +111,12 @@ def test_analyze_writes_everything(planted_spans, tmp_path: Path) -> None:
     res = analyze(planted_spans, tmp_path)
     for name, *_ in FIGURES:
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
-    from otel_verl.analysis.report import plotly_file_name
+    from otel_verl.analysis.plotly_embed import packed_plotly
 
     html = (tmp_path / "report.html").read_text()
-    # plotly.js once beside the report, loaded by a relative path (no CDN), not inlined in the page
-    assert f"<script src='{plotly_file_name()}'>" in html and "Plotly.newPlot" in html and len(html) < 1_000_000
-    assert (tmp_path / plotly_file_name()).stat().st_size > 1_000_000
+    # plotly.js inside the page, gzipped (no CDN, no file beside it): the report is one file
+    assert packed_plotly() in html and "Plotly.newPlot" in html and "<script src" not in html
+    assert not list(tmp_path.glob("*.js")) and len(html) < 3_000_000
     assert "<h2 id='trainer_phases'>The trainer&#x27;s phases per step</h2>" in html  # a title in words
     data = json.loads((tmp_path / "findings.json").read_text())
     assert len(data["findings"]) == len(res.findings)

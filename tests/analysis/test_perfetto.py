@@ -61,7 +61,7 @@ def test_perfetto_file(planted_spans, tmp_path: Path) -> None:
 
 
 def test_one_step(planted_spans, tmp_path: Path) -> None:
-    n = write_perfetto(planted_spans, tmp_path / "s.json", steps=(3, 3))
+    n = write_perfetto(planted_spans, tmp_path / "s.json", steps=range(3, 4))
     ev = json.loads((tmp_path / "s.json").read_text())["traceEvents"]
     assert n == int((planted_spans["step"] == 3).sum())
     assert {e["args"]["verl.step"] for e in ev if e["ph"] == "X"} == {3}

@@ -21,7 +21,10 @@ def test_number_ranges_and_where() -> None:
     reward, phase, tail = presenting.as_dicts(new_findings())
     assert presenting.where(reward) == "worker 5"
     assert presenting.where(phase) == "the trainer (phase update_actor)"
-    assert presenting.where(tail) == "workers 0-7 (the whole step)"
+    # a cause of the whole step names every worker, whatever its `workers` list holds (was "worker 0 (the whole
+    # step)" beside a message saying "all 2 workers")
+    assert presenting.where(tail) == "every worker (the whole step)"
+    assert presenting.where({**tail, "workers": [0]}) == "every worker (the whole step)"
 
 
 def test_old_findings_read_as_dicts() -> None:
@@ -37,5 +40,5 @@ def test_missing_parts_and_the_open_command() -> None:
     assert missing[1] == "no worker spans in steps 11-12: the rollout there is unseen"
     assert presenting.missing_parts({"load": {"bad_lines_skipped": 0}, "missing": {}}) == []
     assert presenting.open_step_command("/runs/my spool", [7]) == (
-        "otel-verl export-perfetto '/runs/my spool' --steps 7:7 --out step7.json"
+        "otel-verl export-perfetto '/runs/my spool' --steps 7:7 --out step7.pftrace"
     )

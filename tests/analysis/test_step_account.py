@@ -58,6 +58,40 @@ def test_account_figures(tmp_path: Path) -> None:
     assert list(baseline.y) == [20.1] * 12
 
 
+def test_excess_labels_sit_inside_the_axes(tmp_path: Path, monkeypatch) -> None:
+    """Each "+N s" label above a slow step's bar is drawn inside the axes, under the title (the tallest one sat
+    on the title: the axes ended at the top of its bar)."""
+    from otel_verl.analysis.figures import _style
+
+    boxes: list = []
+    save = _style.save
+
+    def measure_then_save(fig, path):  # the figure as saved: laid out, before it is closed
+        fig.tight_layout()
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        labels = [(t.get_text(), t.get_window_extent()) for t in ax.texts if t.get_text().startswith("+")]
+        boxes.append((ax.get_window_extent(), ax.title.get_window_extent(), labels))
+        return save(fig, path)
+
+    monkeypatch.setattr(step_account._style, "save", measure_then_save)
+    # the demo's shape: step 2 six times the others, and a part of step 1 a hair below zero (its "start": the
+    # critical request began before the worker span), whose bar kept matplotlib from padding the axes' top
+    accounts = step_accounts(3)
+    for p in accounts[1]["parts"]:
+        if p["kind"] == "decode":
+            p["value_s"] += 20.0
+            p["seconds"] += 20.0
+    accounts[1]["duration_s"] += 20.0
+    accounts[1]["excess_s"] += 20.0
+    next(p for p in accounts[0]["parts"] if p["kind"] == "start")["value_s"] = -0.02
+    step_account.plot_step_account(step_account.compute_step_account(accounts), tmp_path / "a.png")
+    ((axes_box, title_box, labels),) = boxes
+    assert labels  # step 2's excess
+    for text, box in labels:
+        assert box.y1 <= axes_box.y1 and not box.overlaps(title_box), text
+
+
 def test_outermost_phase_wins() -> None:
     """A timer nested in another stays part of it; overlapping phases are not counted twice."""
     s = np.array([0, 2, 5, 6]) * 10**9

@@ -24,6 +24,7 @@ from otel_verl.analysis.findings.diagnose import diagnose_run
 from otel_verl.analysis.findings.thresholds import Thresholds
 from otel_verl.analysis.findings.verdict import headlines, verdict
 from otel_verl.analysis.report import write_html
+from otel_verl.analysis.step_rows import add_step_rows
 from otel_verl.analysis.stream.counts import missing_steps
 from otel_verl.analysis.tables import Tables
 from otel_verl.analysis.tables.engine_calls import engine_summary
@@ -57,7 +58,7 @@ def whole_run(
         "engine": engine_summary(t),
         "missing": missing_steps(d),
     }
-    steps = accounts_json(d.accounts)
+    steps = add_step_rows(accounts_json(d.accounts), d.findings)
     document = json.loads(
         json.dumps({"findings": [f.to_json() for f in d.findings], "steps": steps, "summary": summary}, default=str)
     )

@@ -137,7 +137,8 @@ TITLES: dict[str, tuple[str, str]] = {
     ),
     "engine_phases": (
         "Where the engine calls' time went (the engine's own account)",
-        "From vLLM's own spans joined to our engine calls: before the engine received the request, queued in "
+        "From the engine's own spans (vLLM's llm_request; the CPU demo's simulated engine writes the same) joined "
+        "to our engine calls: before the engine received the request, queued in "
         "it, prefill, decode and the way back; by turn index (mean per call) and per step (summed).",
     ),
     "turn_engine": (

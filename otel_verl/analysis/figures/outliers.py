@@ -199,7 +199,7 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
                 ax.text(sp["start_rel_s"], y, f" turn index {int(sp['turn_index'])}", va="center", fontsize=6)
             first = g.iloc[0]
             names.append(
-                f"{rid[:16]} (step {_w(first['step'])}, w{_w(first['worker'])})"
+                f"{rid} (step {_w(first['step'])}, worker {_w(first['worker'])})"
                 if d == 0
                 else DEPTH_NAMES[min(d, len(DEPTH_NAMES) - 1)]
             )
@@ -226,7 +226,18 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    ycat = df["request_id"].str.slice(0, 16) + " · " + df["depth"].map(lambda d: DEPTH_NAMES[min(d, 3)])
+    # one row per (request, depth), numbered: the full request id names its first row only (a category axis
+    # needs a distinct name per row, which cut the ids to 16 hex digits to fit them on every row)
+    keys = list(zip(df["request_id"], df["depth"], strict=True))
+    row_of = {key: i for i, key in enumerate(dict.fromkeys(keys))}
+    rows = pd.Series([row_of[key] for key in keys], index=df.index)
+    first = df.drop_duplicates("request_id").set_index("request_id")
+    tick_text = [
+        f"{rid} · step {_w(first.at[rid, 'step'])}, worker {_w(first.at[rid, 'worker'])}"
+        if depth == 0
+        else DEPTH_NAMES[min(depth, 3)]
+        for rid, depth in row_of
+    ]
     # only turn bars carry the label: the events inside a turn inherit its index, and labelling them too
     # drew "turn index 0" over itself ("turn indexx 00")
     turn_no = df["turn_index"].map(lambda t: "" if pd.isna(t) else f"turn index {int(t)}")
@@ -236,7 +247,8 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
     ):  # kinds that read alike share a trace
         fig.add_trace(
             go.Bar(
-                y=ycat[g.index],
+                y=rows[g.index],
+                width=0.8,  # one row each: a numbered axis would size bars by the gaps between a trace's rows
                 x=g["duration_s"],
                 base=g["start_rel_s"],
                 orientation="h",
@@ -254,7 +266,12 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
         title="Slowest requests and requests named by findings, broken into turns and events",
         xaxis_title="seconds since request start",
         xaxis={"rangemode": "nonnegative"},
-        yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": list(dict.fromkeys(ycat))},
-        height=max(400, 22 * ycat.nunique()),
+        yaxis={
+            "autorange": "reversed",
+            "tickmode": "array",
+            "tickvals": list(range(len(row_of))),
+            "ticktext": tick_text,
+        },
+        height=max(400, 22 * len(row_of)),
     )
     return fig

@@ -20,6 +20,7 @@ import pandas as pd
 
 from otel_verl.analysis.figures import _style
 from otel_verl.analysis.output_paths import writing
+from otel_verl.analysis.plotly_embed import figure_html
 from otel_verl.analysis.tables import Tables
 
 FigureSpec = tuple[str, Callable[..., pd.DataFrame], Callable[..., Path], Callable[..., Any]]
@@ -51,7 +52,7 @@ def draw(spec: FigureSpec, df: pd.DataFrame, out: Path, html_report: bool) -> Re
         if note:  # nothing to draw: one line, not an empty plot
             fragment = f"<p class='note'>{html.escape(note)}</p>"
         else:
-            fragment = fig.update_layout(template="plotly_white").to_html(full_html=False, include_plotlyjs=False)
+            fragment = figure_html(fig.update_layout(template="plotly_white"), f"figure-{name}")
     return df, png, fragment
 
 

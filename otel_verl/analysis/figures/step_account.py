@@ -18,6 +18,7 @@ import pandas as pd
 
 from otel_verl.analysis.figures import _style
 from otel_verl.analysis.labels import color, hatch, phase_key, readable
+from otel_verl.analysis.presenting import signed_seconds
 
 COLUMNS = [
     "step",
@@ -161,12 +162,13 @@ def plot_step_account(df: pd.DataFrame, path: str | Path) -> Path:
     if len(steps) <= 30:
         for xi, top, excess in zip(x, bottom, totals["excess_s"], strict=True):
             if excess > 0.05 * top:
-                ax.text(xi, top, f"+{excess:.1f} s", ha="center", va="bottom", fontsize=7)
+                ax.text(xi, top, signed_seconds(excess), ha="center", va="bottom", fontsize=7)
     every = max(1, len(steps) // 40)
     ax.set_xticks(x[::every], [str(int(s)) for s in steps[::every]])
     ax.set_xlabel("step")
     ax.set_ylabel("seconds")
-    _style.seconds_from_zero(ax)
+    highest = np.nanmax([*bottom, *totals["step_baseline_s"].to_numpy(dtype=float), 0.0])
+    ax.set_ylim(0, highest * 1.1 or 1.0)  # room above the tallest bar for its "+20.4 s", below the title
     ax.set_title("Where each step's time went (dashed: the step's usual duration)")
     handles, labels = ax.get_legend_handles_labels()
     _style.legend(ax, handles[::-1], labels[::-1])  # top to bottom, as the bars stack

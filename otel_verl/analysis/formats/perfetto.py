@@ -26,6 +26,7 @@ from otel_verl import semconv as sc
 from otel_verl.analysis.labels import readable
 from otel_verl.analysis.output_paths import prepare_file, writing
 from otel_verl.analysis.read.span_columns import ATTR_COLUMNS
+from otel_verl.analysis.read.step_split import owner_steps, take_rows
 
 TRAINER_PID = 0
 UNATTRIBUTED_PID = 1
@@ -182,16 +183,17 @@ def perfetto_events(spans: pd.DataFrame) -> list[dict]:
     return meta + slices
 
 
-def select_steps(spans: pd.DataFrame, steps: tuple[int, int] | None) -> pd.DataFrame:
-    """The spans of steps ``lo..hi`` (both included; spans of no step are left out), or all."""
+def select_steps(spans: pd.DataFrame, steps: range | None) -> pd.DataFrame:
+    """The spans of ``steps`` (all when None) by the analyzer's rule (:func:`~otel_verl.analysis.read.step_split.
+    owner_steps`): a span without a step of its own (a weight sync, an engine span) goes with its trace's first
+    step; a span whose trace has no step at all belongs to none and is left out."""
     if steps is None:
         return spans
-    lo, hi = steps
-    step = pd.to_numeric(spans["step"], errors="coerce")
-    return spans[((step >= lo) & (step <= hi)).to_numpy()]
+    owner = owner_steps(spans)
+    return take_rows(spans, np.flatnonzero((owner >= steps.start) & (owner < steps.stop)))  # NaN: neither
 
 
-def write_perfetto(spans: pd.DataFrame, out: str | Path, steps: tuple[int, int] | None = None) -> int:
+def write_perfetto(spans: pd.DataFrame, out: str | Path, steps: range | None = None) -> int:
     """Write ``{"traceEvents": [...]}`` of ``steps`` (all when None); returns the number of slices."""
     out = prepare_file(out)
     events = perfetto_events(select_steps(spans, steps))

@@ -75,7 +75,7 @@ def _read_file(
         try:
             add(loads(raw))
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
-            msg = f"{path}:{lineno}: {_why(raw, exc)}"
+            msg = f"{path}:{lineno}: {_why(raw, exc, path if lineno == 1 else None)}"
             if not skip_bad_lines:
                 raise AnalysisInputError(msg + " (use --skip-bad-lines to skip it)") from None
             stats.bad_lines += 1
@@ -158,14 +158,38 @@ SEED_HINT = (
 )
 
 
-def _why(raw: bytes, exc: Exception) -> str:
+MULTILINE_CHECK_BYTES = 256 << 20
+"""A file whose first line is not JSON is parsed whole, up to this size, to tell a pretty-printed document apart."""
+
+
+def _why(raw: bytes, exc: Exception, whole_file: Path | None = None) -> str:
+    """Why a line is not a span batch, in words. ``whole_file``: the file, when ``raw`` is its first line (a JSON
+    document written over several lines fails there, and is named as such, not as "not JSON")."""
     if isinstance(exc, json.JSONDecodeError):
+        if whole_file is not None and _one_multiline_document(whole_file):
+            return (
+                "a JSON document written over several lines (pretty-printed); trace files hold one OTLP/JSON "
+                "request per line (JSON Lines, as the collector's file exporter writes them): `jq -c . FILE` "
+                "writes it so"
+            )
         if not raw.endswith(b"\n"):
             return f"truncated last line ({exc.msg}); was the writer killed?"
         return f"not JSON ({exc.msg} at column {exc.colno})"
     if _is_seed_line(raw):
         return f"a seed SGLangLogManager log line (timestamp/event/duration_sec), not OTLP/JSON; {SEED_HINT}"
     return f"not an OTLP/JSON trace line ({exc})"
+
+
+def _one_multiline_document(path: Path) -> bool:
+    """The whole file is one JSON document over several lines."""
+    try:
+        if path.stat().st_size > MULTILINE_CHECK_BYTES:
+            return False
+        data = path.read_bytes()
+        _loads(data)
+    except (OSError, ValueError):
+        return False
+    return data.strip().count(b"\n") > 0
 
 
 def _is_seed_line(raw: bytes) -> bool:

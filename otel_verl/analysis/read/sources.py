@@ -24,7 +24,7 @@ from otel_verl.analysis.read.otlp_json import SpanColumns
 from otel_verl.analysis.read.progress import Bar
 from otel_verl.analysis.read.span_frame import frame_from_parts
 from otel_verl.analysis.read.stats import LoadStats
-from otel_verl.analysis.read.window import in_window
+from otel_verl.analysis.read.window import in_window, no_spans_message
 
 SOURCE_TYPES = ("auto", "spool", "file", "jaeger", "tempo")
 
@@ -138,9 +138,16 @@ def load_spans(
     by_service = service if kind in ("spool", "file") else None  # Jaeger and Tempo were asked for it
     frame, unique_ids = filter_and_dedupe(frame, by_service, since_ns, until_ns, stats)
     if frame.empty:
-        where = f" for service {service!r}" if service else ""
-        skipped = f" ({stats.bad_lines} bad lines skipped; first: {stats.first_bad[0]})" if stats.first_bad else ""
-        raise AnalysisInputError(f"{source}: no spans found{where} in the selected time window{skipped}")
+        raise AnalysisInputError(
+            no_spans_message(
+                source,
+                service=service,
+                since_ns=since_ns,
+                until_ns=until_ns,
+                first_bad=stats.first_bad,
+                bad_lines=stats.bad_lines,
+            )
+        )
     frame = resolve_hierarchy(frame.reset_index(drop=True), unique_span_ids=unique_ids or None)
     release_memory()
     stats.spans = len(frame)

@@ -41,6 +41,7 @@ from otel_verl.analysis.read.span_columns import whole_numbers
 from otel_verl.analysis.read.span_frame import frame_from_parts
 from otel_verl.analysis.read.spill import Spill, SpillEntry, partition
 from otel_verl.analysis.read.stats import LoadStats
+from otel_verl.analysis.read.window import no_spans_message
 
 RELEASE_EVERY = 8
 """Steps between two hand-backs of freed memory to the OS (:func:`~.allocator.release_memory`). What a step frees
@@ -300,7 +301,14 @@ def iter_steps(
         spill.close()
         stats.seconds = time.perf_counter() - t0
     if not yielded:
-        where = f" for service {service!r}" if service else ""
-        skipped = f" ({stats.bad_lines} bad lines skipped; first: {stats.first_bad[0]})" if stats.first_bad else ""
-        within = f" in steps {steps.start}..{steps.stop - 1}" if steps is not None else ""
-        raise AnalysisInputError(f"{source}: no spans found{where}{within} in the selected time window{skipped}")
+        raise AnalysisInputError(
+            no_spans_message(
+                source,
+                service=service,
+                steps=steps,
+                since_ns=since_ns,
+                until_ns=until_ns,
+                first_bad=stats.first_bad,
+                bad_lines=stats.bad_lines,
+            )
+        )

@@ -60,6 +60,8 @@ def trainer_class(mode: str, parts: DemoParts) -> type:
         def _compute_metrics(self, batch: Any, metrics: Any, timing_raw: Any, global_steps: int, epoch: int) -> None:
             super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
             self.demo.step_seconds.append(float(timing_raw.get("step", 0.0)))
+            if self.demo.opts.on_step is not None:
+                self.demo.opts.on_step(global_steps, self.demo.step_seconds[-1])
             samples = sum(not tag.get("is_padding", False) for tag in batch.tags)
             self.demo.turns += round(float(metrics.get("training/num_turns/mean", 0.0)) * samples)
 
