@@ -8,8 +8,9 @@ critic notice, Ray's token-authentication notice (the demo's cluster is private 
 notice, and verl's own ``print``s (server addresses, validation metrics as a Python dict).
 
 What is silenced, and only that: those loggers below ERROR, those warnings by their message, and verl's prints on
-stdout while the run lasts. Errors still show: every logger keeps ERROR and above, exceptions propagate, stderr is
-untouched, and ``--verbose`` (``OTEL_VERL_DEMO_VERBOSE=1``) turns all of it back on.
+stdout while the run lasts (but the live account's line per step). Errors still show: every logger keeps ERROR and
+above, exceptions propagate, stderr is untouched, and ``--verbose`` (``OTEL_VERL_DEMO_VERBOSE=1``) turns all of it
+back on.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import contextlib
 import io
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Iterator
+from typing import TextIO
 
 QUIET_ENV = {"TQ_LOGGING_LEVEL": "ERROR", "VERL_LOGGING_LEVEL": "ERROR"}
 """Read by TransferQueue and verl when their modules are imported, in this process and in every Ray actor (the
@@ -37,6 +40,10 @@ QUIET_WARNINGS = (
 )
 
 
+KEEP_LINES = ("otel_verl | ",)
+"""stdout lines that still show: the live account's verdict per step (``otel_verl.live.backends.CONSOLE_PREFIX``)."""
+
+
 def verbose() -> bool:
     return os.environ.get("OTEL_VERL_DEMO_VERBOSE", "").lower() in ("1", "true", "yes")
 
@@ -46,6 +53,24 @@ def _quiet_names() -> list[str]:
     (TransferQueue's and verl's do) would not inherit the parent's."""
     made = [n for n in logging.root.manager.loggerDict if any(n.startswith(q + ".") for q in QUIET_LOGGERS)]
     return [*QUIET_LOGGERS, *made]
+
+
+class _KeepLines(io.TextIOBase):
+    """stdout that drops verl's prints but passes on whole lines starting with one of ``keep`` (the live account's
+    console line, :data:`otel_verl.live.backends.CONSOLE_PREFIX`, is the user's business)."""
+
+    def __init__(self, target: TextIO, keep: tuple[str, ...]) -> None:
+        self.target, self.keep, self.pending = target, keep, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in lines:
+            if line.startswith(self.keep):
+                self.target.write(line + "\n")
+        return len(text)
 
 
 @contextlib.contextmanager
@@ -59,7 +84,7 @@ def third_party_quiet(enabled: bool = True) -> Iterator[None]:
     levels = {name: logging.getLogger(name).level for name in _quiet_names()}
     for name in levels:
         logging.getLogger(name).setLevel(logging.ERROR)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    with warnings.catch_warnings(), contextlib.redirect_stdout(_KeepLines(sys.stdout, KEEP_LINES)):
         for message in QUIET_WARNINGS:
             warnings.filterwarnings("ignore", message=message, category=UserWarning)
         try:

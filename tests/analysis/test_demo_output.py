@@ -25,6 +25,8 @@ def test_quiet_keeps_errors(capsys: pytest.CaptureFixture[str]) -> None:
     try:
         with third_party_quiet():
             print("LLMServerManager: ['sim-0']")  # verl's own print
+            print("otel_verl | step 1: no problem", end="")  # the live account's line (two writes)
+            print()
             warnings.warn("torchtitan engine is not available: ModuleNotFoundError", UserWarning, stacklevel=1)
             logging.getLogger("transfer_queue.utils.common").warning("target_num_threads 8 should not exceed")
             logging.getLogger("transfer_queue.utils.common").error("the controller died")
@@ -35,7 +37,7 @@ def test_quiet_keeps_errors(capsys: pytest.CaptureFixture[str]) -> None:
         tq.removeHandler(handler)
         tq.setLevel(logging.NOTSET)
     out, err = capsys.readouterr()
-    assert out == "after\n"
+    assert out == "otel_verl | step 1: no problem\nafter\n"
     assert err == "the controller died\n"
 
 
@@ -55,5 +57,9 @@ def test_demo_prints_its_steps_and_nothing_else(tmp_path) -> None:
     assert res.stderr == "", res.stderr  # every line the user reads on one stream
     assert [line.strip().split(" done")[0] for line in lines if "done in" in line] == ["step 1/2", "step 2/2"]
     assert any(line.startswith("traces: ") for line in lines)
+    assert [line.split(":")[0] for line in lines if line.startswith("otel_verl | ")] == [
+        "otel_verl | step 1",
+        "otel_verl | step 2",
+    ]  # the live account's verdict, a line per step
     assert not [line for line in lines if any(n in line for n in NOISE)], lines
     assert len(lines) <= 10, lines
