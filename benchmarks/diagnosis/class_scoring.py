@@ -21,7 +21,7 @@ from typing import Any
 from benchmarks.diagnosis import matching as m
 from benchmarks.diagnosis.classes import SLOWED, Expect
 from benchmarks.diagnosis.run_model import SimRun
-from benchmarks.diagnosis.scoring import natural_slow_steps
+from benchmarks.diagnosis.scoring import NATURAL, natural_slow_steps
 from otel_verl.analysis.findings import kinds as k
 
 SHORT_RUN = 8
@@ -52,13 +52,17 @@ def tells(expect: Expect, f: dict[str, Any], n_workers: int) -> bool:
 
 
 def natural_slow(run: SimRun) -> set[int]:
+    """Steps the run's own tails slowed (a warning there is allowed, as :func:`natural_slow_steps` says): on a
+    short run, those :data:`SLOWED` × the other steps' median, or :data:`NATURAL` spreads above it (the rule of
+    :func:`natural_slow_steps`, which needs three peers)."""
     if run.shape.steps >= SHORT_RUN:
         return natural_slow_steps(run)
     durations = run.durations(clean=True)
     out = set()
     for i, d in enumerate(durations, start=1):
         others = [x for j, x in enumerate(durations, start=1) if j != i]
-        if others and d >= SLOWED * statistics.median(others):
+        usual = statistics.median(others) if others else d
+        if others and (d >= SLOWED * usual or d - usual >= NATURAL * run.spread):
             out.add(i)
     return out
 

@@ -179,8 +179,9 @@ def test_goal_rows_and_tables_render(run: SimRun) -> None:
     r2, p2 = score_run(clean, {"findings": []})
     rows = goals([r1, r2], p1 + p2)
     assert any(p["slow"] for p in p1)
-    assert [g.ok for g in rows] == [True, True, True]
+    assert [g.ok for g in rows] == [True, True, True, True]  # the last: costly plants told as warning or worse
+    assert rows[3].n == sum(1 for p in p1 if p["costly"]) > 0
     rows = goals([r1, {**r2, "alarms": 1, "false_alarms": 1}], p1 + p2)
-    assert [g.ok for g in rows] == [True, True, False] and rows[2].value == 1.0
+    assert [g.ok for g in rows] == [True, True, False, True] and rows[2].value == 1.0
     text = markdown([r1, r2], p1 + p2, "header")
     assert "| kind |" in text and "warnings per clean run" in text and text.startswith("<!-- BEGIN")

@@ -7,11 +7,15 @@ decode, its tools, its path running long) it would send the reader to the wrong 
 trend over the run is not a shift) and judged against how much it moves from step to step (robust, over the run)
 and what sampling alone would give (its spread over the step's requests or calls). A step moved when it is
 ``shift_min_ratio`` above, so far beyond that a clean run of this many steps would show it with a chance below
-``evidence_chance`` (:mod:`.chance`). What it cost: the step's excess in the parts that
-behaviour drives (decoding for tokens; every per-call part and the tools for calls and tool calls).
+``evidence_chance`` (:mod:`.chance`); a smaller move, still well beyond sampling (:data:`DRAWN_Z`), is the step's
+own draw of prompts, information that explains the seconds its extra work accounts for. What it cost: the step's
+excess in the parts that behaviour drives (decoding for tokens; every per-call part and the tools for calls and tool
+calls).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -28,6 +32,11 @@ MIN_RESIDUALS = 10
 CLEARLY = 2.0
 """Steps vary more than sampling when their residuals' variance is at least this multiple of sampling's."""
 NOISE_FLOOR = 0.05
+DRAWN_Z = 2.0
+"""A move this many times its sampling noise, though within what a run of this many steps shows by chance, is the
+step's draw of prompts: told as information, and it explains only the seconds its extra work accounts for."""
+SLACK = 2.0
+"""...at most this multiple of what the parts it drives would cost at the moved rate (their usual × (ratio − 1))."""
 PER_CALL = (
     k.PART_DECODE,
     k.PART_ENGINE,
@@ -73,7 +82,12 @@ def find_behaviour_shifts(
         if seconds <= 0:
             continue
         chance = float(run_chance(z, len(accounts) * len(METRICS)))
+        drawn = chance > th.evidence_chance  # this step's prompts asked for more; no evidence the policy changed
+        if drawn and seconds > SLACK * (value / usual - 1) * _usual_s(a, parts):
+            continue  # more seconds than the extra work accounts for: something else (its own finding) cost them
         j = judge(seconds, a.duration_s, a.baseline_s, a.excess_s, chance, *spread.without(a.step), th)
+        if drawn:
+            j = replace(j, severity="info")
         details = {
             "scope": k.SCOPE_STEP,
             "factor": factor,
@@ -97,19 +111,26 @@ def find_behaviour_shifts(
             peak_s=seconds,
             details=details,
         )
+        who = f"step {a.step}'s prompts asked for more" if drawn else f"the policy behaved differently in step {a.step}"
         f.message = (
-            f"the policy behaved differently in step {a.step}: {value:.3g} {words} against a usual {usual:.3g} "
-            f"({value / usual:.1f}×), so the step had more to do, not a slower system: +{fmt_s(seconds)}"
+            f"{who}: {value:.3g} {words} against a usual {usual:.3g} ({value / usual:.1f}×), so the step had more to "
+            f"do, not a slower system: +{fmt_s(seconds)}"
         )
         found.append(f)
         explains.append((a.step, frozenset(parts), factor == "tokens"))
     return found, explains
 
 
+def _usual_s(a: StepAccount, parts: tuple[str, ...]) -> float:
+    """The usual seconds of the step's ``parts``."""
+    return sum(p.baseline_s for p in a.parts if p.kind in parts and np.isfinite(p.baseline_s))
+
+
 def _moved(
     accounts: list[StepAccount], i: int, metric: str, th: Thresholds
 ) -> tuple[float, float, float, float] | None:
-    """(value, usual, z, noise) of step ``i``'s metric when it moved beyond its neighbours, else None."""
+    """(value, usual, z, noise) of step ``i``'s metric when it moved beyond its neighbours (beyond chance over the run,
+    or at least :data:`DRAWN_Z` times its sampling noise), else None."""
     values = np.array([a.summary.metrics.get(metric, np.nan) for a in accounts], dtype=float)
     x = values[i]
     if not np.isfinite(x) or x <= 0:
@@ -132,7 +153,7 @@ def _moved(
     noise = max(float(np.sqrt(own**2 + theirs + _extra(values, se, i) ** 2)), NOISE_FLOOR)
     z = lr / noise
     chance = float(run_chance(z, len(accounts) * len(METRICS)))
-    return (float(x), usual, z, noise) if chance <= th.evidence_chance else None
+    return (float(x), usual, z, noise) if chance <= th.evidence_chance or z >= DRAWN_Z else None
 
 
 def _extra(values: np.ndarray, se: np.ndarray, skip: int) -> float:
