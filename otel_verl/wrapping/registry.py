@@ -9,7 +9,6 @@ caller (:mod:`otel_verl.instrumentation.policy`): this module knows nothing of v
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 import sys
@@ -180,13 +179,6 @@ def applied_methods() -> Iterator[tuple[Any, str, WrapperFactory]]:
 
 lock = _lock
 """Held while seams are applied or undone."""
-
-
-def import_optional(name: str) -> Any | None:
-    try:
-        return importlib.import_module(name)
-    except Exception:
-        return None
 
 
 _RETURNS = "_otel_verl_returns"
