@@ -247,17 +247,3 @@ def shutdown_tracing() -> None:
         flush.write_run_counts(current)
         tracing.set_state(None)
         delivery.install(None)
-
-
-def reset_for_tests() -> None:
-    """Drop the process state without touching the global provider (tests only)."""
-    with _lock:
-        current = tracing.get_state()
-        if current is not None:
-            try:
-                flush.release_held(current)
-                current.provider.shutdown()
-            except Exception:
-                pass
-        tracing.set_state(None)
-        delivery.install(None)

@@ -159,10 +159,6 @@ def unwrap_all() -> None:
         _pending.clear()
 
 
-def applied_seams() -> list[Seam]:
-    return [seam for seam, ok in _applied.items() if ok]
-
-
 def applied_methods() -> Iterator[tuple[Any, str, WrapperFactory]]:
     """``(module, "Class.method", factory)`` of every applied method seam (for per-class copies, see
     :mod:`otel_verl.wrapping.ray_actors`); empty while inactive. Call it holding :data:`lock`."""
