@@ -74,10 +74,11 @@ def _configure(mode: str, spool_root: Path) -> Callable[[], None]:
     import otel_verl
     from otel_verl.config import OtelVerlConfig
     from otel_verl.export import provider
+    from tests.process_state import reset_tracing
 
     global _seed_log
     level = mode
-    provider.reset_for_tests()
+    reset_tracing()
     if otel_verl.VerlInstrumentor().is_instrumented_by_opentelemetry:
         otel_verl.uninstrument()  # each mode wraps the seams of its own detail level
     if level == SEED:

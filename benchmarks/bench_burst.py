@@ -115,7 +115,8 @@ def burst(requests: int) -> int:
 
 
 def run(quick: bool) -> list[Result]:
-    from otel_verl.export import dropped, provider
+    from otel_verl.export import provider
+    from tests.process_state import dropped_so_far, reset_dropped, reset_tracing
 
     if not COLLECTOR.exists():
         return [Result("3. burst 100k spans: 0 dropped", "0 dropped", "collector missing", False, str(COLLECTOR))]
@@ -130,15 +131,15 @@ def run(quick: bool) -> list[Result]:
             os.environ.update(
                 OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_VERL_SPOOL="true", OTEL_VERL_SPOOL_DIR=str(work / "spool")
             )
-            provider.reset_for_tests()
-            dropped.reset_for_tests()
+            reset_tracing()
+            reset_dropped()
             provider.setup_tracing("agent_loop_worker", worker_rank=0, set_global=False)
             t0 = time.perf_counter()
             created = burst(requests)
             burst_s = time.perf_counter() - t0
             provider.shutdown_tracing()  # flushes both exporters
             drained_s = time.perf_counter() - t0
-            lost = dropped.dropped_total()
+            lost = dropped_so_far()
             spooled = _count_spans(sorted((work / "spool").rglob("*.jsonl")))
             deadline = time.monotonic() + 60
             archived = 0

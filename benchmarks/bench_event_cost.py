@@ -133,8 +133,9 @@ def run_ours(requests: int) -> float:
 def _setup(spool_root: Path) -> None:
     from otel_verl.config import OtelVerlConfig
     from otel_verl.export import provider
+    from tests.process_state import reset_tracing
 
-    provider.reset_for_tests()
+    reset_tracing()
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         os.environ.pop(var, None)
     config = OtelVerlConfig(spool=True, spool_dir=str(spool_root), run_id="bench-event-cost")

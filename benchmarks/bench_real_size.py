@@ -270,7 +270,7 @@ class SpoolTraces:
 
 
 def _counts(run_dir: Path) -> dict[str, int]:
-    from otel_verl.export.journal import read_counts
+    from tests.process_state import read_counts
 
     out: dict[str, int] = defaultdict(int)
     for c in read_counts(run_dir):

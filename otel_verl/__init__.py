@@ -22,7 +22,20 @@ __all__ = ["VerlInstrumentor", "__version__", "instrument", "uninstrument"]
 
 
 class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Contrib-style instrumentor: ``instrument()`` wraps, ``uninstrument()`` restores verl."""
+    """Contrib-style instrumentor: ``instrument(**kwargs)`` wraps verl's seams in this process,
+    ``uninstrument()`` restores verl.
+
+    Keyword arguments of ``instrument()``, as OpenTelemetry's own instrumentations take them:
+
+    - ``tracer_provider``: an SDK ``TracerProvider`` that this process's spans go to (step, phase and
+      worker spans from its tracers, request spans to its span processors). Without it (the default, and
+      what :func:`otel_verl.activate.setup` does in every Ray actor) otel_verl builds the process's provider
+      from the environment (spool, OTLP). See :mod:`otel_verl.export.given_provider` for what changes.
+    - ``request_hook(span, inputs)`` / ``response_hook(span, inputs, output)``: called when a trajectory's
+      request span starts / ends (:mod:`otel_verl.instrumentation.rollout.hooks`). A hook that raises is
+      logged once; verl is unaffected.
+    - ``detail``: the detail level (``OTEL_VERL_DETAIL`` otherwise).
+    """
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -31,17 +44,25 @@ class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         """Wrap the seams :mod:`otel_verl.instrumentation.policy` picks for the configured detail level
         (``detail=`` overrides the configuration) and, if this process is set up already, its role."""
         from otel_verl.export import tracing
+        from otel_verl.export.given_provider import use_tracer_provider
         from otel_verl.instrumentation.policy import seams_for
+        from otel_verl.instrumentation.rollout.hooks import set_hooks
         from otel_verl.wrapping.registry import wrap_seams
 
+        use_tracer_provider(kwargs.get("tracer_provider"))
+        set_hooks(kwargs.get("request_hook"), kwargs.get("response_hook"))
         state = tracing.get_state()
         detail = kwargs.get("detail") or tracing.current_config().detail
         wrap_seams(seams_for(detail, state.role if state is not None else None))
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        from otel_verl.export.given_provider import use_tracer_provider
+        from otel_verl.instrumentation.rollout.hooks import set_hooks
         from otel_verl.wrapping.registry import unwrap_all
 
         unwrap_all()
+        set_hooks(None, None)
+        use_tracer_provider(None)
 
 
 def instrument(**kwargs: Any) -> None:

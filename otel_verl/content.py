@@ -72,9 +72,3 @@ def capture_text(text: str, config: OtelVerlConfig) -> str | None:
             _warn_once(config.redact, f"returned {type(text).__name__}, not str")
             return None
     return truncate_text(text, config)
-
-
-def reset_for_tests() -> None:
-    with _lock:
-        _hooks.clear()
-        _warned.clear()

@@ -30,21 +30,10 @@ _dropped = 0
 _registered: set[int] = set()
 
 
-def dropped_total() -> int:
-    """Spans dropped by full (or shut-down) queues in this process so far."""
-    return _dropped
-
-
 def _count(n: int = 1) -> None:
     global _dropped
     with _lock:
         _dropped += n
-
-
-def reset_for_tests() -> None:
-    global _dropped
-    with _lock:
-        _dropped = 0
 
 
 class _CountingDeque(collections.deque):

@@ -128,18 +128,6 @@ def read_delivered(run_dirs: Iterable[Path]) -> tuple[set[int], int]:
     return keys, files
 
 
-def read_counts(run_dir: Path) -> list[dict[str, object]]:
-    """Every process's last ``*.counts`` of one run (unreadable files are skipped)."""
-    out = []
-    directory = Path(run_dir) / JOURNAL_DIR
-    for path in sorted(directory.glob(f"*{COUNTS_SUFFIX}")) if directory.is_dir() else []:
-        try:
-            out.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    return out
-
-
 def write_counts(path: Path, counts: dict[str, object]) -> None:
     """Atomically replace ``path`` (0600); never raises."""
     try:

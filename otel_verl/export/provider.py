@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig, _env_int, otlp_endpoint_configured
 from otel_verl.export import dropped, flush, tracing
+from otel_verl.export.given_provider import around_given, given_provider
 from otel_verl.export.guard import GuardedExporter
 from otel_verl.export.hold import SpanHold
 from otel_verl.export.ids import PlannedIds
@@ -124,9 +125,20 @@ def setup_tracing(
     extra_exporters: Sequence[SpanExporter] = (),
     set_global: bool = True,
 ) -> TracingState:
-    """Build (once per process) the provider with OTLP and/or spool exporters.
+    """Build (once per process) this process's tracing state and install it.
 
-    Calling it again in the same process returns the existing state; after a fork it builds anew.
+    Args:
+        role: the process's role (``semconv.ProcessRole``), on the resource and in the spool file's name.
+        config: otel_verl's settings (default: from the environment).
+        worker_rank: an AgentLoopWorker's rank, on the resource.
+        extra_exporters: more exporters beside the spool and OTLP ones (tests, benchmarks).
+        set_global: make the provider the global one when no SDK provider is set yet.
+
+    Returns:
+        The state: on a provider built here with OTLP and/or spool exporters, or around the provider
+        handed to :func:`otel_verl.export.given_provider.use_tracer_provider` (then ``extra_exporters`` and
+        ``set_global`` are not used). Calling it again in the same process returns the existing state;
+        after a fork it builds anew.
     """
     with _lock:
         existing = tracing.get_state()
@@ -134,60 +146,11 @@ def setup_tracing(
             return existing
         config = config or OtelVerlConfig()
         run_id = config.run_id or default_run_id()
-        provider = TracerProvider(
-            resource=_resource(role, run_id, worker_rank), id_generator=PlannedIds(), span_limits=_span_limits()
-        )
-        ended = SpanCounter()
-        provider.add_span_processor(ended)
-        processors: list[SpanProcessor] = [ended]
-        exporters: list[SpanExporter] = []
-        spool = None
-        journaled = None
-        # The spool comes first: provider.force_flush skips later processors once its deadline passed,
-        # and a slow or dead OTLP endpoint must never keep spans out of the spool.
-        if config.spool_enabled():
-            spool = SpoolSpanExporter(config.spool_dir, run_id, file_stem_for(role, worker_rank))
-            exporters.append(spool)
-        if otlp_endpoint_configured():
-            exporter = otlp_exporter()
-            if exporter is not None:
-                exporter_log_gate()
-                if spool is not None:
-                    journal = DeliveryJournal(
-                        spool.run_dir / JOURNAL_DIR / f"{spool.file_stem}-{os.getpid()}{JOURNAL_SUFFIX}"
-                    )
-                    exporter = journaled = JournalingExporter(exporter, journal, otlp_endpoint())
-                exporters.append(exporter)
-        exporters.extend(extra_exporters)
-        for exporter in exporters:
-            processor = _batch(exporter, config)
-            provider.add_span_processor(processor)
-            processors.append(processor)
-        if config.live:  # each step's account in verl's own logger (otel_verl/live); its drops lose no span
-            from otel_verl.live.exporter import LiveSpanExporter
-
-            processor = _batch(LiveSpanExporter(run_id), config, counted=False)
-            provider.add_span_processor(processor)
-            processors.append(processor)
-        owns_global = False
-        if set_global:
-            current = trace.get_tracer_provider()
-            if not isinstance(current, TracerProvider):
-                trace.set_tracer_provider(provider)
-                owns_global = trace.get_tracer_provider() is provider
-        built = TracingState(
-            provider=provider,
-            processors=processors,
-            config=config,
-            role=role,
-            run_id=run_id,
-            pid=os.getpid(),
-            owns_global=owns_global,
-            spool=spool,
-            exporters=exporters,
-            journaled=journaled,
-            ended=ended,
-        )
+        given = given_provider()
+        if given is not None:
+            built = around_given(given, role, config, run_id)
+        else:
+            built = _built_here(role, config, run_id, worker_rank, extra_exporters, set_global)
         built.hold = SpanHold(
             config.rollout_hold_s,
             max(1, min(HOLD_MAX_SPANS, config.max_queue_size // 2)),
@@ -195,10 +158,75 @@ def setup_tracing(
             HOLD_SETTLE_S,
         )
         tracing.set_state(built)
-        delivery.install(delivery.Delivery(provider.resource, flush.emit_built))  # the recorder's one way out
+        delivery.install(delivery.Delivery(built.provider.resource, flush.emit_built))  # the recorder's one way out
         dropped.register_metric()
         atexit.register(shutdown_tracing)
         return built
+
+
+def _built_here(
+    role: str,
+    config: OtelVerlConfig,
+    run_id: str,
+    worker_rank: int | None,
+    extra_exporters: Sequence[SpanExporter],
+    set_global: bool,
+) -> TracingState:
+    """otel_verl's own provider: the spool first, then OTLP, the extra exporters and the live account."""
+    provider = TracerProvider(
+        resource=_resource(role, run_id, worker_rank), id_generator=PlannedIds(), span_limits=_span_limits()
+    )
+    ended = SpanCounter()
+    provider.add_span_processor(ended)
+    processors: list[SpanProcessor] = [ended]
+    exporters: list[SpanExporter] = []
+    spool = None
+    journaled = None
+    # The spool comes first: provider.force_flush skips later processors once its deadline passed,
+    # and a slow or dead OTLP endpoint must never keep spans out of the spool.
+    if config.spool_enabled():
+        spool = SpoolSpanExporter(config.spool_dir, run_id, file_stem_for(role, worker_rank))
+        exporters.append(spool)
+    if otlp_endpoint_configured():
+        exporter = otlp_exporter()
+        if exporter is not None:
+            exporter_log_gate()
+            if spool is not None:
+                journal = DeliveryJournal(
+                    spool.run_dir / JOURNAL_DIR / f"{spool.file_stem}-{os.getpid()}{JOURNAL_SUFFIX}"
+                )
+                exporter = journaled = JournalingExporter(exporter, journal, otlp_endpoint())
+            exporters.append(exporter)
+    exporters.extend(extra_exporters)
+    for exporter in exporters:
+        processor = _batch(exporter, config)
+        provider.add_span_processor(processor)
+        processors.append(processor)
+    if config.live:  # each step's account in verl's own logger (otel_verl/live); its drops lose no span
+        from otel_verl.live.exporter import LiveSpanExporter
+
+        processor = _batch(LiveSpanExporter(run_id), config, counted=False)
+        provider.add_span_processor(processor)
+        processors.append(processor)
+    owns_global = False
+    if set_global:
+        current = trace.get_tracer_provider()
+        if not isinstance(current, TracerProvider):
+            trace.set_tracer_provider(provider)
+            owns_global = trace.get_tracer_provider() is provider
+    return TracingState(
+        provider=provider,
+        processors=processors,
+        config=config,
+        role=role,
+        run_id=run_id,
+        pid=os.getpid(),
+        owns_global=owns_global,
+        spool=spool,
+        exporters=exporters,
+        journaled=journaled,
+        ended=ended,
+    )
 
 
 def shutdown_tracing() -> None:
@@ -209,24 +237,13 @@ def shutdown_tracing() -> None:
             return
         try:
             flush.release_held(current)
-            current.provider.shutdown()
+            if current.owns_provider:
+                current.provider.shutdown()
+            else:  # the user's provider: its owner shuts it down
+                current.provider.force_flush()
         except Exception:
             logger.debug("otel_verl: provider shutdown failed", exc_info=True)
         dropped.log_total()
         flush.write_run_counts(current)
-        tracing.set_state(None)
-        delivery.install(None)
-
-
-def reset_for_tests() -> None:
-    """Drop the process state without touching the global provider (tests only)."""
-    with _lock:
-        current = tracing.get_state()
-        if current is not None:
-            try:
-                flush.release_held(current)
-                current.provider.shutdown()
-            except Exception:
-                pass
         tracing.set_state(None)
         delivery.install(None)

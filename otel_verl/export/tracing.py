@@ -50,6 +50,8 @@ class TracingState:
     ended: SpanCounter | None = None
     hold: SpanHold | None = None
     """Request spans waiting for their rollout chunk to end (:mod:`otel_verl.export.hold`)."""
+    owns_provider: bool = True
+    """False: the provider was handed in (:mod:`otel_verl.export.given_provider`); flushed, never shut down."""
 
 
 _state: TracingState | None = None

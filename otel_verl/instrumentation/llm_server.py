@@ -1,13 +1,8 @@
-"""Engine round trips (``text_completion <model>``) and the link into SGLang/vLLM's own traces.
+"""Engine round trips (``text_completion <model>``), in the AgentLoopWorker.
 
-Client side (AgentLoopWorker): ``LLMServerClient.generate`` is one GenAI span under the current
-turn; ``FullyAsyncLLMServerClient`` resumes after aborts appear as child attempts. When the rollout
-server is SGLang or vLLM, a copy of ``sampling_params`` carries the span's W3C carrier to the
-server actor, whose wrapper removes it before verl's code runs and hands it to the engine:
-``external_trace_header`` on SGLang's ``GenerateReqInput``, ``trace_headers=`` on vLLM's
-``AsyncLLM.generate``. Engine flags: SGLang ``--enable-trace --otlp-traces-endpoint``; vLLM
-``--otlp-traces-endpoint`` with ``disable_log_stats=False`` (verl's default True makes vLLM's
-tracing assert).
+``LLMServerClient.generate`` is one GenAI span under the current turn; ``FullyAsyncLLMServerClient``
+resumes after aborts appear as child attempts. When the rollout server is SGLang or vLLM, the round trip
+hands its span's carrier on to the engine: see :mod:`otel_verl.instrumentation.engine_link`.
 """
 
 from __future__ import annotations
@@ -22,6 +17,7 @@ from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.content import capture_text
 from otel_verl.export import tracing
+from otel_verl.instrumentation.engine_link import LINKED_ENGINES, with_carrier
 from otel_verl.recording.recorder import SPAN_ID, Event, current_request
 from otel_verl.wrapping.registry import coroutine_wrapper, enabled
 from otel_verl.wrapping.signatures import call_failed
@@ -30,13 +26,9 @@ logger = logging.getLogger(__name__)
 
 LLM_SERVER_MODULE = "verl.workers.rollout.llm_server"
 
-LINKED_ENGINES = frozenset({"sglang", "vllm"})
 CLIENT_GENERATE = (LLM_SERVER_MODULE, "LLMServerClient.generate")
 
 _generate_node: ContextVar[Event | None] = ContextVar("otel_verl_generate", default=None)
-engine_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_engine_carrier", default=None)
-"""Server-side: the W3C carrier of the turn's generate span while the engine call runs."""
-
 _config: OtelVerlConfig | None = None
 _ATTEMPTS = "_otel_verl.attempts"  # scratch counter on a round trip's event, removed before export
 
@@ -249,10 +241,8 @@ async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: t
         node = _start_generate(recorder, names, kwargs)
         if names.fully_async:
             token = _generate_node.set(node)
-        if names.linked:
-            params = kwargs.get("sampling_params")
-            if isinstance(params, dict):
-                call_kwargs = {**kwargs, "sampling_params": {**params, semconv.CARRIER_KEY: recorder.carrier(node)}}
+        if names.linked and isinstance(kwargs.get("sampling_params"), dict):
+            call_kwargs = with_carrier(kwargs, recorder.carrier(node))
     except Exception:
         call_failed(CLIENT_GENERATE)
     try:
@@ -273,51 +263,3 @@ async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: t
         except Exception:
             call_failed(CLIENT_GENERATE)
     return output
-
-
-# ------------------------------------------------------------------ server side
-def pop_carrier(args: tuple, kwargs: dict) -> tuple[tuple, dict, dict[str, str] | None]:
-    """The server's arguments without our carrier (verl and the engine never see it), and the carrier."""
-    params = kwargs.get("sampling_params")
-    carrier = None
-    if isinstance(params, dict) and semconv.CARRIER_KEY in params:
-        params = dict(params)
-        carrier = params.pop(semconv.CARRIER_KEY, None)
-        kwargs = {**kwargs, "sampling_params": params}
-    elif len(args) > 1 and isinstance(args[1], dict) and semconv.CARRIER_KEY in args[1]:
-        params = dict(args[1])
-        carrier = params.pop(semconv.CARRIER_KEY, None)
-        args = (args[0], params, *args[2:])
-    return args, kwargs, carrier
-
-
-async def server_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """Pop our carrier from sampling_params (verl/engine never see it); expose it to the engine."""
-    args, kwargs, carrier = pop_carrier(args, kwargs)
-    if not carrier:
-        return await wrapped(*args, **kwargs)
-    token = engine_carrier.set(carrier)
-    try:
-        return await wrapped(*args, **kwargs)
-    finally:
-        engine_carrier.reset(token)
-
-
-def sglang_generate_request_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """SGLang: put the carrier on ``GenerateReqInput.external_trace_header`` if none is set."""
-    carrier = engine_carrier.get()
-    obj = args[0] if args else kwargs.get("obj")
-    if carrier and obj is not None and getattr(obj, "external_trace_header", None) is None:
-        try:
-            obj.external_trace_header = dict(carrier)
-        except Exception:
-            logger.debug("otel_verl: SGLang request does not take external_trace_header", exc_info=True)
-    return wrapped(*args, **kwargs)
-
-
-def vllm_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """vLLM: pass ``trace_headers=`` to ``AsyncLLM.generate`` unless the caller did."""
-    carrier = engine_carrier.get()
-    if carrier and kwargs.get("trace_headers") is None:
-        kwargs = {**kwargs, "trace_headers": dict(carrier)}
-    return wrapped(*args, **kwargs)

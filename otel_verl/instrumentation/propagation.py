@@ -1,8 +1,9 @@
 """Carrying the trace context across Ray process boundaries without changing what verl sees.
 
 The sender puts a W3C carrier under :data:`semconv.CARRIER_KEY` into the object it hands to a Ray
-call (``DataProto.meta_info``, a TensorDict, a sampling-params copy); the receiver's wrapper pops it
-before verl's own code runs, so verl never sees the key on either side.
+call (``DataProto.meta_info``, a TensorDict); the receiver's wrapper pops it before verl's own code runs,
+so verl never sees the key on either side. The turn's carrier to an engine (a ``sampling_params`` copy,
+then SGLang's or vLLM's own header field) is handed in :mod:`otel_verl.instrumentation.engine_link`.
 """
 
 from __future__ import annotations

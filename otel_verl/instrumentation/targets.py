@@ -15,7 +15,16 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any, NamedTuple
 
-from otel_verl.instrumentation import llm_server, reward, tools, trainer, updates, vllm_tracing, weight_sync
+from otel_verl.instrumentation import (
+    engine_link,
+    llm_server,
+    reward,
+    tools,
+    trainer,
+    updates,
+    vllm_tracing,
+    weight_sync,
+)
 from otel_verl.instrumentation.rollout import chunk, events, group, manager, trajectory
 from otel_verl.live import tracking as live_tracking
 from otel_verl.wrapping import ray_actors, threads
@@ -156,12 +165,12 @@ TARGETS: tuple[Target, ...] = (
            None, "the parent link of verl.reward.compute spans"),
     # -- the receiving ends: server actors, engines, the RewardLoopWorker
     Target("verl.workers.rollout.sglang_rollout.async_sglang_server", "SGLangHttpServer.generate",
-           lambda: llm_server.server_generate_wrapper, Kind.RECEIVER, ("prompt_ids", "sampling_params"), _ENGINE_LINK),
-    Target(VLLM_SERVER, "vLLMHttpServer.generate", lambda: vllm_tracing.server_generate_wrapper, Kind.RECEIVER,
+           lambda: engine_link.server_generate_wrapper, Kind.RECEIVER, ("prompt_ids", "sampling_params"), _ENGINE_LINK),
+    Target(VLLM_SERVER, "vLLMHttpServer.generate", lambda: engine_link.server_generate_wrapper, Kind.RECEIVER,
            ("prompt_ids", "sampling_params", "request_id"), _ENGINE_LINK + "; the engine span of an aborted request"),
     Target("sglang.srt.managers.tokenizer_manager", "TokenizerManager.generate_request",
-           lambda: llm_server.sglang_generate_request_wrapper, Kind.RECEIVER, ("obj",), _ENGINE_LINK),
-    Target("vllm.v1.engine.async_llm", "AsyncLLM.generate", lambda: llm_server.vllm_generate_wrapper, Kind.RECEIVER,
+           lambda: engine_link.sglang_generate_request_wrapper, Kind.RECEIVER, ("obj",), _ENGINE_LINK),
+    Target("vllm.v1.engine.async_llm", "AsyncLLM.generate", lambda: engine_link.vllm_generate_wrapper, Kind.RECEIVER,
            ("*", "trace_headers"), _ENGINE_LINK),
     # -- vLLM's own tracing, in the server's process: its provider/endpoint replaced by otel_verl's exporters
     #    (whichever initialises first), and the disable_log_stats check before verl launches the engine

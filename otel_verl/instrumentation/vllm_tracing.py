@@ -44,7 +44,7 @@ from opentelemetry.trace import SpanKind
 from otel_verl import semconv
 from otel_verl.export import provider, tracing
 from otel_verl.export.otlp import otlp_endpoint
-from otel_verl.instrumentation.llm_server import engine_carrier, pop_carrier
+from otel_verl.instrumentation.engine_link import carrier_in_flight, follow_calls
 from otel_verl.wrapping.registry import coroutine_wrapper, enabled
 from otel_verl.wrapping.signatures import call_failed
 
@@ -72,8 +72,6 @@ _warned_log_stats = False
 _noted_endpoint = False
 _replica_rank: int | None = None
 """verl's ``replica_rank`` of the vLLMHttpServer in this process (read at ``launch_server``)."""
-_in_flight: dict[str, Mapping[str, str]] = {}
-"""verl request id → the turn's carrier, while verl's ``generate`` call is in the engine."""
 _aborts_traced: set[str] = set()
 """Request ids whose aborted ``llm_request`` vLLM made (parent restored here): no stand-in needed."""
 
@@ -197,7 +195,7 @@ def _restore_aborted_parent(attributes: Any, context: Any) -> tuple[Any, Any]:
     if context is not None and trace.get_current_span(context).get_span_context().is_valid:
         return attributes, context
     request_id = str((attributes or {}).get("gen_ai.request.id"))
-    carrier = _in_flight.get(request_id)
+    carrier = carrier_in_flight(request_id)
     if carrier is None:
         return attributes, context
     _aborts_traced.add(request_id)
@@ -288,21 +286,12 @@ def launch_server_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict
     return wrapped(*args, **kwargs)
 
 
-async def server_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """verl's ``vLLMHttpServer.generate``: our carrier handed to the engine (as for every server), and the
-    engine's side of an aborted request ended (:func:`record_aborted`)."""
-    args, kwargs, carrier = pop_carrier(args, kwargs)
-    if not carrier:
-        return await wrapped(*args, **kwargs)
-    started_ns = time.time_ns()
-    request_id = str(_arg(args, kwargs, 2, "request_id"))
-    _in_flight[request_id] = carrier
-    token = engine_carrier.set(carrier)
-    try:
-        output = await wrapped(*args, **kwargs)
-    finally:
-        engine_carrier.reset(token)
-        _in_flight.pop(request_id, None)
+def _after_server_call(
+    carrier: Mapping[str, str], started_ns: int, request_id: str, args: tuple, kwargs: dict, output: Any
+) -> None:
+    """After verl's ``vLLMHttpServer.generate`` handed the engine our carrier
+    (:func:`otel_verl.instrumentation.engine_link.server_generate_wrapper`): the engine's side of an aborted
+    request ended (:func:`record_aborted`) where vLLM traced nothing for it."""
     traced = request_id in _aborts_traced
     _aborts_traced.discard(request_id)
     if getattr(output, "stop_reason", None) == ABORTED and _engine is not None and not traced:
@@ -310,7 +299,9 @@ async def server_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
             record_aborted(carrier, started_ns, _arg(args, kwargs, 0, "prompt_ids"), output, request_id)
         except Exception:
             call_failed((VLLM_SERVER_MODULE, "vLLMHttpServer.generate"))
-    return output
+
+
+follow_calls(_after_server_call)
 
 
 def record_aborted(carrier: Mapping[str, str], started_ns: int, prompt_ids: Any, output: Any, request_id: Any) -> None:
@@ -337,13 +328,3 @@ def record_aborted(carrier: Mapping[str, str], started_ns: int, prompt_ids: Any,
         attributes=attributes,
     )  # fmt: skip
     span.end(end_time=ended_ns)
-
-
-def reset_for_tests() -> None:
-    global _engine, _warned_log_stats, _noted_endpoint, _replica_rank
-    with _lock:
-        _engine = None
-        _replica_rank = None
-        _in_flight.clear()
-        _aborts_traced.clear()
-        _warned_log_stats = _noted_endpoint = False

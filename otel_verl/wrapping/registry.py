@@ -9,7 +9,6 @@ caller (:mod:`otel_verl.instrumentation.policy`): this module knows nothing of v
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 import sys
@@ -160,10 +159,6 @@ def unwrap_all() -> None:
         _pending.clear()
 
 
-def applied_seams() -> list[Seam]:
-    return [seam for seam, ok in _applied.items() if ok]
-
-
 def applied_methods() -> Iterator[tuple[Any, str, WrapperFactory]]:
     """``(module, "Class.method", factory)`` of every applied method seam (for per-class copies, see
     :mod:`otel_verl.wrapping.ray_actors`); empty while inactive. Call it holding :data:`lock`."""
@@ -180,13 +175,6 @@ def applied_methods() -> Iterator[tuple[Any, str, WrapperFactory]]:
 
 lock = _lock
 """Held while seams are applied or undone."""
-
-
-def import_optional(name: str) -> Any | None:
-    try:
-        return importlib.import_module(name)
-    except Exception:
-        return None
 
 
 _RETURNS = "_otel_verl_returns"

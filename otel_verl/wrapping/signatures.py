@@ -133,9 +133,3 @@ def call_failed(seam: Seam, reason: str | None = None) -> None:
         reason,
         lost,
     )
-
-
-def reset_warnings() -> None:
-    """Forget which seams warned (tests; a fresh ``instrument()`` after ``uninstrument()``)."""
-    _warned.clear()
-    _call_warned.clear()

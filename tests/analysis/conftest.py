@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from builder import PLANTED, Plan, build_run
 
 from otel_verl.analysis.read import load_spans
+from tests.process_state import reset_tracing
 
 
 @pytest.fixture(scope="session")
@@ -67,15 +68,14 @@ def _demo_run(tmp_path_factory: pytest.TempPathFactory, name: str, **planted):
     pytest.importorskip("verl")
     from otel_verl.analysis import analyze
     from otel_verl.demo.runner import DemoOptions, run_demo
-    from otel_verl.export import provider
 
-    provider.reset_for_tests()
+    reset_tracing()
     spool = tmp_path_factory.mktemp(f"demo-{name}")
     opts = DemoOptions(spool=str(spool), **{**DEMO_SIZE, **planted})  # planted may resize the run
     try:
         result = run_demo(opts)
     finally:
-        provider.reset_for_tests()
+        reset_tracing()
     spans = load_spans(result.spool_dir)
     out = tmp_path_factory.mktemp(f"report-{name}")
     return opts, spans, analyze(spans, out), out

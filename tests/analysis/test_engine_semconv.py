@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from otel_verl import semconv as sc
+from tests.process_state import reset_tracing
 
 
 def _traced_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str):
@@ -31,7 +32,7 @@ def _traced_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str):
     monkeypatch.setenv("OTEL_VERL_DETAIL", "full")
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
-    provider.reset_for_tests()
+    reset_tracing()
     provider.setup_tracing("agent_loop_worker", worker_rank=0, set_global=False)
     otel_verl.instrument()
     try:
@@ -41,7 +42,7 @@ def _traced_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str):
         flush.flush()
     finally:
         otel_verl.uninstrument()
-        provider.reset_for_tests()
+        reset_tracing()
     spans = load_spans(tmp_path / "run")
     return spans, Tables.build(spans)
 

@@ -19,6 +19,7 @@ import pytest
 from otel_verl import semconv as sc
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.diagnose import diagnose_run
+from tests.process_state import reset_tracing
 
 pytestmark = pytest.mark.ray
 
@@ -46,14 +47,13 @@ def engine_run(tmp_path_factory: pytest.TempPathFactory):
     from otel_verl.analysis import Tables, analyze
     from otel_verl.analysis.read import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
-    from otel_verl.export import provider
 
-    provider.reset_for_tests()
+    reset_tracing()
     spool = tmp_path_factory.mktemp("demo-engine")
     try:
         result = run_demo(DemoOptions(spool=str(spool), **ENGINE_RUN))
     finally:
-        provider.reset_for_tests()
+        reset_tracing()
     spans = load_spans(result.spool_dir)
     out = tmp_path_factory.mktemp("report-engine")
     return result, spans, Tables.build(spans), analyze(spans, out), out

@@ -25,6 +25,7 @@ from conftest import DEMO_PLANTED, DEMO_SIZE
 
 from otel_verl import semconv as sc
 from otel_verl.analysis.read import load_spans
+from tests.process_state import reset_tracing
 
 pytestmark = pytest.mark.verl
 
@@ -80,16 +81,15 @@ def uncut(spool: Path, out: Path) -> dict[str, str]:
 def _demo(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, name: str, env: dict) -> Path:
     pytest.importorskip("verl")
     from otel_verl.demo.runner import DemoOptions, run_demo
-    from otel_verl.export import provider
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)  # the demo hands OTEL_* to its Ray actors
-    provider.reset_for_tests()
+    reset_tracing()
     spool = tmp_path_factory.mktemp(f"cut-{name}")
     try:
         result = run_demo(DemoOptions(spool=str(spool), **{**DEMO_SIZE, **DEMO_PLANTED}))
     finally:
-        provider.reset_for_tests()
+        reset_tracing()
     return Path(result.spool_dir)
 
 

@@ -104,7 +104,23 @@ def test_engine_spans_reach_otel_verl_exporters(order: str) -> None:
         assert result["global_is_sdk"]
 
 
-def test_disable_log_stats_warns_once_naming_the_fix(caplog: pytest.LogCaptureFixture, tmp_path) -> None:
+@pytest.fixture
+def fresh_vllm_tracing(monkeypatch: pytest.MonkeyPatch):
+    """The vLLM seams' per-process state as in a fresh process (restored after the test)."""
+    from otel_verl.instrumentation import engine_link, vllm_tracing
+
+    monkeypatch.setattr(vllm_tracing, "_engine", None)
+    monkeypatch.setattr(vllm_tracing, "_replica_rank", None)
+    monkeypatch.setattr(vllm_tracing, "_warned_log_stats", False)
+    monkeypatch.setattr(vllm_tracing, "_noted_endpoint", False)
+    monkeypatch.setattr(vllm_tracing, "_aborts_traced", set())
+    monkeypatch.setattr(engine_link, "_in_flight", {})
+    return vllm_tracing
+
+
+def test_disable_log_stats_warns_once_naming_the_fix(
+    caplog: pytest.LogCaptureFixture, tmp_path, fresh_vllm_tracing
+) -> None:
     pytest.importorskip("verl")
     from verl.utils.config import omega_conf_to_dataclass
 
@@ -112,7 +128,6 @@ def test_disable_log_stats_warns_once_naming_the_fix(caplog: pytest.LogCaptureFi
     from otel_verl.instrumentation import vllm_tracing
 
     config = _verl_config(DemoOptions(engine="vllm"), tmp_path, tmp_path / "tools.yaml").actor_rollout_ref.rollout
-    vllm_tracing.reset_for_tests()
     with caplog.at_level(logging.WARNING, logger=vllm_tracing.__name__):
         assert not vllm_tracing.warn_if_tracing_will_crash(omega_conf_to_dataclass(config))  # log stats on: fine
         config.disable_log_stats = True  # verl's default
@@ -123,21 +138,19 @@ def test_disable_log_stats_warns_once_naming_the_fix(caplog: pytest.LogCaptureFi
     assert len(warnings) == 1
     assert "disable_log_stats=False" in warnings[0]
     assert rollout.disable_log_stats is True  # verl's config is only read
-    vllm_tracing.reset_for_tests()
 
 
-def test_aborted_llm_request_gets_its_turn_back() -> None:
+def test_aborted_llm_request_gets_its_turn_back(fresh_vllm_tracing) -> None:
     """vLLM's engine core ends an aborted request without trace headers: its llm_request is re-parented on
     the carrier of verl's in-flight call and marked aborted; one with headers is left alone."""
     from opentelemetry import trace
     from vllm.tracing import extract_trace_context
 
     from otel_verl import semconv
-    from otel_verl.instrumentation import vllm_tracing
+    from otel_verl.instrumentation import engine_link, vllm_tracing
 
-    vllm_tracing.reset_for_tests()
     carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-    vllm_tracing._in_flight["req-1"] = carrier
+    engine_link._in_flight["req-1"] = carrier
     attributes, context = vllm_tracing._restore_aborted_parent(
         {"gen_ai.request.id": "req-1"}, extract_trace_context(None)
     )
@@ -151,4 +164,3 @@ def test_aborted_llm_request_gets_its_turn_back() -> None:
     )
     assert semconv.VERL_ENGINE_STOP_REASON not in kept
     assert format(trace.get_current_span(kept_context).get_span_context().span_id, "016x") == "c7ad6b7169203331"
-    vllm_tracing.reset_for_tests()

@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import otel_verl
 from otel_verl.export import flush, provider
+from tests.process_state import reset_tracing
 
 pytest.importorskip("verl", reason="needs the verl extra")
 
@@ -18,13 +19,13 @@ def memory_exporter(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("OTEL_VERL_SPOOL", "false")
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
-    provider.reset_for_tests()
+    reset_tracing()
     exporter = InMemorySpanExporter()
     provider.setup_tracing("agent_loop_worker", worker_rank=0, extra_exporters=[exporter], set_global=False)
     otel_verl.instrument()
     yield exporter
     otel_verl.uninstrument()
-    provider.reset_for_tests()
+    reset_tracing()
 
 
 def finished(exporter: InMemorySpanExporter) -> list:

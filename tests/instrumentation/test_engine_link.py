@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 from otel_verl import semconv
-from otel_verl.instrumentation import llm_server
+from otel_verl.instrumentation import engine_link
 from tests.instrumentation.harness import build_worker, run_chunk
 
 
@@ -48,14 +48,14 @@ def test_server_side_pops_carrier_and_feeds_sglang_and_vllm():
     async def server_generate(prompt_ids, sampling_params, request_id):
         seen["params"] = dict(sampling_params)
         obj = GenerateReqInput()
-        llm_server.sglang_generate_request_wrapper(lambda o, r: o, None, (obj, None), {})
+        engine_link.sglang_generate_request_wrapper(lambda o, r: o, None, (obj, None), {})
         seen["sglang"] = obj.external_trace_header
-        seen["vllm"] = llm_server.vllm_generate_wrapper(lambda **kw: kw, None, (), {"prompt": "x"})
+        seen["vllm"] = engine_link.vllm_generate_wrapper(lambda **kw: kw, None, (), {"prompt": "x"})
         return "ok"
 
     params = {"temperature": 1.0, semconv.CARRIER_KEY: carrier}
     result = asyncio.run(
-        llm_server.server_generate_wrapper(
+        engine_link.server_generate_wrapper(
             server_generate, None, (), {"prompt_ids": [1], "sampling_params": params, "request_id": "r"}
         )
     )
@@ -64,7 +64,41 @@ def test_server_side_pops_carrier_and_feeds_sglang_and_vllm():
     assert params[semconv.CARRIER_KEY] == carrier  # and the sender's dict is untouched
     assert seen["sglang"] == carrier
     assert seen["vllm"]["trace_headers"] == carrier
-    assert llm_server.engine_carrier.get() is None
+    assert engine_link.engine_carrier.get() is None
+
+
+def test_server_wrapper_keeps_the_carrier_in_flight_and_tells_followers(monkeypatch):
+    """What vLLM's abort handling reads (the carrier by verl's request id while the call runs) and is told
+    after it; a follower that raises changes nothing for verl."""
+    carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    told = []
+
+    def follower(got, started_ns, request_id, args, kwargs, output):
+        told.append((got, request_id, args[0], output, engine_link.carrier_in_flight(request_id)))
+
+    def broken(*args):
+        raise RuntimeError("follower bug")
+
+    monkeypatch.setattr(engine_link, "_call_followers", [])
+    engine_link.follow_calls(follower)
+    engine_link.follow_calls(broken)
+    engine_link.follow_calls(follower)  # once only
+
+    async def server_generate(prompt_ids, sampling_params, request_id):
+        assert engine_link.carrier_in_flight(request_id) == carrier
+        return "out"
+
+    params = {semconv.CARRIER_KEY: carrier}
+    result = asyncio.run(engine_link.server_generate_wrapper(server_generate, None, ([7], params, "req-9"), {}))
+    assert result == "out"
+    assert told == [(carrier, "req-9", [7], "out", None)]  # told after the call, no longer in flight
+
+    async def plain_generate(prompt_ids, sampling_params, request_id):
+        assert engine_link.carrier_in_flight(request_id) is None
+        return "out"
+
+    asyncio.run(engine_link.server_generate_wrapper(plain_generate, None, ([7], {}, "req-10"), {}))
+    assert len(told) == 1  # a call without our carrier: nothing to follow
 
 
 @pytest.mark.parametrize(
@@ -79,4 +113,4 @@ def test_real_server_classes_are_wrapped_where_they_import(memory_exporter, modu
         mod = importlib.import_module(module)
     except Exception as exc:  # sglang / vllm are GPU installs
         pytest.skip(f"{module} does not import here: {type(exc).__name__}")
-    assert getattr(getattr(mod, cls).__dict__["generate"], "_self_wrapper", None) is llm_server.server_generate_wrapper
+    assert getattr(getattr(mod, cls).__dict__["generate"], "_self_wrapper", None) is engine_link.server_generate_wrapper

@@ -17,6 +17,7 @@ from otel_verl.export import provider, tracing
 from otel_verl.export.replay import ReplayError, replay
 from otel_verl.export.spool import SpoolSpanExporter
 from tests.otlp_receiver import Receiver, start_grpc, start_http
+from tests.process_state import reset_tracing, wrapped_seams
 
 
 def _make_spans(exporter) -> list:
@@ -142,7 +143,7 @@ def test_otlp_export_through_standard_env(monkeypatch, tmp_path, protocol):
         monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
         monkeypatch.setenv("OTEL_VERL_SPOOL", "true")
         monkeypatch.setenv("OTEL_VERL_SPOOL_DIR", str(tmp_path))
-        provider.reset_for_tests()
+        reset_tracing()
         state = provider.setup_tracing("trainer", set_global=False)
         tracer = tracing.tracer()
         for i in range(50):
@@ -168,7 +169,7 @@ def test_otlp_export_through_standard_env(monkeypatch, tmp_path, protocol):
         replayed = receiver.spans()[50:]
         assert len(replayed) == 50 and {bytes(s.span_id) for s in replayed} == before
     finally:
-        provider.reset_for_tests()
+        reset_tracing()
         server.stop(0) if protocol == "grpc" else server.shutdown()
 
 
@@ -183,23 +184,22 @@ def test_replay_bad_line_names_file_and_line(tmp_path):
 
 def test_sdk_disabled_means_not_instrumented(monkeypatch):
     import otel_verl
-    from otel_verl.wrapping.registry import applied_seams
 
     otel_verl.uninstrument()
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     otel_verl.instrument()
-    assert applied_seams() == []
+    assert wrapped_seams() == set()
     assert os.environ["OTEL_SDK_DISABLED"] == "true"
 
 
 def test_bad_batch_env_value_falls_back_to_default(monkeypatch):
     monkeypatch.setenv("OTEL_VERL_SPOOL", "false")
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "lots")
-    provider.reset_for_tests()
+    reset_tracing()
     try:
         state = provider.setup_tracing(
             "trainer", set_global=False, extra_exporters=[SpoolSpanExporter("/tmp", "x", "y")]
         )
         assert state.processors  # built with the default queue instead of raising
     finally:
-        provider.reset_for_tests()
+        reset_tracing()

@@ -6,13 +6,14 @@ import json
 import os
 
 from otel_verl.export import provider, tracing
+from tests.process_state import reset_tracing
 
 
 def test_child_after_fork_gets_its_own_provider(tmp_path, monkeypatch):
     monkeypatch.setenv("OTEL_VERL_SPOOL", "true")
     monkeypatch.setenv("OTEL_VERL_SPOOL_DIR", str(tmp_path))
     monkeypatch.setenv("OTEL_VERL_RUN_ID", "forked")
-    provider.reset_for_tests()
+    reset_tracing()
     parent = provider.setup_tracing("reward")
     read, write = os.pipe()
     pid = os.fork()
@@ -33,4 +34,4 @@ def test_child_after_fork_gets_its_own_provider(tmp_path, monkeypatch):
     assert tracing.get_state() is parent  # the parent's state is untouched
     files = {p.name for p in (tmp_path / "forked" / "no_step").glob("*.jsonl")}
     assert files == {f"reward_{child_pid}.jsonl"}  # the child wrote its own file
-    provider.reset_for_tests()
+    reset_tracing()

@@ -12,6 +12,7 @@ from otel_verl.config import OtelVerlConfig
 from otel_verl.export import flush, provider, tracing
 from otel_verl.export.hold import SpanHold
 from otel_verl.recording.recorder import SPAN_ID, RequestRecorder
+from tests.process_state import reset_tracing
 
 
 class Arrivals(SpanProcessor):
@@ -136,13 +137,13 @@ def test_zero_seconds_turns_holding_off():
 
 @pytest.fixture
 def traced(tmp_path):
-    provider.reset_for_tests()
+    reset_tracing()
     config = OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="hold")
     state = provider.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
     arrivals = Arrivals()
     state.processors.append(arrivals)
     yield arrivals
-    provider.reset_for_tests()
+    reset_tracing()
 
 
 def _request(parent) -> RequestRecorder:
@@ -209,8 +210,8 @@ class SlowArrivals(Arrivals):
 
 
 def test_flush_and_shutdown_wait_for_a_release_already_under_way(tmp_path):
-    for finish in (flush.flush, provider.shutdown_tracing, provider.reset_for_tests):
-        provider.reset_for_tests()
+    for finish in (flush.flush, provider.shutdown_tracing, reset_tracing):
+        reset_tracing()
         config = OtelVerlConfig(spool=True, spool_dir=str(tmp_path / finish.__name__), run_id="hold")
         state = provider.setup_tracing("agent_loop_worker", worker_rank=0, config=config, set_global=False)
         slow = SlowArrivals()
@@ -221,4 +222,4 @@ def test_flush_and_shutdown_wait_for_a_release_already_under_way(tmp_path):
         flush.hold_end()  # hands 12 spans to the background thread and returns at once
         finish()
         assert len(slow.names) == 12 and state.spool.spans_written == 12, finish.__name__
-    provider.reset_for_tests()
+    reset_tracing()

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from otel_verl import semconv as sc
+from tests.process_state import reset_tracing
 
 pytestmark = pytest.mark.ray
 
@@ -32,9 +33,8 @@ SECONDS_PER_TOKEN = 0.0004
 def planted(request, tmp_path_factory):
     from otel_verl.analysis.read import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
-    from otel_verl.export import provider
 
-    provider.reset_for_tests()
+    reset_tracing()
     opts = DemoOptions(
         steps=6,
         workers=2,
@@ -50,7 +50,7 @@ def planted(request, tmp_path_factory):
     try:
         result = run_demo(opts)
     finally:
-        provider.reset_for_tests()
+        reset_tracing()
     spans = load_spans(result.spool_dir)
     spans["seconds"] = (spans.end_ns - spans.start_ns) / 1e9
     return spans

@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from otel_verl import semconv
+from tests.process_state import reset_tracing
 
 pytestmark = pytest.mark.ray
 
@@ -20,15 +21,14 @@ pytestmark = pytest.mark.ray
 def demo_run(tmp_path_factory):
     from otel_verl.analysis.read import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
-    from otel_verl.export import provider
 
-    provider.reset_for_tests()
+    reset_tracing()
     spool = tmp_path_factory.mktemp("spool")
     opts = DemoOptions(
         steps=2, workers=2, prompts=4, n=2, ray_cpus=2, spool=str(spool), seconds_per_token=0.0002, trainer="legacy"
     )
     result = run_demo(opts)
-    provider.reset_for_tests()
+    reset_tracing()
     return opts, result, load_spans(result.spool_dir)
 
 
@@ -87,15 +87,14 @@ def v1_run(tmp_path_factory):
     pytest.importorskip("transfer_queue")
     from otel_verl.analysis.read import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
-    from otel_verl.export import provider
 
-    provider.reset_for_tests()
+    reset_tracing()
     spool = tmp_path_factory.mktemp("spool_v1")
     # TransferQueue's controller and storage actors take a logical CPU each, beside the 2 workers
     opts = DemoOptions(steps=2, workers=2, prompts=4, n=2, ray_cpus=4, spool=str(spool), trainer="v1-sync")
     before = {thread.ident for thread in threading.enumerate()}
     result = run_demo(opts)
-    provider.reset_for_tests()
+    reset_tracing()
     left = [t.name for t in threading.enumerate() if t.ident not in before and not t.name.startswith("otel-verl")]
     return opts, result, load_spans(result.spool_dir), left
 

@@ -30,17 +30,18 @@ from otel_verl.export import encoding, provider, tracing
 from otel_verl.export.encoding import request_line
 from otel_verl.recording.recorder import RequestRecorder
 from otel_verl.recording.spans import RecordedSpan
+from tests.process_state import reset_tracing
 
 
 @pytest.fixture
 def worker_span(tmp_path):
-    provider.reset_for_tests()
+    reset_tracing()
     config = OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id="nodes")
     provider.setup_tracing("agent_loop_worker", worker_rank=3, config=config, set_global=False)
     span = tracing.tracer().start_span(semconv.SPAN_WORKER, attributes={semconv.VERL_STEP: 7})
     yield span
     span.end()
-    provider.reset_for_tests()
+    reset_tracing()
 
 
 def _record(parent, *, own_trace=False, fail=False) -> RequestRecorder:

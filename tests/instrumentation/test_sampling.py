@@ -34,6 +34,7 @@ from otel_verl.instrumentation.targets import TARGETS, Kind
 from otel_verl.recording.sampling import ChunkSampler
 from otel_verl.wrapping import registry
 from tests.instrumentation.harness import build_worker, run_chunk
+from tests.process_state import dropped_so_far, reset_dropped, reset_tracing, wrapped_seams
 
 RUN = "sampling-test"
 
@@ -60,7 +61,7 @@ def traced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     def start(**overrides: object) -> tuple[InMemorySpanExporter, Path]:
         calls[0] += 1
-        provider.reset_for_tests()
+        reset_tracing()
         memory = InMemorySpanExporter()
         spool_root = tmp_path / f"spool{calls[0]}"
         spool = SpoolSpanExporter(spool_root, RUN, "worker_0")
@@ -74,7 +75,7 @@ def traced(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
     yield start
     otel_verl.uninstrument()
-    provider.reset_for_tests()
+    reset_tracing()
 
 
 def _spans(memory: InMemorySpanExporter) -> list:
@@ -114,7 +115,7 @@ def test_detail_levels(traced, level: str) -> None:
     names = Counter(s.name for s in _spans(memory))
     total = opts.prompts * opts.n
     assert len(output) == total and len(handle.calls) >= total  # verl ran the same rollout at every level
-    applied = set(registry.applied_seams())
+    applied = set(wrapped_seams())
     per_request = PER_REQUEST_SEAMS & applied
     # exactly what the policy picks for this level (those of its seams this verl has): nothing else
     assert applied <= {(t.module, t.method) for t in policy.seams_for(level, "agent_loop_worker")}
@@ -162,14 +163,14 @@ def test_remote_reward_and_later_trainer_record_with_the_seams_wrapped_at_instru
     memory, _ = traced(detail="request")
     worker, _, opts = build_worker(_opts())
     run_chunk(worker, opts)
-    applied = set(registry.applied_seams())
+    applied = set(wrapped_seams())
     assert {reward.CLIENT_SCORE, ("verl.utils.profiler.performance", "_timer")} <= applied
 
     remote_worker, _, opts = build_worker(_opts(), remote_reward=True)
     _spans(memory)  # the first chunk's spans, flushed before they are cleared
     memory.clear()
     run_chunk(remote_worker, opts)
-    assert set(registry.applied_seams()) == applied
+    assert set(wrapped_seams()) == applied
     names = Counter(s.name for s in _spans(memory))
     assert names[reward.SPAN_REWARD_COMPUTE] == names[semconv.SPAN_REQUEST] == opts.prompts * opts.n
 
@@ -190,7 +191,7 @@ def test_request_detail_wraps_no_turn_seams_and_still_counts_turns(traced, monke
         memory, _ = traced(**({"detail": level} if level else {}))
         worker, _, opts = build_worker(_opts())
         run_chunk(worker, opts)
-        turn_seams = FULL_DETAIL_SEAMS & set(registry.applied_seams())
+        turn_seams = FULL_DETAIL_SEAMS & set(wrapped_seams())
         # a seam this verl names the other way (targets.Target.alternative) is wrapped under that name
         present = {s for s in FULL_DETAIL_SEAMS if registry.alternative_present(sys.modules[s[0]], s) is None}
         assert turn_seams == (present if level == "full" else set())
@@ -345,8 +346,8 @@ def test_dropped_spans_are_counted_logged_and_exposed(monkeypatch, caplog) -> No
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_BSP_MAX_QUEUE_SIZE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
-    provider.reset_for_tests()
-    dropped.reset_for_tests()
+    reset_tracing()
+    reset_dropped()
     reader = InMemoryMetricReader()
     dropped.register_metric(MeterProvider(metric_readers=[reader]))
     blocked = _BlockedExporter()
@@ -356,7 +357,7 @@ def test_dropped_spans_are_counted_logged_and_exposed(monkeypatch, caplog) -> No
     created = 200
     for i in range(created):
         tracer.start_span(f"burst {i}").end()
-    lost = dropped.dropped_total()
+    lost = dropped_so_far()
     assert created - 8 - 4 <= lost <= created - 8  # queue of 8; at most one batch of 4 left it for the exporter
     points = reader.get_metrics_data().resource_metrics[0].scope_metrics[0].metrics
     (metric,) = [m for m in points if m.name == dropped.METRIC_NAME]
@@ -367,7 +368,7 @@ def test_dropped_spans_are_counted_logged_and_exposed(monkeypatch, caplog) -> No
     warnings = [r for r in caplog.records if "dropped" in r.getMessage()]
     assert len(warnings) == 1 and str(lost) in warnings[0].getMessage()
     assert blocked.exported == created - lost
-    dropped.reset_for_tests()
+    reset_dropped()
 
 
 @pytest.mark.parametrize("level", ["request", "full"])

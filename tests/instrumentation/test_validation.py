@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from otel_verl import semconv
+from tests.process_state import reset_tracing
 
 pytestmark = pytest.mark.ray
 
@@ -19,9 +20,8 @@ pytestmark = pytest.mark.ray
 def validated_run(request, tmp_path_factory):
     from otel_verl.analysis.read import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
-    from otel_verl.export import provider
 
-    provider.reset_for_tests()
+    reset_tracing()
     spool = tmp_path_factory.mktemp("spool_validate")
     trainer = request.param
     opts = DemoOptions(
@@ -36,7 +36,7 @@ def validated_run(request, tmp_path_factory):
         trainer=trainer,
     )
     result = run_demo(opts)
-    provider.reset_for_tests()
+    reset_tracing()
     return opts, load_spans(result.spool_dir)
 
 

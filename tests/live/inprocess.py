@@ -18,6 +18,7 @@ import otel_verl
 from otel_verl.export import flush, provider
 from otel_verl.instrumentation import trainer as trainer_seams
 from otel_verl.live import collector
+from tests.process_state import reset_tracing
 
 from ..instrumentation.harness import build_worker, run_chunk
 
@@ -73,7 +74,7 @@ def train(
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_VERL_LIVE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(collector, "SETTLE_S", 0.3)
-    provider.reset_for_tests()
+    reset_tracing()
     provider.setup_tracing("trainer")
     otel_verl.instrument()
     worker, _, opts = build_worker()
@@ -97,7 +98,7 @@ def train(
     finally:
         trainer_seams.track_trainer(None)
         otel_verl.uninstrument()
-        provider.reset_for_tests()
+        reset_tracing()
     return Run(tracking, tmp / "spool" / run_id, run_id)
 
 

@@ -24,6 +24,7 @@ from otel_verl import semconv
 from otel_verl.demo import runner
 from otel_verl.demo.sim_server import SimServerConfig
 from otel_verl.export import flush, provider, tracing
+from tests.process_state import reset_tracing
 from tests.reliability.traced_run import traced
 
 pytest.importorskip("verl", reason="needs the verl extra")
@@ -192,7 +193,7 @@ def test_executor_and_thread_keep_their_parent():
         flush.flush()
         spans = {s.name: s for s in memory.get_finished_spans()}
     finally:
-        provider.reset_for_tests()
+        reset_tracing()
     assert spans["default-executor"].parent is None and spans["thread"].parent is None
 
 

@@ -31,7 +31,7 @@ import otel_verl
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.demo import runner
-from otel_verl.export import flush, provider
+from otel_verl.export import flush
 from otel_verl.export.replay import spool_files, validate
 from otel_verl.instrumentation import tools
 from otel_verl.instrumentation.targets import TARGETS as ALL_SEAMS
@@ -39,6 +39,7 @@ from otel_verl.wrapping import ray_actors, registry, signatures
 from otel_verl.wrapping.registry import returns, wrap_seams
 from otel_verl.wrapping.signatures import signature_drift
 from tests.backends.conftest import REPO
+from tests.process_state import reset_seam_warnings, reset_tracing
 from tests.reliability.stack import spool_span_ids
 from tests.reliability.traced_run import digest, problems, run, spool_span_count, traced
 
@@ -56,7 +57,7 @@ AGENT_LOOP = "verl.experimental.agent_loop.agent_loop"
 def untraced() -> dict[str, Any]:
     """The reference: the same chunk with otel_verl not installed at all."""
     otel_verl.uninstrument()
-    provider.reset_for_tests()
+    reset_tracing()
     return digest(run(OPTS))
 
 
@@ -451,7 +452,7 @@ def test_timer_that_is_no_longer_a_generator_is_left_alone(monkeypatch, caplog):
     module._timer = _timer
     monkeypatch.setitem(sys.modules, module.__name__, module)
     caplog.set_level(logging.WARNING)
-    signatures.reset_warnings()
+    reset_seam_warnings()
     try:
         wrap_seams([(module.__name__, "_timer", lambda: trainer.timer_wrapper)])
         assert module._timer is _timer
@@ -480,7 +481,7 @@ def test_drifted_seam_is_not_wrapped_on_actor_classes_either(monkeypatch, caplog
     seam = (module.__name__, "Worker._call_tool")
     monkeypatch.setitem(signatures._expected, seam, signatures.Expected(("tool_call",), "execute_tool spans"))
     caplog.set_level(logging.WARNING)
-    signatures.reset_warnings()
+    reset_seam_warnings()
     try:
         wrap_seams([(*seam, lambda: tools.call_tool_wrapper)])
         ray_actors.wrap_actor_class(ActorWorker)

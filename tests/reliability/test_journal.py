@@ -21,12 +21,12 @@ from otel_verl.export.journal import (
     JOURNAL_DIR,
     DeliveryJournal,
     JournalingExporter,
-    read_counts,
     read_delivered,
     span_key,
 )
 from otel_verl.export.replay import replay
 from tests.otlp_receiver import Receiver, free_port, start_grpc
+from tests.process_state import read_counts, reset_tracing
 
 
 def make_spans(n: int, step: int = 1) -> list:
@@ -43,7 +43,7 @@ def traced_run(monkeypatch, tmp_path, endpoint: str, n: int, run_id: str = "run"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
-    provider.reset_for_tests()
+    reset_tracing()
     state = provider.setup_tracing(
         "trainer", config=OtelVerlConfig(spool=True, spool_dir=str(tmp_path), run_id=run_id), set_global=False
     )
@@ -75,7 +75,7 @@ def test_live_deliveries_are_journaled_and_not_replayed(monkeypatch, tmp_path):
         assert (stats.spans, stats.already_delivered, stats.sent) == (40, 40, 0)
         assert len(receiver.spans()) == 40
     finally:
-        provider.reset_for_tests()
+        reset_tracing()
         server.stop(0)
 
 

@@ -34,9 +34,10 @@ from pathlib import Path
 import pytest
 
 from otel_verl import semconv
-from otel_verl.export.journal import read_counts, read_delivered
+from otel_verl.export.journal import read_delivered
 from otel_verl.export.replay import spool_files, validate
 from tests.backends.conftest import REPO
+from tests.process_state import read_counts
 from tests.reliability import report
 from tests.reliability.stack import Stack, spool_span_ids, wait_while_running
 from tests.reliability.test_outage import assert_exactly_once_in_jaeger, replay_cli, sent_of

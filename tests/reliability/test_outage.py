@@ -32,8 +32,9 @@ from pathlib import Path
 
 import pytest
 
-from otel_verl.export.journal import JOURNAL_DIR, JOURNAL_SUFFIX, read_counts, read_delivered
+from otel_verl.export.journal import JOURNAL_DIR, JOURNAL_SUFFIX, read_delivered
 from tests.backends.conftest import REPO, wait_until
+from tests.process_state import read_counts
 from tests.reliability import report
 from tests.reliability.stack import (
     SilentEndpoint,

@@ -20,6 +20,7 @@ from otel_verl.config import OtelVerlConfig
 from otel_verl.demo import runner
 from otel_verl.export import flush
 from otel_verl.instrumentation import llm_server
+from tests.process_state import reset_redactors
 from tests.reliability.traced_run import digest, problems, run, traced
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,10 +46,10 @@ def redact_returns_bytes(text: str) -> bytes:
 
 @pytest.fixture
 def fresh_content(monkeypatch):
-    content.reset_for_tests()
+    reset_redactors()
     monkeypatch.setattr(llm_server, "_config", None)  # the engine seam caches its config per process
     yield
-    content.reset_for_tests()
+    reset_redactors()
     llm_server._config = None
 
 

@@ -20,7 +20,7 @@ from otel_verl.config import OtelVerlConfig
 from otel_verl.demo import runner
 from otel_verl.demo.sim_server import SimServerConfig
 from otel_verl.export import provider, tracing
-from otel_verl.wrapping import signatures
+from tests.process_state import reset_seam_warnings, reset_tracing
 
 TENSORS = ("prompts", "responses", "response_mask", "attention_mask", "rm_scores")
 
@@ -43,8 +43,8 @@ def run(opts: runner.DemoOptions, server: SimServerConfig | None = None, remote_
 @contextmanager
 def traced(*exporters: SpanExporter, config: OtelVerlConfig | None = None) -> Iterator[tracing.TracingState]:
     """otel_verl's provider with ``exporters`` (plus the spool when ``config`` enables it), verl instrumented."""
-    provider.reset_for_tests()
-    signatures.reset_warnings()
+    reset_tracing()
+    reset_seam_warnings()
     config = config or OtelVerlConfig(spool=False)
     state = provider.setup_tracing(
         "agent_loop_worker", config=config, worker_rank=0, extra_exporters=exporters, set_global=False
@@ -54,7 +54,7 @@ def traced(*exporters: SpanExporter, config: OtelVerlConfig | None = None) -> It
         yield state
     finally:
         otel_verl.uninstrument()
-        provider.reset_for_tests()
+        reset_tracing()
 
 
 def spool_span_count(root: Path) -> int:

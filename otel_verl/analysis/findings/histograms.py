@@ -78,17 +78,6 @@ class LogHistogram:
         out[pos] = np.clip(np.floor((np.log10(v[pos]) - _LOG_LOW) * BINS_PER_DECADE), 0, N_BINS - 1)
         return out
 
-    @classmethod
-    def from_counts(cls, bins: np.ndarray, counts: np.ndarray) -> LogHistogram:
-        """A histogram from (bin, count) pairs as :meth:`bins` numbers them."""
-        h = cls()
-        bins = np.asarray(bins, dtype=np.int64)
-        counts = np.asarray(counts, dtype=np.int64)
-        ok = bins >= 0
-        np.add.at(h.counts, bins[ok], counts[ok])
-        h.zeros = int(counts[bins == -1].sum())
-        return h
-
     def add(self, values: np.ndarray) -> None:
         b = self.bins(values)
         self.zeros += int((b == -1).sum())

@@ -85,8 +85,3 @@ def fmt_s(seconds: float) -> str:
     if seconds >= 1:
         return f"{seconds:.1f} s"
     return f"{seconds:.2f} s"
-
-
-def event_phrase(label: str, turn: object) -> str:
-    """``the engine call of turn index 1`` for an engine event with a turn, else the event's label."""
-    return f"the {label} call of turn index {turn}" if turn is not None and label == "engine" else label

@@ -138,11 +138,3 @@ def decimal_ints(texts: pa.Array) -> np.ndarray:
         return pc.cast(texts.cast(pa.string()), pa.int64()).to_numpy(zero_copy_only=False)
     except pa.ArrowInvalid:
         raise Irregular("an int beyond int64") from None
-
-
-def unquoted(arr: pa.Array) -> pa.Array:
-    """Raws that are a JSON string or a bare number, without the quotes (times: ``"123"`` or ``123``)."""
-    quoted = pc.and_(pc.starts_with(arr, '"'), pc.ends_with(arr, '"')).to_numpy(zero_copy_only=False)
-    if quoted.all():
-        return pc.binary_slice(arr, 1, -1)
-    return pc.if_else(pa.array(quoted), pc.binary_slice(arr, 1, -1), arr)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -62,30 +61,6 @@ class Tables:
         )
 
     @cached_property
-    def dominant_event_rows(self) -> pd.Series:
-        """Row label in ``events`` of each request's longest event, by request span row (one groupby for all)."""
-        ev = self.events
-        if ev.empty:
-            return pd.Series(dtype=np.int64)
-        return ev["duration"].groupby(ev["request_span"].to_numpy()).idxmax()
-
-    def dominant_event(self, request_row: int) -> tuple[str, float, Any, Any, Any]:
-        """The event (label, seconds, turn index, trace id, span id) that took most of one request's time;
-        ``("", 0.0, None, None, None)`` when the request has no event spans."""
-        row = self.dominant_event_rows.get(request_row)
-        if row is None:
-            return ("", 0.0, None, None, None)
-        top = self.events.loc[row]
-        turn = top["turn_index"]
-        return (
-            str(top["event"]),
-            float(top["duration"]),
-            None if pd.isna(turn) else int(turn),
-            top["trace_id"],
-            top["span_id"],
-        )
-
-    @cached_property
     def worker_seconds(self) -> pd.DataFrame:
         """Seconds per (step, worker, event bucket): see
         :func:`otel_verl.analysis.tables.worker_seconds.worker_event_seconds`."""
@@ -111,10 +86,3 @@ class Tables:
     def median_rollout_s(self) -> float:
         vals = pd.to_numeric(self.steps["rollout_s"], errors="coerce").to_numpy(dtype=float)
         return float(np.nanmedian(vals)) if np.isfinite(vals).any() else float("nan")
-
-    @cached_property
-    def median_worker_s(self) -> pd.Series:
-        """Median worker rollout seconds per step."""
-        if self.workers.empty:
-            return pd.Series(dtype=float)
-        return self.workers.groupby("step")["duration"].median()

@@ -228,20 +228,6 @@ def engine_turns_table(t: Tables) -> pd.DataFrame:
     return out.reset_index()[list(TURN_COLUMNS)]
 
 
-def dominant_phase(row: pd.Series, baseline: dict[str, float] | None = None) -> tuple[str, float]:
-    """The part of one call (or turn) that took most time beyond ``baseline`` (per-column typical seconds):
-    (phase, seconds beyond the baseline)."""
-    best, excess = "", -np.inf
-    for phase, col in zip(PHASES, PHASE_COLUMNS, strict=True):
-        value = row.get(col)
-        if value is None or value != value:
-            continue
-        over = float(value) - (baseline or {}).get(col, 0.0)
-        if over > excess:
-            best, excess = phase, over
-    return best, max(excess, 0.0)
-
-
 def engine_summary(t: Tables) -> dict[str, Any]:
     """findings.json's ``summary.engine``: how many engine spans came, joined or orphaned, per replica, and
     the share of our engine calls (training and validation) that have the engine's span under them."""

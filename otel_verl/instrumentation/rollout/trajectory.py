@@ -25,6 +25,7 @@ from otel_verl.instrumentation.rollout.chunk import (
     worker_rank,
 )
 from otel_verl.instrumentation.rollout.group import sample_finished
+from otel_verl.instrumentation.rollout.hooks import RequestSpan, any_hook, hook_inputs, request_ending, request_started
 from otel_verl.recording.recorder import RequestRecorder, current_request
 from otel_verl.wrapping.registry import coroutine_wrapper, enabled
 from otel_verl.wrapping.signatures import call_failed
@@ -38,6 +39,9 @@ _VERSIONS = (
     ("min_global_steps", semconv.VERL_POLICY_VERSION_MIN),
     ("max_global_steps", semconv.VERL_POLICY_VERSION_MAX),
 )
+
+_Hooked = tuple[RequestSpan | None, dict[str, Any]]
+"""The span handed to the user's request hook and the inputs, for the response hook."""
 
 
 def _request_recorder(chunk: WorkerChunk | None, args: tuple, kwargs: dict) -> RequestRecorder | None:
@@ -71,18 +75,24 @@ def run_agent_loop_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dic
     if current_request.get() is not None or not enabled():
         return wrapped(*args, **kwargs)
     chunk = CURRENT_CHUNK.get()
+    hooked: _Hooked | None = None
     try:
         recorder = _request_recorder(chunk, args, kwargs)
+        if recorder is not None and any_hook():  # the user's hooks (instrument(request_hook=...))
+            inputs = hook_inputs(args, kwargs)
+            hooked = (request_started(recorder, inputs), inputs)
     except Exception:
         call_failed(RUN_AGENT_LOOP)
         recorder = None
     call = wrapped(*args, **kwargs)
     if recorder is None:
         return call
-    return _recorded_trajectory(call, recorder, chunk, instance)
+    return _recorded_trajectory(call, recorder, chunk, instance, hooked)
 
 
-async def _recorded_trajectory(call: Any, recorder: RequestRecorder, chunk: WorkerChunk | None, instance: Any) -> Any:
+async def _recorded_trajectory(
+    call: Any, recorder: RequestRecorder, chunk: WorkerChunk | None, instance: Any, hooked: _Hooked | None = None
+) -> Any:
     """Await verl's trajectory coroutine with ``recorder`` current; end the request when it is done.
 
     What this frame keeps while the trajectory runs (seconds, across many young-generation collections)
@@ -90,7 +100,7 @@ async def _recorded_trajectory(call: Any, recorder: RequestRecorder, chunk: Work
     worker's whole heap: so neither the call's arguments nor a context-variable token stay here
     (commit ed9fcbe, with the other hooks letting go of their arguments: a ``full``-detail chunk promoted
     ~123-132k objects instead of ~131-143k, below the ~137k that sets off a full collection; one-core
-    ``full`` wall ratio 1.018× vs ~1.075×).
+    ``full`` wall ratio 1.018× vs ~1.075×). Only the user's hooks, when set, keep the inputs (``hooked``).
     """
     current_request.set(recorder)  # unset again with set(None): the value before was None (checked by the caller)
     if chunk is not None:
@@ -105,15 +115,22 @@ async def _recorded_trajectory(call: Any, recorder: RequestRecorder, chunk: Work
         raise
     finally:
         current_request.set(None)
-        end_request(recorder, chunk, instance, result, error)
+        end_request(recorder, chunk, instance, result, error, hooked)
 
 
 def end_request(
-    recorder: RequestRecorder, chunk: WorkerChunk | None, instance: Any, result: Any, error: BaseException | None
+    recorder: RequestRecorder,
+    chunk: WorkerChunk | None,
+    instance: Any,
+    result: Any,
+    error: BaseException | None,
+    hooked: _Hooked | None = None,
 ) -> None:
     """The request's status, reward score and end; the chunk counts it as finished whatever happens."""
     status = FAILED
     try:
+        if hooked is not None:
+            request_ending(hooked[0], hooked[1], result if error is None else None)
         extra: dict[str, Any] = {}
         if error is None:
             score = getattr(result, "reward_score", None)
