@@ -44,6 +44,8 @@ ENGINE_RUN = {
 @pytest.fixture(scope="module")
 def engine_run(tmp_path_factory: pytest.TempPathFactory):
     pytest.importorskip("verl")
+    from conftest import without_live_account
+
     from otel_verl.analysis import Tables, analyze
     from otel_verl.analysis.read import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
@@ -51,7 +53,8 @@ def engine_run(tmp_path_factory: pytest.TempPathFactory):
     reset_tracing()
     spool = tmp_path_factory.mktemp("demo-engine")
     try:
-        result = run_demo(DemoOptions(spool=str(spool), **ENGINE_RUN))
+        with without_live_account():
+            result = run_demo(DemoOptions(spool=str(spool), **ENGINE_RUN))
     finally:
         reset_tracing()
     spans = load_spans(result.spool_dir)

@@ -36,7 +36,9 @@ DRAWN_Z = 2.0
 """A move this many times its sampling noise, though within what a run of this many steps shows by chance, is the
 step's draw of prompts: told as information, and it explains only the seconds its extra work accounts for."""
 SLACK = 2.0
-"""...at most this multiple of what the parts it drives would cost at the moved rate (their usual × (ratio − 1))."""
+"""A shift explains (tells instead of) its parts' excess when that is at most this multiple of what its extra work
+costs at the usual speed (:func:`_extra_work_s`); beyond it, the shift claims only that cost and the parts' own
+findings stand (a planted slow engine in a step that also made more tool calls is still told)."""
 PER_CALL = (
     k.PART_DECODE,
     k.PART_ENGINE,
@@ -77,14 +79,18 @@ def find_behaviour_shifts(
             continue
         metric, value, usual, z, _ = best
         factor, words, parts = METRICS[metric]
-        seconds = sum(max(p.seconds, 0.0) for p in a.parts if p.kind in parts and np.isfinite(p.seconds))
-        seconds = min(seconds, max(a.excess_s, 0.0)) if np.isfinite(a.excess_s) else seconds
-        if seconds <= 0:
+        parts_s = sum(max(p.seconds, 0.0) for p in a.parts if p.kind in parts and np.isfinite(p.seconds))
+        parts_s = min(parts_s, max(a.excess_s, 0.0)) if np.isfinite(a.excess_s) else parts_s
+        predicted = _extra_work_s(accounts, i, factor, value / usual)
+        if parts_s <= 0 or predicted <= 0:
             continue
         chance = float(run_chance(z, len(accounts) * len(METRICS)))
         drawn = chance > th.evidence_chance  # this step's prompts asked for more; no evidence the policy changed
-        if drawn and seconds > SLACK * (value / usual - 1) * _usual_s(a, parts):
+        explained = parts_s <= SLACK * predicted
+        if drawn and not explained:
             continue  # more seconds than the extra work accounts for: something else (its own finding) cost them
+        # beyond what its extra work accounts for, the parts' seconds are another cause's (told on its own)
+        seconds = parts_s if explained else predicted
         j = judge(seconds, a.duration_s, a.baseline_s, a.excess_s, chance, *spread.without(a.step), th)
         if drawn:
             j = replace(j, severity="info")
@@ -117,13 +123,35 @@ def find_behaviour_shifts(
             f"do, not a slower system: +{fmt_s(seconds)}"
         )
         found.append(f)
-        explains.append((a.step, frozenset(parts), factor == "tokens"))
+        if explained:
+            explains.append((a.step, frozenset(parts), factor == "tokens"))
     return found, explains
 
 
 def _usual_s(a: StepAccount, parts: tuple[str, ...]) -> float:
     """The usual seconds of the step's ``parts``."""
     return sum(p.baseline_s for p in a.parts if p.kind in parts and np.isfinite(p.baseline_s))
+
+
+def _ratio(accounts: list[StepAccount], i: int, metric: str) -> float:
+    """Step ``i``'s ``metric`` over its neighbours' median (1 when either is unknown)."""
+    values = np.array([a.summary.metrics.get(metric, np.nan) for a in accounts], dtype=float)
+    near = values[[j for j in range(max(0, i - WINDOW), min(len(values), i + WINDOW + 1)) if j != i]]
+    near = near[np.isfinite(near) & (near > 0)]
+    x = values[i]
+    return float(x / np.median(near)) if len(near) and np.isfinite(x) and x > 0 else 1.0
+
+
+def _extra_work_s(accounts: list[StepAccount], i: int, factor: str, ratio: float) -> float:
+    """What step ``i``'s extra work costs at the usual speed: the decoding's usual seconds × (tokens ratio − 1); for
+    turns and tool calls, the per-call parts' × (engine calls ratio − 1) and the tools' × (tool calls ratio − 1)."""
+    a = accounts[i]
+    if factor == "tokens":
+        return _usual_s(a, (k.PART_DECODE,)) * (ratio - 1)
+    calls = _ratio(accounts, i, "calls_per_request") - 1
+    tools = _ratio(accounts, i, "tool_calls_per_request") - 1
+    per_call = tuple(p for p in PER_CALL if p != k.PART_TOOL)
+    return max(calls, 0.0) * _usual_s(a, per_call) + max(tools, 0.0) * _usual_s(a, (k.PART_TOOL,))
 
 
 def _moved(
