@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,24 +64,6 @@ DEMO_PLANTED = {
 }
 
 
-@contextlib.contextmanager
-def without_live_account() -> Iterator[None]:
-    """The demo without its live account (``OTEL_VERL_LIVE=false``, handed to the Ray actors with the other OTEL_
-    variables). Why: these runs test the analyzer on planted timings, and on this 2-core machine the live account's
-    collector (a process beside the trainer, at full detail ~5 s of CPU a step: docs/live.md) competes with the
-    simulated engine for CPU and moves the timings the plants set (a train-bound run read 23 % rollout idle instead
-    of > 50 %). The live account has its own tests (tests/live) and the README demo's test runs with it on."""
-    before = os.environ.get("OTEL_VERL_LIVE")
-    os.environ["OTEL_VERL_LIVE"] = "false"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("OTEL_VERL_LIVE", None)
-        else:
-            os.environ["OTEL_VERL_LIVE"] = before
-
-
 def _demo_run(tmp_path_factory: pytest.TempPathFactory, name: str, **planted):
     pytest.importorskip("verl")
     from otel_verl.analysis import analyze
@@ -94,8 +73,7 @@ def _demo_run(tmp_path_factory: pytest.TempPathFactory, name: str, **planted):
     spool = tmp_path_factory.mktemp(f"demo-{name}")
     opts = DemoOptions(spool=str(spool), **{**DEMO_SIZE, **planted})  # planted may resize the run
     try:
-        with without_live_account():
-            result = run_demo(opts)
+        result = run_demo(opts)
     finally:
         reset_tracing()
     spans = load_spans(result.spool_dir)

@@ -5,6 +5,7 @@ token notice, verl's prints), and still every error."""
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import warnings
@@ -51,6 +52,7 @@ def test_demo_prints_its_steps_and_nothing_else(tmp_path) -> None:
         text=True,
         timeout=600,
         cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "OTEL_VERL_LIVE"},  # the live account on, as for a user
     )
     assert res.returncode == 0, res.stderr[-3000:]
     lines = res.stdout.splitlines()

@@ -44,8 +44,6 @@ ENGINE_RUN = {
 @pytest.fixture(scope="module")
 def engine_run(tmp_path_factory: pytest.TempPathFactory):
     pytest.importorskip("verl")
-    from conftest import without_live_account
-
     from otel_verl.analysis import Tables, analyze
     from otel_verl.analysis.read import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
@@ -53,8 +51,7 @@ def engine_run(tmp_path_factory: pytest.TempPathFactory):
     reset_tracing()
     spool = tmp_path_factory.mktemp("demo-engine")
     try:
-        with without_live_account():
-            result = run_demo(DemoOptions(spool=str(spool), **ENGINE_RUN))
+        result = run_demo(DemoOptions(spool=str(spool), **ENGINE_RUN))
     finally:
         reset_tracing()
     spans = load_spans(result.spool_dir)
