@@ -104,10 +104,11 @@ ASYNC_SIZE = {"trainer": "v1-separate-async", "steps": 3, "val_before_train": Fa
 
 @pytest.fixture(scope="module")
 def demo_train_bound(tmp_path_factory: pytest.TempPathFactory):
-    """update_actor 2 s slower in every step: the rollout finishes what it was given and waits."""
+    """update_actor 6 s slower in every step: the rollout finishes what it was given and waits. (2 s was too little
+    on a loaded 2-core machine: generation itself took ~3 s there, and the rollout idled only 24 % of the step.)"""
     from conftest import _demo_run
 
-    plants = {s: {"slow_phase": {"update_actor": 2.0}} for s in (1, 2, 3)}
+    plants = {s: {"slow_phase": {"update_actor": 6.0}} for s in (1, 2, 3)}
     return _demo_run(tmp_path_factory, "train-bound", **ASYNC_SIZE, step_plants=plants)
 
 
@@ -190,7 +191,8 @@ def test_async_timeline_renders_in_chromium(demo_train_bound) -> None:
     _, _, _, out = demo_train_bound
     with report_page(out / "report.html") as (page, errors):
         title = page.locator("h2#async_timeline").inner_text()
-        fig = page.locator("h2#async_timeline + p.caption + div .plotly-graph-div").first
+        fig = page.locator("#figure-async_timeline")  # the div plotly draws into, right after the caption
+        page.wait_for_function("document.querySelector('#figure-async_timeline .main-svg') !== null", timeout=30_000)
         bars = fig.locator(".bars path").count()
         rows = fig.locator(".ytick text, .y2tick text").all_text_contents()  # the two lanes: y and y2
     assert errors == []
