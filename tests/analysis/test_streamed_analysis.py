@@ -78,6 +78,8 @@ def test_in_memory_run_and_step_range(planted_spool: Path, planted_spans, tmp_pa
     in_memory = analyze(planted_spans, tmp_path / "range-memory", steps=range(2, 6), html_report=False)
     assert ranged.summary["steps"] == [2, 3, 4, 5]
     assert_same([f.to_json() for f in ranged.findings], [f.to_json() for f in in_memory.findings])
+    # judged against the selected steps only, a range is the whole analysis of its steps' rows
+    ranged = analyze(planted_spool, tmp_path / "range", steps=range(2, 6), baseline="selected", html_report=False)
     owner = owner_steps(planted_spans)
     expected, _ = whole_run(take_rows(planted_spans, np.flatnonzero((owner >= 2) & (owner <= 5))), tmp_path / "w")
     assert_same(json.loads((tmp_path / "range" / "findings.json").read_text())["findings"], expected["findings"])
