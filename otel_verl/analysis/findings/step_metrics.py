@@ -10,8 +10,8 @@ Keys (absent when the step has none of that part): ``requests``, ``calls``; beha
 median: a few very long answers are a long response, not the step's habit), ``calls_per_request``,
 ``tool_calls_per_request``, ``turns_per_request`` (means), each with ``*_se``, the standard error of its log over
 the step's calls or requests, a sample group's rollouts counted as one draw (the sampling noise a change from step
-to step is judged against); infrastructure
-(medians): ``s_per_token``, ``queue_s``, ``tool_s``, ``reward_s``, ``prefill_s``, ``engine_wait_s``.
+to step is judged against); infrastructure (medians): ``s_per_token``, ``queue_s``, ``tool_s``, ``reward_s``,
+``prefill_s``, ``engine_wait_s``.
 """
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ def _clustered_se(values: np.ndarray, groups: np.ndarray) -> float:
 
     Why: the rollouts of one prompt behave alike (same question, same tools; the demo's engine even answers a
     prompt's rollouts alike), so a step's ``n`` requests are only as many independent draws as it has prompts;
-    the plain sd/√n took a chance run of one prompt's rollouts for the policy moving (a clean demo's step with
-    4 prompts read as a 1.7× shift in tool calls)."""
+    the plain sd/√n took a chance run of one prompt's rollouts for the policy moving (a clean demo's step read
+    as a 1.7× shift in tool calls)."""
     if len(values) < 2:
         return float("nan")
     sums = np.bincount(groups, weights=values - values.mean())
