@@ -167,14 +167,14 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     env_vars = {k: v for k, v in os.environ.items() if k.startswith(("OTEL_", "VERL_LOGGING", "TQ_LOGGING"))}
     env_vars.setdefault("VERL_LOGGING_LEVEL", "ERROR")
     started = time.time()
-    ray.init(
-        num_cpus=opts.ray_cpus or (opts.workers + 2 if opts.trainer != "legacy" else max(2, opts.workers)),
-        include_dashboard=False,
-        log_to_driver=bool(os.environ.get("OTEL_VERL_DEMO_RAY_LOGS")),
-        configure_logging=False,
-        runtime_env={"worker_process_setup_hook": "otel_verl.activate.setup", "env_vars": env_vars},
-    )
     try:
+        ray.init(
+            num_cpus=opts.ray_cpus or (opts.workers + 2 if opts.trainer != "legacy" else max(2, opts.workers)),
+            include_dashboard=False,
+            log_to_driver=bool(os.environ.get("OTEL_VERL_DEMO_RAY_LOGS")),
+            configure_logging=False,
+            runtime_env={"worker_process_setup_hook": "otel_verl.activate.setup", "env_vars": env_vars},
+        )
         result = _run(opts, model_path, tool_config, run_id)
     finally:
         ray.shutdown()
