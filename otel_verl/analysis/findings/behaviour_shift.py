@@ -133,10 +133,15 @@ def _usual_s(a: StepAccount, parts: tuple[str, ...]) -> float:
     return sum(p.baseline_s for p in a.parts if p.kind in parts and np.isfinite(p.baseline_s))
 
 
+def _near(n: int, i: int) -> list[int]:
+    """The steps step ``i`` is compared with: up to :data:`WINDOW` each side."""
+    return [j for j in range(max(0, i - WINDOW), min(n, i + WINDOW + 1)) if j != i]
+
+
 def _ratio(accounts: list[StepAccount], i: int, metric: str) -> float:
     """Step ``i``'s ``metric`` over its neighbours' median (1 when either is unknown)."""
     values = np.array([a.summary.metrics.get(metric, np.nan) for a in accounts], dtype=float)
-    near = values[[j for j in range(max(0, i - WINDOW), min(len(values), i + WINDOW + 1)) if j != i]]
+    near = values[_near(len(values), i)]
     near = near[np.isfinite(near) & (near > 0)]
     x = values[i]
     return float(x / np.median(near)) if len(near) and np.isfinite(x) and x > 0 else 1.0
@@ -163,7 +168,7 @@ def _moved(
     x = values[i]
     if not np.isfinite(x) or x <= 0:
         return None
-    near = [j for j in range(max(0, i - WINDOW), min(len(values), i + WINDOW + 1)) if j != i]
+    near = _near(len(values), i)
     around = values[near]
     around = around[np.isfinite(around) & (around > 0)]
     if not len(around):
