@@ -5,8 +5,10 @@ Lines come from every process's :class:`~otel_verl.live.exporter.LiveSpanExporte
 batch, already sorted by ``verl.step`` as the spool sorts them) and are appended to ``<root>/step_<n>/spans.jsonl``
 at once: memory holds no span between steps. Spans of no step (an engine's own ``llm_request``) go to the
 segment of the step the trainer is in when they arrive (``<root>/no_step/<n>.jsonl``); the account of step n
-reads the segments of steps n−1 … n+1 with its own file, and keeps those whose trace holds a span of step n,
-as ``otel-verl analyze`` does.
+reads every segment from step n−1 on with its own file, and keeps those whose trace holds a span of step n, as
+``otel-verl analyze`` does. Why every later segment: a process's batch processor sends every
+``OTEL_BSP_SCHEDULE_DELAY`` (2 s), so where steps are shorter than that, a step's engine spans arrive two or three
+steps later (seen on the legacy demo: step 2's engine spans filed under step 3 or later were missed).
 
 When a step is done: the trainer says so (:meth:`step_done`, from verl's ``Tracking.log`` of that step), with
 how many steps later its spans may still arrive (``lag``: 0 for the synchronous trainers; 1 for the asynchronous
@@ -21,6 +23,7 @@ computed); memory, the account's window (:mod:`.account`) and the last :data:`MA
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -34,9 +37,19 @@ from otel_verl.live.metrics import LiveStep
 
 logger = logging.getLogger(__name__)
 
-SETTLE_S = 2.0
+
+def _batch_delay_s() -> float:
+    """``OTEL_BSP_SCHEDULE_DELAY`` in seconds (2 s, the SDK's and ``export.provider``'s default, when unset or bad)."""
+    try:
+        return max(0.0, float(os.environ.get("OTEL_BSP_SCHEDULE_DELAY") or 2000) / 1000)
+    except ValueError:
+        return 2.0
+
+
+SETTLE_S = 1.0 + _batch_delay_s()
 """A done step is computed once none of its lines arrived for this long: the workers' spans leave their
-process within a second of their chunk's end (the hold's settle), the trainer's at the step's end."""
+process within a second of their chunk's end (the hold's settle), the trainer's at the step's end, an engine's
+own spans (no step, so they cannot keep their step waiting) within the batch processor's delay of their end."""
 MAX_STEP_BYTES = 2 << 30
 """A step's lines kept at most (4,096 trajectories × 8 turns at full detail: ~110 MB)."""
 MAX_RESULTS = 64
@@ -228,9 +241,9 @@ class LiveCollector:
         if (src / "spans.jsonl").exists():
             (src / "spans.jsonl").rename(work / "spans.jsonl")
         shutil.rmtree(src, ignore_errors=True)
-        for seg in (step - 1, step, step + 1):
-            path = self.root / "no_step" / f"{seg}.jsonl"
-            if path.exists():
+        for path in (self.root / "no_step").glob("*.jsonl"):
+            seg = int(path.stem)
+            if seg >= step - 1:
                 try:
                     (work / f"no_step_{seg}.jsonl").hardlink_to(path)
                 except OSError:

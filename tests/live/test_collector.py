@@ -121,6 +121,19 @@ def test_no_step_segments_older_than_the_step_before_go(made) -> None:
     assert segments and min(segments) >= 4 - 1
 
 
+def test_an_engine_span_filed_steps_later_still_reaches_its_step(made) -> None:
+    """A process's batch processor sends every 2 s: where steps are shorter, an engine's spans of step 1 (no step
+    of their own) arrive while the trainer is in step 3, and are filed there."""
+    c, clock, account = made
+    c.add([(1, 1, line("step1"))])
+    c.step_done(1)
+    c.step_done(2)
+    c.add([(None, 1, line("engine-of-step1"))])  # the trainer is in step 3 now
+    clock.now += 1.5
+    _wait_for(c, 1)
+    assert account.seen[1] == sorted([line("step1").decode(), line("engine-of-step1").decode()])
+
+
 def test_the_exporter_sorts_spans_by_step_and_encodes_nothing_without_a_collector(tmp_path: Path) -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor

@@ -90,7 +90,10 @@ def test_file_logger_has_every_step(run) -> None:
     assert slow[n.EXCESS + "phase/update_actor_s"] == pytest.approx(2.0, abs=0.3)
     assert slow[n.CAUSE_SEVERITY] >= 2 and slow[n.CAUSE_S] == pytest.approx(2.0, abs=0.3)
     for step, row in rows.items():
-        assert row[n.STEP_S] == pytest.approx(row[n.USUAL_S] + row[n.EXCESS_S], abs=1e-5)
+        if step == 1:  # no step before it: no usual, no excess, and the line says so
+            assert n.USUAL_S not in row and n.EXCESS_S not in row and "no baseline yet" in row[n.VERDICT]
+        else:
+            assert row[n.STEP_S] == pytest.approx(row[n.USUAL_S] + row[n.EXCESS_S], abs=1e-5)
         assert row[n.BASELINE_STEPS] == min(step, WINDOW_STEPS)
         assert row[n.LATE_SPANS] == 0 and row[n.DROPPED_SPANS] == 0
         assert row[n.SPANS] > 50  # step, phases, worker, requests, turns, events
@@ -169,8 +172,8 @@ def test_live_numbers_agree_with_offline_analyze(run, tmp_path: Path) -> None:
     rows = _file_rows(tmp)
     for step in range(1, STEPS + 1):
         first = max(1, step - WINDOW_STEPS + 1)
-        offline = analysis.analyze(result.spool, tmp_path / f"s{step}", steps=range(first, step + 1), figures=False,
-                                   html_report=False)  # fmt: skip
+        offline = analysis.analyze(result.spool, tmp_path / f"s{step}", steps=range(first, step + 1),
+                                   baseline="selected", figures=False, html_report=False)  # fmt: skip
         (account,) = [s for s in offline.steps if s["step"] == step]
         cause = top_cause([f.to_json() for f in offline.findings], step, tuple(kinds.CAUSES))
         expected = step_metrics(account, cause)

@@ -200,7 +200,8 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.
         both = dec & ~long & ~slow & (v > fence) & (v - med >= th.occurrence_min_s)
         if both.any():
             i = np.flatnonzero(both)
-            by_rate = rate[i] / r0[i] >= tokens[i] / n0[i]
+            with np.errstate(divide="ignore", invalid="ignore"):  # a usual of 0 tokens: the tokens moved more
+                by_rate = rate[i] / r0[i] >= tokens[i] / n0[i]
             cause = np.where(by_rate, k.SLOW_DECODE, k.LONG_RESPONSE)
             metric = np.where(by_rate, METRIC_RATE, METRIC_TOKENS)
             value = np.where(by_rate, rate[i], tokens[i])
