@@ -23,18 +23,20 @@ __all__ = ["VerlInstrumentor", "__version__", "instrument", "uninstrument"]
 
 class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Contrib-style instrumentor: ``instrument(**kwargs)`` wraps verl's seams in this process,
-    ``uninstrument()`` restores verl.
+    ``uninstrument()`` restores verl and forgets the hooks and the given provider.
 
-    Keyword arguments of ``instrument()``, as OpenTelemetry's own instrumentations take them:
+    Keyword Args (of ``instrument()``, as OpenTelemetry's own instrumentations take them):
+        tracer_provider: an SDK ``TracerProvider`` this process's spans go to (step, phase and worker spans from
+            its tracers, request spans to its span processors). Default: otel_verl builds the process's provider
+            from the environment (spool, OTLP), as :func:`otel_verl.activate.setup` does in every Ray actor. See
+            :mod:`otel_verl.export.given_provider` for what changes; anything else is logged and ignored.
+        request_hook: ``request_hook(span, inputs)``, called when a trajectory's request span starts
+            (:mod:`otel_verl.instrumentation.rollout.hooks`).
+        response_hook: ``response_hook(span, inputs, output)``, called when it ends.
+        detail: the detail level (default: ``OTEL_VERL_DETAIL``).
 
-    - ``tracer_provider``: an SDK ``TracerProvider`` that this process's spans go to (step, phase and
-      worker spans from its tracers, request spans to its span processors). Without it (the default, and
-      what :func:`otel_verl.activate.setup` does in every Ray actor) otel_verl builds the process's provider
-      from the environment (spool, OTLP). See :mod:`otel_verl.export.given_provider` for what changes.
-    - ``request_hook(span, inputs)`` / ``response_hook(span, inputs, output)``: called when a trajectory's
-      request span starts / ends (:mod:`otel_verl.instrumentation.rollout.hooks`). A hook that raises is
-      logged once; verl is unaffected.
-    - ``detail``: the detail level (``OTEL_VERL_DETAIL`` otherwise).
+    Raises:
+        Nothing: a hook that raises is logged once and verl is unaffected; a repeated ``instrument()`` warns.
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -66,12 +68,17 @@ class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
 
 def instrument(**kwargs: Any) -> None:
-    """Instrument verl in this process (no-op with OTEL_SDK_DISABLED=true).
+    """Instrument verl in this process: ``VerlInstrumentor().instrument(**kwargs)``, a no-op with
+    ``OTEL_SDK_DISABLED=true``.
 
-    Seams are chosen by the detail level (``OTEL_VERL_DETAIL``, or the config passed to
-    ``setup_tracing`` before this call, or ``detail=``): the turn and event seams are wrapped at
-    ``full`` only, so lower levels do not pay for them. Changing the level later needs
-    ``uninstrument()`` and ``instrument()`` again."""
+    Seams are chosen by the detail level (``detail=``, else the config passed to ``setup_tracing`` before this
+    call, else ``OTEL_VERL_DETAIL``): the turn and event seams are wrapped at ``full`` only, so lower levels do
+    not pay for them. Changing the level later needs ``uninstrument()`` and ``instrument()`` again.
+
+    Args:
+        **kwargs: :class:`VerlInstrumentor`'s keywords (``tracer_provider``, ``request_hook``, ``response_hook``,
+            ``detail``).
+    """
     from otel_verl.config import sdk_disabled
 
     if sdk_disabled():
@@ -81,4 +88,5 @@ def instrument(**kwargs: Any) -> None:
 
 
 def uninstrument() -> None:
+    """Restore verl in this process (:meth:`VerlInstrumentor.uninstrument`)."""
     VerlInstrumentor().uninstrument()

@@ -20,7 +20,13 @@ logger = logging.getLogger(__name__)
 
 
 def setup() -> None:
-    """Ray ``worker_process_setup_hook``: never raises."""
+    """Ray's ``worker_process_setup_hook``: instrument verl in this process and warm the exporter's imports.
+
+    The tracer provider is built later, by the first wrapper that fires (see the module docstring).
+
+    Raises:
+        Nothing: a failure is logged as a warning and the process runs untraced.
+    """
     try:
         from otel_verl import instrument
 

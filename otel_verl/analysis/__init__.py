@@ -81,15 +81,27 @@ def load(
     max_traces: int = 10000,
     seed_lines: bool = False,
 ) -> Tables:
-    """Read SOURCE and build its derived tables.
+    """Read a run's traces and build its tables.
 
-    SOURCE: a spool dir, a collector file-exporter file or dir, a Jaeger v2 query URL or a Tempo URL
-    (``source_type="auto"`` asks a URL which API it serves). ``since_ns``/``until_ns`` keep whole traces and
-    steps overlapping the window; ``service`` keeps one ``service.name``; ``max_traces`` caps a Jaeger/Tempo
-    query (reaching it is a warning in ``stats``). Raises :class:`AnalysisInputError` on unusable input
-    (``file:line: why``), unless ``skip_bad_lines`` counts bad lines in ``stats`` instead. A seed log
-    directory's original lines stay off its spans unless ``seed_lines`` (no table reads them; ``export-legacy``
-    of ``load_spans`` does).
+    Args:
+        source: a spool directory, a collector file-exporter file or directory, a Jaeger v2 query URL or a
+            Tempo URL.
+        source_type: ``"auto"`` (a path by what it holds, a URL by the API it serves) or one source type
+            (``read.sources.SOURCE_TYPES``).
+        service: keep only spans of this ``service.name``.
+        since_ns, until_ns: keep the whole traces and steps that overlap this window (Unix ns).
+        skip_bad_lines: count unreadable lines in ``stats`` instead of raising.
+        progress: show progress bars on stderr for long loads.
+        stats: filled with what was read (spans, bad lines, warnings such as ``max_traces`` reached).
+        max_traces: the most traces one Jaeger/Tempo query returns.
+        seed_lines: keep a seed log's original lines on its spans (only ``export-legacy`` reads them).
+
+    Returns:
+        The run's :class:`Tables` (spans, steps, workers, requests, events).
+
+    Raises:
+        AnalysisInputError: unusable input (``file:line: why``): missing path, unknown source type, a bad line
+            (unless ``skip_bad_lines``), no span left after the filters.
     """
     from otel_verl.analysis.read import load_spans
     from otel_verl.analysis.tables import Tables
@@ -110,11 +122,15 @@ def load(
 
 
 def diagnose(tables: Tables | pd.DataFrame, thresholds: Thresholds | None = None) -> list[Finding]:
-    """The run's findings: every step's account (:mod:`.findings.account`) told as causes, one per cause (a cause
-    that recurs lists its ``steps``), by severity then the most seconds one step lost; information after.
+    """Diagnose a run: every step's account told as causes.
 
-    ``tables``: from :func:`load`, or a span table (``otel_verl.analysis.read.load_spans``), built here.
-    ``thresholds``: defaults, or :meth:`Thresholds.with_overrides` of ``--set``/``--thresholds``.
+    Args:
+        tables: from :func:`load`, or a span table (``otel_verl.analysis.read.load_spans``), built into tables here.
+        thresholds: the defaults, or :meth:`Thresholds.with_overrides` of ``--set``/``--thresholds``.
+
+    Returns:
+        The findings, one per cause (a cause that recurs lists its ``steps``), by severity then the most seconds
+        one step lost; information findings after.
     """
     from otel_verl.analysis.findings.diagnose import diagnose as run_detectors
 
@@ -141,18 +157,33 @@ def analyze(
 ) -> Analysis:
     """Diagnose a run and write ``findings.json``, ``report.html`` and one PNG per figure under ``out``.
 
-    ``source``: anything :func:`load` reads (``load_options`` are its keywords), read a step at a time
-    (``read.steps.iter_steps``: memory holds a step, not the run); or tables or a span table already loaded,
-    analysed step by step the same way. ``steps``: report only these steps (``range(10, 21)``: steps 10 to 20),
-    judged against ``baseline``: the whole run (``"run"``, default: every step is read, the others only as their
-    norms), only the reported steps (``"selected"``: nothing else is read) or a ``range`` of steps; ``window``:
-    steps analysed together (more memory, fewer parts). ``top_requests``: the slowest requests the
-    outlier figure breaks down (besides every request a finding names). ``trace_url``: a template with
-    ``{trace_id}`` (a Jaeger or Grafana URL) the report links each cause's traces to. ``timeline_steps``: steps
-    drawn as a timeline in the report besides the slowest one. ``source_name``: the SOURCE the report's "open
-    this step" commands name (default: ``source`` when it is a path or URL); report.html is one self-contained
-    file (plotly.js inside it). ``figures=False``: findings.json only. ``spill_dir``: where what the end needs of
-    each step waits (default ``$TMPDIR``). Returns the findings, the summary, each figure's frame and the files written.
+    A source is read a step at a time (``read.steps.iter_steps``: memory holds a window of steps, not the run);
+    tables or a span table already in memory are analysed step by step the same way.
+
+    Args:
+        source: anything :func:`load` reads (``load_options`` are its keywords), or tables or a span table.
+        out: the output directory (created if missing).
+        thresholds: the defaults, or :meth:`Thresholds.with_overrides`.
+        stats: filled with what was read.
+        html_report: write report.html (one self-contained file, plotly.js inside it).
+        top_requests: the slowest requests the outlier figure breaks down (besides every request a finding names).
+        trace_url: a template with ``{trace_id}`` (a Jaeger or Grafana URL) each cause's traces link to.
+        timeline_steps: steps drawn as a timeline in the report besides the slowest one.
+        source_name: the SOURCE the report's "open this step" commands name (default: ``source`` when it is a
+            path or URL).
+        figures: ``False`` writes findings.json only.
+        steps: report only these steps (``range(10, 21)``: steps 10 to 20).
+        baseline: what ``steps`` are judged against: ``"run"`` (every step is read, the others only as their
+            norms), ``"selected"`` (nothing else is read) or a ``range`` of steps.
+        window: steps analysed together (more memory, fewer parts).
+        spill_dir: where what the end needs of each step waits (default ``$TMPDIR``).
+        **load_options: :func:`load`'s keywords, for a source read here.
+
+    Returns:
+        The :class:`Analysis`: findings, summary, each figure's frame and the files written.
+
+    Raises:
+        AnalysisInputError: as :func:`load`, and for a ``baseline`` that is none of the above.
     """
     from otel_verl.analysis.pipeline import read_plan, write_analysis, write_parts
 
