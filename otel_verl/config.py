@@ -75,25 +75,14 @@ _DETAIL_RANK = {level: rank for rank, level in enumerate(DETAIL_LEVELS)}
 
 DEFAULT_DETAIL = "request"
 """Issue #5's rule: the richest level within 1 % of the rollout's wall time on the CPU demo with an
-engine that answers at once (the worst case). Measured (benchmarks/RESULTS.md, rows 2-2f): ``request``
-(step, phase, worker, barrier and request spans, each request with its status, token counts, turn
-count and engine link) costs the same instructions within callgrind's noise but ~1 % of the wall time:
-1.009× with an untraced twin on one shared core in the latest suite run (row 2e, an upper bound; 1.008×
-in the one before), 1.011× in a 20-repetition run, and 1.006-1.011× side by side on the 2-core CI VM in
-calm runs of earlier code (the last suites' two-CPU rows could not judge, so rows 2/2b took the bound).
-Each hook runs cold between ~40 M instructions of verl's. ``worker`` needs the same per-request seams
-(1.005-1.013× on one core), so leaving the request spans out saves almost nothing and the default
-stays at ``request``, within its 1 % with little margin. At
-``step`` a worker's rollout wraps no per-request seam (:mod:`otel_verl.instrumentation.policy`): 0.999-1.001×
-on one core, as an untraced twin (measured while rollout workers also unwrapped verl's ``_timer``, the
-thread and the remote-reward seams at run time, ~8-9 hook calls and ~5 µs per trajectory; that run-time
-unwrapping was removed, issue 26); but a trace without workers cannot name the straggler, which is what
-the product is for. The request wrapper awaits each trajectory in one frame of its own (a frameless
-hand-over that saved it, ~1.002× of ``worker``'s wall ratio on one core, was removed too). ``full`` adds a
-span per turn, engine call, tool call, tool parse and tokenization step (~0.2 M instructions, ~70 µs of
-CPU per request more), noise against a real engine but not against the simulated one: 1.020-1.032× side
-by side, 1.027-1.041× on one core. ``OTEL_VERL_DETAIL=full`` turns them on; the CPU demo does, so its
-report has every figure."""
+engine that answers at once (the worst case). ``request`` (step, phase, worker, barrier and request spans, each
+request with its status, token counts, turn count and engine link) is within it, with little margin. ``worker``
+needs the same per-request seams, so leaving the request spans out saves almost nothing. At ``step`` a worker's
+rollout wraps no per-request seam (:mod:`otel_verl.instrumentation.policy`), but a trace without workers cannot
+name the straggler, which is what the product is for. ``full`` adds a span per turn, engine call, tool call, tool
+parse and tokenization step: noise against a real engine but not against the simulated one.
+``OTEL_VERL_DETAIL=full`` turns them on; the CPU demo does, so its report has every figure. Each level's measured
+cost: benchmarks/RESULTS.md (rows 2-2f) and docs/performance.md."""
 
 
 def _env_detail() -> str:

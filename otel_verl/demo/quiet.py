@@ -1,7 +1,7 @@
-"""What the demo's user reads: its own lines, not ~110 lines of other libraries talking to themselves.
+"""What the demo's user reads: its own lines, not other libraries talking to themselves.
 
-Measured on ``scripts/demo.sh`` (3 steps, 2 workers, 2 cores) before this module: 109 lines, of which ~90 were not
-the user's business — TransferQueue's "target_num_threads 8 should not exceed total physical CPU cores" (twice per
+What ``scripts/demo.sh`` printed before this module (counts: docs/performance.md) that was not the user's
+business: TransferQueue's "target_num_threads 8 should not exceed total physical CPU cores" (twice per
 client, ~45 times), verl's engine registry ("torchtitan/veomni/automodel/mindspeed/megatron engine is not available",
 with their source lines), verl's platform probe ("No supported accelerator detected", expected on a CPU demo), its
 critic notice, Ray's token-authentication notice (the demo's cluster is private and local), torch's ``is_fx_tracing``

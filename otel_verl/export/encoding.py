@@ -3,10 +3,9 @@ written by :func:`encode_span`, as one ``ExportTraceServiceRequest`` line of tex
 
 Pure functions, written as text directly, not as a dict tree for ``json``. Why: a verl worker's heap holds
 millions of objects, and ~20 fresh dicts and lists per span make the cyclic GC run over and over on the
-export thread, which then holds the GIL the rollout's event loop needs (measured in a real
-AgentLoopWorker: ~38 µs of CPU per span with dicts). Strings are not tracked by the GC, so this costs a
-few µs per span. Scalars are formatted inline; anything else (arrays, maps, bytes) goes through
-:func:`encode_value` and orjson.
+export thread, which then holds the GIL the rollout's event loop needs (~38 µs of CPU per span with dicts in a
+real AgentLoopWorker; docs/performance.md). Strings are not tracked by the GC, so this costs a few µs per span.
+Scalars are formatted inline; anything else (arrays, maps, bytes) goes through :func:`encode_value` and orjson.
 
 The format is the collector ``file`` exporter's: ids are lowercase hex (OTLP/JSON, not protobuf JSON's
 base64), 64-bit integers are strings, enums are numbers, NaN and the infinities are strings. A value
@@ -119,9 +118,8 @@ def _fragment(key: str, value: Any, t: type) -> str | None:
 
 def _tuple_fragment(key: str, value: tuple) -> str | None:
     """A tuple attribute; a tuple of strings is cached like a scalar (others could compare equal across
-    types, ``(1,) == (True,)``, and are encoded each time). Measured: the engine span's ``(stop,)`` went
-    through ``encode_value`` (its ``Mapping`` check is an ABC subclass check) and orjson on every span: an
-    engine span's 11 attributes took 5.3 µs to encode, 1.7 µs cached (timeit)."""
+    types, ``(1,) == (True,)``, and are encoded each time). Why: uncached, the engine span's ``(stop,)`` went
+    through ``encode_value`` (an ABC ``Mapping`` check) and orjson on every span (docs/performance.md)."""
     for item in value:
         if type(item) is not str:
             return _fragment(key, value, tuple)

@@ -14,9 +14,7 @@ The release waits ``settle_s`` (a second) after the last chunk ends: the worker 
 returning the chunk's output (asyncio's teardown, Ray serializing the batch) and an export thread
 taking the GIL would slow exactly that. The chunk-end flush rides on that release (an empty one
 too). The release happens even if a new chunk opened meanwhile (rollouts back to back): parts never
-wait for a later chunk's end. On the CPU demo (512 requests), taking the release out of the timed
-chunk moved the default level's median wall-time ratio from 1.038× to 1.000× (11 and 7 repetitions,
-a noisy VM).
+wait for a later chunk's end. What this saved on the CPU demo: docs/performance.md.
 
 Bounded both ways: when the oldest held span has waited ``max_seconds`` or ``max_spans`` are held,
 they are released at once (long rollouts still stream to the collector; a killed worker loses at

@@ -41,9 +41,8 @@ MAX_OPEN_FILES = 4
 one before), so a few handles are enough; older ones are fsynced and closed so a long run holds no
 growing set of descriptors and a flush syncs only files written since the last one."""
 MAX_CACHED_PATHS = 16
-"""Step → file path entries kept per exporter. Steps only move forward, so a handful is plenty; a
-larger map (it was 4096) grew the worker's heap by ~0.4 KiB per step over a run's first 4096 steps
-(the Path objects with their cached strings; tracemalloc in the AgentLoopWorker during bench_memory)."""
+"""Step → file path entries kept per exporter. Steps only move forward, so a handful is plenty; a larger
+map grows the worker's heap step after step until it is full (docs/performance.md)."""
 
 
 def make_private_dirs(directory: Path) -> None:

@@ -85,7 +85,7 @@ def dispatch_context() -> otel_context.Context | None:
     ``step`` dispatches in ``prepare_step``, directly in the step, and opens ``gen`` a few milliseconds later
     in the inner update that samples the replay buffer: then the step's first ``gen`` span gets an id planned
     here, and the workers hang under it. Their spans start before their parent by that gap (the dispatch
-    itself: 10-20 ms in the CPU demo's sync trainer); verl's timer keeps its own start (docs/trainers.md)."""
+    itself); verl's timer keeps its own start (docs/trainers.md)."""
     global _planned_gen
     step = _step_span
     if step is None or trace.get_current_span().get_span_context() != step.get_span_context():

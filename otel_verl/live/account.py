@@ -13,8 +13,8 @@ the :data:`WINDOW_STEPS` most recent steps up to this one, never later steps; so
 window, the last step's equals the whole run's. The long tail is measured on the step alone (``analyze``: over
 the run). The data-quality notes (workers cut short, engine spans without our call) are left to ``analyze``.
 
-Memory: the window's summaries (each a few rows per worker and phase, plus one row per span occurrence: about
-40 MB at 4,096 trajectories × 8 turns, full detail), nothing else between steps.
+Memory: the window's summaries (each a few rows per worker and phase, plus one row per span occurrence; size in
+docs/performance.md), nothing else between steps.
 """
 
 from __future__ import annotations

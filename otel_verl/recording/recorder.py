@@ -14,9 +14,8 @@ sets off full collections of the worker's whole heap (~0.3 s each with verl load
 ``benchmarks/bench_demo_overhead.py``). The GC stops tracking a tuple of strings and ints at its first
 pass (not one holding a dict, even an untracked one) and never tracks a dict made as a literal that
 holds only such values. So the events are such tuples and their attributes such dicts, kept apart by
-span id: a request costs the GC its recorder, its root span and two containers, not ~12 objects.
-Measured (commit 8bd8ce4, CPU demo, one core, ``full`` detail): no full collection in 12 timed chunks
-(was ~1 in 3), mean wall ratio 1.018× vs 1.027-1.036× with one object per event.
+span id: a request costs the GC its recorder, its root span and two containers, not ~12 objects
+(what that saved: docs/performance.md).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ when it starts and one per recorded turn or event when its spans are built (at r
 event loop); the spans themselves go to the span processors. The exporters recognise them (and read
 their ids directly) by importing this module only, not the recorder.
 
-Why not SDK spans while the request runs: a recorded event is one tuple on the rollout's event loop,
-3.1 µs per event on the hot path against the seed logger's 11.2 µs (benchmarks/RESULTS.md, row 1);
-an SDK span would add ``start_span``/``end`` (locks, processors, a ``SpanContext``) per event there.
+Why not SDK spans while the request runs: a recorded event is one tuple on the rollout's event loop
+(its cost against the seed logger's: benchmarks/RESULTS.md, row 1); an SDK span would add
+``start_span``/``end`` (locks, processors, a ``SpanContext``) per event there.
 """
 
 from __future__ import annotations

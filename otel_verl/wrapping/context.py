@@ -4,9 +4,7 @@ Why: ``opentelemetry.context.get_current``/``attach``/``detach`` and ``is_instru
 are two to four Python frames around one ``ContextVar`` operation, and the wrappers ask ~15 times
 per trajectory, on the rollout's event loop. With the SDK's default runtime context
 (``contextvars``) its ``ContextVar`` is used directly; any other runtime context (set through
-``OTEL_PYTHON_CONTEXT``) goes through the public API, unchanged. Measured with the other hook-side
-savings of commit 6abc676 (wrappers handing verl its own coroutine, cached per-client names and
-executor checks): Python calls per request at ``request`` detail fell from 695 to ~400.
+``OTEL_PYTHON_CONTEXT``) goes through the public API, unchanged (what it saved: docs/performance.md).
 
 This is the one module that reads OpenTelemetry's private names (``_RUNTIME_CONTEXT``, the suppression
 keys); ``tests/instrumentation/test_context_fastpath.py`` checks it against the public API.

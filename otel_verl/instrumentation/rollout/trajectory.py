@@ -97,10 +97,8 @@ async def _recorded_trajectory(
 
     What this frame keeps while the trajectory runs (seconds, across many young-generation collections)
     is promoted to the GC's oldest generation, and enough of that triggers full collections of the
-    worker's whole heap: so neither the call's arguments nor a context-variable token stay here
-    (commit ed9fcbe, with the other hooks letting go of their arguments: a ``full``-detail chunk promoted
-    ~123-132k objects instead of ~131-143k, below the ~137k that sets off a full collection; one-core
-    ``full`` wall ratio 1.018× vs ~1.075×). Only the user's hooks, when set, keep the inputs (``hooked``).
+    worker's whole heap: so neither the call's arguments nor a context-variable token stay here (figures:
+    docs/performance.md). Only the user's hooks, when set, keep the inputs (``hooked``).
     """
     current_request.set(recorder)  # unset again with set(None): the value before was None (checked by the caller)
     if chunk is not None:
