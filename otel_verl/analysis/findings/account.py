@@ -117,10 +117,9 @@ def warn_level(steps: int, margin: float) -> float:
 
     With a known Gumbel scale that is scale × (ln n + margin − its median); measured on a short run's few steps
     the spread is uncertain, and the plain formula broke its promise: a clean run of 5 steps passed it in 12 % of
-    simulated runs instead of 3 % (8 steps: 8 %, 20 steps: 5 %). The level is therefore the quantile of (largest
-    excess − median) / (measured spread) over :data:`CALIBRATION_RUNS` simulated clean runs of Gumbel steps,
-    seeded, so a run always gets the same level. Median warn level, in the Gumbel's scale, at the promised 3 %
-    (simulated): 8 steps 5.2 (median absolute deviation calibrated the same way: 7.1), 20 steps 6.2 (7.2)."""
+    simulated runs instead of 3 % (more figures: docs/performance.md). The level is therefore the quantile of
+    (largest excess − median) / (measured spread) over :data:`CALIBRATION_RUNS` simulated clean runs of Gumbel
+    steps, seeded, so a run always gets the same level."""
     n = min(steps, CALIBRATION_MAX_STEPS)
     rng = np.random.default_rng(n)
     ratios = []

@@ -59,7 +59,8 @@ def _where(a: StepAccount, part: str, ids: _RequestIds) -> tuple[list[int], list
     """Who held this part on the critical path: the requests whose anomalies cost it, else the usual path's.
 
     The step's frames are read back from the part store only where needed, its request ids once (``ids``):
-    read for every part of every step, they were 1.4 s of a 96-step run's end."""
+    read for every part of every step, they were a visible share of a long run's end
+    (docs/performance.md)."""
     an = a.anomalies
     cause = None
     workers: set[int] = set()

@@ -36,10 +36,8 @@ class LogHistogram:
         """A histogram kept for the run's end (a step's, for the baselines): its non-zero bins only, each bin and
         count packed in one int64, the dense counts made again when read.
 
-        Why: a step keeps one histogram per (part, key, metric) to the run's end (114 a step of seed logs, 528 of a
-        spool with vLLM's spans), and a step's values fill a few dozen of the 480 bins. Measured with tracemalloc on
-        the spool with vLLM's spans: what the histograms hold grew 0.41 MB a step dense, 0.095 MB packed (a
-        1,000-step run: ~400 → ~95 MB)."""
+        Why: a step keeps one histogram per (part, key, metric) to the run's end (hundreds a step), and a step's
+        values fill a few dozen of the 480 bins (memory saved: docs/performance.md)."""
         counts = np.asarray(counts, dtype=np.int64)
         if counts.max(initial=0) >= _COUNT_LIMIT:
             return cls(counts.copy(), zeros)

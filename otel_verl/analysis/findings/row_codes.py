@@ -1,8 +1,6 @@
-"""Codes of rows by the values of a few columns: what ``pd.MultiIndex.from_arrays(cols).factorize()`` gives, 3–5×
-cheaper on a 134k-row step (a MultiIndex's factorize builds a Python tuple per row: ~85 ms a step, three times a
-step, in the account's norm lookups; here a tuple per distinct row only).
-Any number of columns, missing values as values (an earlier two-column version in :mod:`.anomalies` gave a missing
-value code -1 and so looked up the wrong pair)."""
+"""Codes of rows by the values of a few columns: what ``pd.MultiIndex.from_arrays(cols).factorize()`` gives, cheaper
+(a MultiIndex's factorize builds a Python tuple per row, three times a step in the account's norm lookups; here a
+tuple per distinct row only; figures: docs/performance.md). Any number of columns, missing values as values."""
 
 from __future__ import annotations
 
@@ -18,9 +16,9 @@ def factorize_rows(columns: Sequence[pd.Series | np.ndarray]) -> tuple[np.ndarra
 
     The columns are folded in one at a time, the combined code factorized again after each, so codes stay below
     the row count squared however many distinct values the columns hold (no int64 overflow); a tuple is built
-    only per distinct row, from the row where it first appears. Numeric columns are factorized as numbers (a
-    float column boxed to objects first cost ~17 ms of ~70 for a 300k-row, four-column step) and their values
-    given back as Python numbers, as the boxed column gave them."""
+    only per distinct row, from the row where it first appears. Numeric columns are factorized as numbers (not
+    boxed to objects first, which was slower) and their values given back as Python numbers, as the boxed column
+    gave them."""
     codes = np.zeros(len(columns[0]), dtype=np.int64)
     levels = []
     for col in columns:
@@ -39,6 +37,6 @@ def factorize_rows(columns: Sequence[pd.Series | np.ndarray]) -> tuple[np.ndarra
 def _first_rows(codes: np.ndarray) -> np.ndarray:
     """The row where each code first appears, codes being numbered in order of first appearance (as
     ``pd.factorize`` numbers them): the rows where the running maximum grows. O(n), where ``np.unique``'s
-    ``return_index`` sorts (~15 ms of a 300k-row step)."""
+    ``return_index`` sorts."""
     peak = np.maximum.accumulate(codes)
     return np.flatnonzero(np.concatenate([[True], peak[1:] > peak[:-1]]))

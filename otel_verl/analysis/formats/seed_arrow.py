@@ -1,9 +1,9 @@
 """Read one seed log file with Arrow's JSON reader into columns, or None: then :mod:`.seed_read` reads it line by line.
 
 Why: the line-by-line reader builds a dict, a datetime and a :class:`~.seed_read.Line` per line, and
-:mod:`.seed_spans` a dict of attributes per span: ~6 µs of interpreter work a line, 62 % of the CPU of
-``analyze`` on seed logs (benchmarks/bench_analyze_stream.py). Arrow parses the fields the spans use into
-typed columns (~25 ms for a 20k-line file here), and :mod:`.seed_arrow_spans` builds the spans from them.
+:mod:`.seed_spans` a dict of attributes per span: most of the CPU of ``analyze`` on seed logs
+(docs/performance.md). Arrow parses the fields the spans use into typed columns, and :mod:`.seed_arrow_spans`
+builds the spans from them.
 
 Only the usual file qualifies, so that the answer is the line-by-line reader's to the byte: UTF-8 throughout,
 each line one JSON object starting at its first byte (no blank line), every field the spans read of one JSON

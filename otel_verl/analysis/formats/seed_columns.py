@@ -2,8 +2,7 @@
 
 Why: building each span as an OTLP/JSON dict (attributes as ``{"key", "value": {"stringValue"}}``
 lists) only for :class:`~otel_verl.analysis.read.otlp_json.SpanColumns` to take it apart again was
-over half of the load: 31 MB of seed logs, one process, ``convert_dir`` 2.12 s → 1.73 s CPU without
-the dicts, 1.37 s with the one-buffer ``extra`` column (:func:`encode_lines`).
+over half of the load (figures: docs/performance.md).
 Values are exactly what the OTLP round trip gives (``attr_value(any_value(v))``; str and int pass
 as they are), so the table is the same either way.
 """
@@ -124,8 +123,7 @@ class SeedSpanColumns(SpanColumns):
 def constant_columns(service: str, n: int) -> dict[str, Any]:
     """The columns every seed span of a part has the same value in: status (0, no message), service, links.
 
-    Each text column as one repeated Arrow value, not a list of n equal strings converted (~15 ms a column at
-    162k spans)."""
+    Each text column as one repeated Arrow value, not a list of n equal strings converted."""
     text = {"status_message": "", "service": service, "links": ""}
     return {col: pa.repeat(pa.scalar(value, pa.string()), n) for col, value in text.items()} | {
         "status": np.zeros(n, dtype=np.int8)
@@ -137,9 +135,9 @@ def encode_lines(lines: list[str], rows: list[int], n: int) -> pa.Array | None:
     dict) at ``rows``, empty elsewhere, as one Arrow array built from one ``orjson.dumps(lines)`` buffer;
     None where splitting that buffer is ambiguous.
 
-    Why: orjson.dumps of one dict per span costs ~7 µs when the results are kept (allocator churn, 0.15 µs
-    a line in one list), and a Python bytes object per span costs as much again to concatenate and convert:
-    31 MB of seed logs, one process, ``convert_dir`` 1.73 s → 1.37 s CPU. Elements of the dumped list are separated
+    Why: orjson.dumps of one dict per span costs ~7 µs when the results are kept (allocator churn), and a
+    Python bytes object per span costs as much again to concatenate and convert (docs/performance.md). Elements
+    of the dumped list are separated
     by ``","``, which an encoded string never contains (its quotes are escaped); a count or length mismatch
     falls back to one dumps per line.
     """

@@ -3,8 +3,7 @@
 Every ``step_<n>/worker_<rank>.jsonl`` is independent (its spans hang off the step's ``gen`` span,
 whose id is a hash of run and step), so files are read, parsed and turned into OTLP/JSON in forked
 workers; only the step spans (which need every worker's time bounds) are made at the end.
-Measured on 273 MB of generated seed logs (benchmarks/bench_seed_import.py, 2 cores): see
-benchmarks/RESULTS.md; the line-by-line ``json`` importer it replaces ran at ~4-6 MB/s.
+Speed: benchmarks/bench_seed_import.py, benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -123,10 +122,7 @@ def _convert(
 
 
 def _convert_columns(path: Path, root: Path, run: str, cols: SeedSpanColumns, res: FileResult) -> bool:
-    """One file's spans into ``cols`` from its Arrow columns; False: the file needs the line-by-line reader.
-
-    Measured (one process, the streaming benchmark's 8 files of a step, 162k spans): 0.95-1.04 s → 0.45 s CPU,
-    findings.json and every figure the same; the seed logs at 4M spans 25.4 → 19.3 s wall."""
+    """One file's spans into ``cols`` from its Arrow columns; False: the file needs the line-by-line reader."""
     got = seed_arrow.read_columns(path)
     if got is None:
         return False

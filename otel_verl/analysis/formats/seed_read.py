@@ -2,8 +2,7 @@
 
 Each line is ``{"timestamp": <event END, ISO>, "event", "duration_sec"?, "extra"?, "workid", "step", ...}``
 as the seed's ``SGLangLogManager.log`` writes it. Why a hand-rolled reader: orjson and a C
-``datetime.fromisoformat`` instead of ``json`` + regex work cut the per-line cost ~4× (31 MB of seed
-logs: 3.9 s → 0.9 s of parsing, see benchmarks/bench_seed_import.py).
+``datetime.fromisoformat`` instead of ``json`` + regex work cut the per-line cost ~4× (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -118,8 +117,7 @@ def _fast(
     """:func:`_check` for the line the seed logger writes (UTF-8, naive ISO timestamp, float or no duration, int
     step and workid), inline; None for anything else, which :func:`_check` then reads or rejects by name.
 
-    Why: a third of the reader's time was calls and type checks: 4.3 → 3.0 µs a line (273 MB of seed logs,
-    one process: ~4.0 s → ~2.8 s CPU).
+    Why: a third of the reader's time was calls and type checks (docs/performance.md).
     """
     try:
         d = _orjson_loads(raw)

@@ -4,7 +4,7 @@ Each line becomes a span of the contract (start = end - duration) carrying its w
 (``verl.legacy.line``) and name (``verl.event.origin``), so ``export-legacy`` gives every field back.
 Turns come from the seed's ``turn_end`` lines where it wrote them (exact windows), else are laid end
 to end from the request's ``turn_timings``. Span ids are a per-file hash plus the line number (one
-hash per file instead of one per span: 2.2 s of 17 s on 31 MB before).
+hash per file instead of one per span, which was an eighth of the import).
 """
 
 from __future__ import annotations
@@ -250,8 +250,7 @@ class WorkerStep:
         """One event line's span, under its turn (when its window fits the turn's), else its request, else the
         worker (or, after the barrier, the step's gen phase).
 
-        Written with locals and the helpers inlined (same results): a worker's CPU for 34 MB of seed logs went
-        0.84 → 0.76 s (one process, best of 5), ~0.6 s over 273 MB."""
+        Written with locals and the helpers inlined (same results; what it saved: docs/performance.md)."""
         d = x.d
         e = d.get("extra")
         if not isinstance(e, dict):

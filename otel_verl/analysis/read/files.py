@@ -64,7 +64,7 @@ def _read_file(
     stats.files += 1
     try:
         # closed below, read line by line for file:line errors; a 1 MiB buffer, as a spool line is up to ~2 MB
-        # (one batch): 8 KiB reads cost 0.5 µs a span, 1 MiB 0.15 µs (13 MB of real-size lines, CPU time)
+        # (one batch): 8 KiB reads cost ~3x the CPU a span (docs/performance.md)
         fh = open(path, "rb", buffering=READ_BUFFER)  # noqa: SIM115
     except OSError as exc:
         raise AnalysisInputError(f"{path}: cannot open: {exc.strerror}") from None

@@ -3,9 +3,8 @@ whose leaves stay raw JSON (``msgspec.Raw``, a view of the line).
 
 Why: msgspec decodes a line into these slotted structs skipping every field the span table does not read
 (``kind``, ``flags``, ``events``...), with no dict per object, no string object per value and no cyclic-GC
-tracking; the leaves are read in bulk by :mod:`.raw_json`. Measured on a real-size step (167k spans):
-decoding and freeing a line costs 0.96 µs a span here, 1.48 µs into typed structs with strings, 1.9-2.1 µs
-into orjson's dicts.
+tracking; the leaves are read in bulk by :mod:`.raw_json` (about half the cost of orjson's dicts:
+docs/performance.md).
 
 A line that is not of this shape (not an object, another top-level key such as a Jaeger/Tempo wrapper, a
 span or attribute that is not an object, a list that is ``null``) fails to decode and goes the general way

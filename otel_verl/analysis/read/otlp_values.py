@@ -3,7 +3,7 @@ built from them: a contract column's sparse values (:func:`column_values`) and t
 (:func:`extra_json`).
 
 Why in bulk: a real-size step has ~1M attributes. The general decoder routes them one by one in Python
-(4.5 µs a span) and turns its lists into arrays later (2-3 µs more). Here the common values are recognised by
+and turns its lists into arrays later (costs: docs/performance.md). Here the common values are recognised by
 their exact text with Arrow kernels: ``{"stringValue":"<plain text>"}``, ``{"intValue":"<decimal>"}``,
 ``{"boolValue":true|false}``; every other value (a double, an array, whitespace, escapes, several members) is
 decoded by orjson and read by the general decoder's own code (:func:`general_value`), once per distinct text.

@@ -60,7 +60,7 @@ def filter_and_dedupe(
     if since_ns is not None or until_ns is not None:
         frame = in_window(frame, since_ns, until_ns)
     # distinct span ids (the rule) mean no duplicate (trace, span) pair: one Arrow hash of one column instead
-    # of pandas hashing two (0.14 s instead of 0.41 s on 0.9M spans)
+    # of pandas hashing two (a third of the time)
     unique_ids = len(pc.unique(arrow_strings(frame["span_id"]))) == len(frame)
     if not unique_ids:
         dup = frame.duplicated(subset=["trace_id", "span_id"], keep="first").to_numpy()

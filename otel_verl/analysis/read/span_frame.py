@@ -78,8 +78,8 @@ def _ids_clean(arr: pa.Array, nbytes: int) -> bool:
     """Every id already lower-case hex of ``2 * nbytes`` characters (or empty): nothing to normalize.
 
     Read from the Arrow buffers with numpy (lengths from the offsets, a byte scan for A-F): Arrow's
-    ``utf8_length`` and a regex over the three id columns took 0.18 s at 0.9M spans, this ~0.02 s. Ids with
-    nulls or non-ASCII bytes take the Arrow kernels, whose answer counts characters."""
+    ``utf8_length`` and a regex over the three id columns took ~9x as long. Ids with nulls or non-ASCII bytes
+    take the Arrow kernels, whose answer counts characters."""
     wide = pa.types.is_large_string(arr.type)
     if arr.null_count == 0 and (wide or pa.types.is_string(arr.type)):
         _, offsets_buf, data_buf = arr.buffers()
@@ -164,8 +164,8 @@ def _scatter_strings(values: pa.Array, idx: np.ndarray, n: int) -> pa.Array:
 
     Rows in ascending order, each once, no null among the values (every part the decoders make, but for a key
     twice in a span): the values' bytes are already in row order, so only new offsets and a validity bitmap
-    are made (a masked ``take`` copied every string: 0.24 → 0.05 µs a span for a real-size step's ten sparse
-    string columns). Otherwise the ``take``, where the last of a row's values wins, as before."""
+    are made (a masked ``take`` copied every string; docs/performance.md). Otherwise the ``take``, where the
+    last of a row's values wins."""
     if (
         pa.types.is_string(values.type)
         and values.null_count == 0

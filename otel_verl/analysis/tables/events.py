@@ -18,7 +18,7 @@ def event_label(ev: pd.DataFrame) -> pd.Series:
     """Human name of an event: ``engine``, ``tool calc``, ``reward``, ``preprocess initial_prompt``...
 
     Names become labels once per distinct name (a run has a few dozen), then spread by code: the string
-    work per row (Python objects for 0.6M names) was 0.25 s of each call at 0.9M spans."""
+    work per row (a Python object per name) was the call's cost (docs/performance.md)."""
     kind = ev["kind"].to_numpy(dtype=object)
     label = kind.copy()
     tool = kind == "tool"

@@ -113,7 +113,7 @@ def _worker_level_buckets(sp: pd.DataFrame, wfirst: pd.DataFrame, done: set[tupl
     spans, and events after the barrier of any worker.
 
     The events after the barrier are summed for every worker at once (one groupby): a sub-frame and two
-    filters per worker-step took 2.9 s of 3.5 s here at 272 worker-steps (cProfile, 31 MB of seed logs).
+    filters per worker-step were most of this function's time (docs/performance.md).
     """
     keep = (
         sp["kind"].isin(EVENT_KINDS).to_numpy() & (sp["request_span"] < 0).to_numpy() & sp["worker"].notna().to_numpy()
