@@ -42,8 +42,7 @@ while memory holds at most this many more steps' parts."""
 READER_NICE = 5
 """How much lower the readers' priority is than the process they read for. The readers parse a step ahead of the
 analysis, which sets the pace; at equal priority three busy processes shared two cores and the analysis got
-two thirds of one. Measured (16M-span spool, 96 steps, 2 cores): 101.4 → 96.0 s wall, CPU the same (142.8 /
-143.7 s); seed logs (read-bound: the readers convert) 101.5 → 99.1 s, within the runs' spread."""
+two thirds of one (what niceness changed: docs/performance.md)."""
 
 
 class Workers:

@@ -45,10 +45,9 @@ from otel_verl.analysis.read.window import no_spans_message
 
 RELEASE_EVERY = 8
 """Steps between two hand-backs of freed memory to the OS (:func:`~.allocator.release_memory`). What a step frees
-stays in the allocator for the next step to reuse. Measured on the 16M-span spool (96 steps, 2 cores, the whole
-``analyze``): handed back after every step, each step faulted its ~0.5 GB of temporaries in again (115 s wall,
-0.81 GiB peak); never, fragments piled up (97 s, 0.98 GiB: 1.31× the 1M run's); every 8 steps, 95 s and 0.80 GiB
-(with the readers' lower priority, :data:`~.step_files.READER_NICE`)."""
+stays in the allocator for the next step to reuse. Why 8: handed back after every step, each step faulted its
+temporaries in again; never, fragments piled up; every 8 steps was both the fastest and the smallest on the
+16M-span spool (docs/performance.md)."""
 
 
 @dataclass
