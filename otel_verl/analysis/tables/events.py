@@ -18,7 +18,7 @@ def event_label(ev: pd.DataFrame) -> pd.Series:
     """Human name of an event: ``engine``, ``tool calc``, ``reward``, ``preprocess initial_prompt``...
 
     Names become labels once per distinct name (a run has a few dozen), then spread by code: the string
-    work per row (a Python object per name) was the call's cost (docs/performance.md)."""
+    work per row (a Python object per name) was the slow part of each call (docs/performance.md)."""
     kind = ev["kind"].to_numpy(dtype=object)
     label = kind.copy()
     tool = kind == "tool"
