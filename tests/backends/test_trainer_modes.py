@@ -14,6 +14,12 @@ in Jaeger, as docs/trainers.md draws it.
   the worker span that dispatched it: both ends of every link are in Jaeger.
 
 The demo's own analysis runs too (the command exits 0). Small runs: 3 steps of 4 prompts × 2.
+
+The same runs carry the live account (issue 43; the live account is on, as a user has it, with verl's console
+and file loggers): the spans travel from the AgentLoopWorker, reward and server actors to the collector actor
+beside the trainer and back to verl's ``Tracking``. Checked as a user sees it (the console lines), in verl's file
+logger (every step, once, at its own step), and against ``otel-verl analyze`` of the run's spool over the same
+window. One demo per mode serves both (a demo costs ~2 min of CI).
 """
 
 from __future__ import annotations
@@ -28,6 +34,10 @@ from pathlib import Path
 import pytest
 
 from otel_verl import semconv as sc
+from otel_verl.live import names as n
+from otel_verl.live.account import WINDOW_STEPS
+from otel_verl.live.backends import CONSOLE_PREFIX
+from otel_verl.live.metrics import step_metrics, top_cause
 
 from .conftest import REPO, Backends, wait_until
 from .emitters import otlp_spans
@@ -83,13 +93,16 @@ def _jaeger_trace(b: Backends, trace_id: str) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module", params=MODES)
-def mode_run(request, backends: Backends, tmp_path_factory):
-    """One demo run of the mode against the collector; (mode, every trace of it as Jaeger returns it)."""
+def mode_demo(request, backends: Backends, tmp_path_factory) -> tuple[str, Path, str]:
+    """One demo run of the mode against the collector, the live account on with verl's console and file loggers;
+    (mode, its folder: spool/ and verl.jsonl, its stdout)."""
     mode = request.param
-    spool = tmp_path_factory.mktemp(f"spool-{mode}")
+    tmp = tmp_path_factory.mktemp(f"mode-{mode}")
+    spool = tmp / "spool"
     exe = Path(sys.executable).with_name("otel-verl")
     size = ["--steps", str(STEPS), "--workers", "2", "--prompts", "4", "--n", "2"]
-    cmd = [str(exe), "demo", "--trainer", mode, *size, "--spool", str(spool), "--report", str(spool / "report")]
+    cmd = [str(exe), "demo", "--trainer", mode, *size, "--spool", str(spool), "--report", str(tmp / "report")]
+    cmd += ["--logger", "console", "--logger", "file"]
     env = {
         **os.environ,
         "OTEL_EXPORTER_OTLP_ENDPOINT": backends.collector_otlp_grpc,
@@ -97,10 +110,20 @@ def mode_run(request, backends: Backends, tmp_path_factory):
         "OTEL_EXPORTER_OTLP_INSECURE": "true",
         "OTEL_BSP_SCHEDULE_DELAY": "200",
         "OTEL_SDK_DISABLED": "false",
+        "VERL_FILE_LOGGER_PATH": str(tmp / "verl.jsonl"),
     }
+    env.pop("OTEL_VERL_LIVE", None)  # the suite turns it off (tests/conftest.py); a user has it on
     r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"{cmd} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    assert (spool / "report" / "findings.json").exists()
+    assert (tmp / "report" / "findings.json").exists()
+    return mode, tmp, r.stdout
+
+
+@pytest.fixture(scope="module")
+def mode_run(mode_demo: tuple[str, Path, str], backends: Backends):
+    """(mode, every trace of its demo as Jaeger returns it)."""
+    mode, tmp, _ = mode_demo
+    spool = tmp / "spool"
     traces: set[str] = set()
     for path in spool.rglob("*.jsonl"):
         for line in path.read_text().splitlines():
@@ -229,3 +252,52 @@ def test_updates_link_the_groups_they_consumed_and_groups_link_their_dispatch(mo
     assert all(sc.VERL_POLICY_VERSION_MIN in s["attrs"] for s in samples)
     assert all(spans[s["parent"]]["name"] == sc.SPAN_GROUP for s in samples)
     assert consumed <= set(groups)
+
+
+def _live_rows(tmp: Path) -> dict[int, dict]:
+    """The live account's row of each step in verl's file logger."""
+    rows = {}
+    for line in (tmp / "verl.jsonl").read_text().splitlines():
+        doc = json.loads(line)
+        if n.STEP in doc["data"]:
+            assert doc["step"] not in rows, f"step {doc['step']} written twice"
+            rows[doc["step"]] = doc["data"]
+    return rows
+
+
+def test_live_account_reaches_the_console_and_the_file_logger(mode_demo) -> None:
+    mode, tmp, out = mode_demo
+    ours = [" ".join(x.split()) for x in out.splitlines() if x.startswith(CONSOLE_PREFIX)]
+    assert [int(x.split("step ")[1].split(":")[0]) for x in ours] == list(range(1, STEPS + 1)), out[-3000:]
+    rows = _live_rows(tmp)
+    assert sorted(rows) == list(range(1, STEPS + 1))
+    for step, row in rows.items():
+        assert row[n.STEP] == step and row[n.SPANS] > 0 and row[n.LATE_SPANS] == 0
+        if step == 1:  # no step before it: no usual, no excess, and the line says so
+            assert n.USUAL_S not in row and n.EXCESS_S not in row and "no baseline yet" in row[n.VERDICT]
+        else:
+            assert row[n.STEP_S] == pytest.approx(row[n.USUAL_S] + row[n.EXCESS_S], abs=1e-5)
+        assert any(k.startswith(n.PART) for k in row), "the rollout's parts"
+    if mode in ("v1-colocate-async", "v1-separate-async"):
+        assert all(n.ASYNC + "trainer_idle_ratio" in row for row in rows.values()), "who waited for whom"
+        assert all(n.STALENESS_MAX in row for row in rows.values())
+
+
+def test_live_numbers_agree_with_offline_analyze(mode_demo, tmp_path: Path) -> None:
+    """Step N live == ``analyze --steps N-7:N --baseline selected`` of the spool, its step N (docs/live.md)."""
+    from otel_verl import analysis
+    from otel_verl.analysis.findings import kinds
+
+    _, tmp, _ = mode_demo
+    (spool,) = list((tmp / "spool").iterdir())
+    rows = _live_rows(tmp)
+    for step in range(1, STEPS + 1):
+        first = max(1, step - WINDOW_STEPS + 1)
+        offline = analysis.analyze(
+            spool, tmp_path / f"s{step}", steps=range(first, step + 1), baseline="selected", figures=False,
+            html_report=False,
+        )  # fmt: skip
+        (account,) = [s for s in offline.steps if s["step"] == step]
+        cause = top_cause([f.to_json() for f in offline.findings], step, tuple(kinds.CAUSES))
+        expected = step_metrics(account, cause)
+        assert {k: v for k, v in rows[step].items() if k in expected} == pytest.approx(expected, abs=1e-6), step

@@ -18,9 +18,13 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module", params=["legacy", "v1-sync"])
 def validated_run(request, tmp_path_factory):
+    import ray
+
     from otel_verl.analysis.read import load_spans
     from otel_verl.demo.runner import DemoOptions, run_demo
 
+    if ray.is_initialized():  # an earlier in-process test's cluster: the demo starts its own
+        ray.shutdown()
     reset_tracing()
     spool = tmp_path_factory.mktemp("spool_validate")
     trainer = request.param

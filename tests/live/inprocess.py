@@ -3,7 +3,7 @@ real ``AgentLoopWorker`` (driven as tests/instrumentation/harness.py drives it, 
 engine), and verl's real ``Tracking`` logging each step's metrics to the backends asked for.
 
 No Ray here: the live account's collector runs in the process (``sink.LocalSink``), the way it does for a trainer
-without Ray; the Ray path is the demo's (tests/live/test_demo_live.py).
+without Ray; the Ray path is the demo's, in every trainer mode (tests/backends/test_trainer_modes.py).
 """
 
 from __future__ import annotations

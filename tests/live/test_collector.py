@@ -134,6 +134,13 @@ def test_an_engine_span_filed_steps_later_still_reaches_its_step(made) -> None:
     assert account.seen[1] == sorted([line("step1").decode(), line("engine-of-step1").decode()])
 
 
+def test_the_settle_outlasts_the_workers_hold() -> None:
+    from otel_verl.export.provider import HOLD_SETTLE_S
+    from otel_verl.live import collector
+
+    assert collector.WORKER_HOLD_S == HOLD_SETTLE_S and collector.SETTLE_S > HOLD_SETTLE_S
+
+
 def test_the_exporter_sorts_spans_by_step_and_encodes_nothing_without_a_collector(tmp_path: Path) -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
