@@ -245,7 +245,7 @@ class LiveCollector:
             (src / "spans.jsonl").rename(work / "spans.jsonl")
         shutil.rmtree(src, ignore_errors=True)
         for path in (self.root / "no_step").glob("*.jsonl"):
-            seg = int(path.stem)
+            seg = int(path.stem) if path.stem.isdigit() else -1  # only ours are there, each named by its step
             if seg >= step - 1:
                 try:
                     (work / f"no_step_{seg}.jsonl").hardlink_to(path)
