@@ -23,7 +23,6 @@ computed); memory, the account's window (:mod:`.account`) and the last :data:`MA
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import threading
@@ -32,23 +31,16 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from otel_verl.config import _env_int  # the batch processor's delay, read as export.provider reads it
 from otel_verl.live import names as n
 from otel_verl.live.metrics import LiveStep
 
 logger = logging.getLogger(__name__)
 
 
-def _batch_delay_s() -> float:
-    """``OTEL_BSP_SCHEDULE_DELAY`` in seconds (2 s, the SDK's and ``export.provider``'s default, when unset or bad)."""
-    try:
-        return max(0.0, float(os.environ.get("OTEL_BSP_SCHEDULE_DELAY") or 2000) / 1000)
-    except ValueError:
-        return 2.0
-
-
 WORKER_HOLD_S = 1.0
 """``export.provider.HOLD_SETTLE_S`` (not imported: the provider imports the live exporter; a test keeps them equal)."""
-SETTLE_S = WORKER_HOLD_S + _batch_delay_s() + 1.0
+SETTLE_S = WORKER_HOLD_S + max(_env_int("OTEL_BSP_SCHEDULE_DELAY", 2000), 0) / 1000 + 1.0
 """A done step is computed once none of its lines arrived for this long (4 s by default): a worker's spans are held
 until a second after its chunk's end (:data:`WORKER_HOLD_S`) and then wait up to the batch processor's delay; an
 engine's own spans (no step, so they cannot keep their step waiting) wait that delay; 1 s more for the trip. With

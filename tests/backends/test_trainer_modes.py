@@ -35,9 +35,8 @@ import pytest
 
 from otel_verl import semconv as sc
 from otel_verl.live import names as n
-from otel_verl.live.account import WINDOW_STEPS
 from otel_verl.live.backends import CONSOLE_PREFIX
-from otel_verl.live.metrics import step_metrics, top_cause
+from tests.live.checks import assert_adds_up, logged_rows, offline_numbers
 
 from .conftest import REPO, Backends, wait_until
 from .emitters import otlp_spans
@@ -254,29 +253,15 @@ def test_updates_link_the_groups_they_consumed_and_groups_link_their_dispatch(mo
     assert consumed <= set(groups)
 
 
-def _live_rows(tmp: Path) -> dict[int, dict]:
-    """The live account's row of each step in verl's file logger."""
-    rows = {}
-    for line in (tmp / "verl.jsonl").read_text().splitlines():
-        doc = json.loads(line)
-        if n.STEP in doc["data"]:
-            assert doc["step"] not in rows, f"step {doc['step']} written twice"
-            rows[doc["step"]] = doc["data"]
-    return rows
-
-
 def test_live_account_reaches_the_console_and_the_file_logger(mode_demo) -> None:
     mode, tmp, out = mode_demo
     ours = [" ".join(x.split()) for x in out.splitlines() if x.startswith(CONSOLE_PREFIX)]
     assert [int(x.split("step ")[1].split(":")[0]) for x in ours] == list(range(1, STEPS + 1)), out[-3000:]
-    rows = _live_rows(tmp)
+    rows = logged_rows(tmp)
     assert sorted(rows) == list(range(1, STEPS + 1))
     for step, row in rows.items():
         assert row[n.STEP] == step and row[n.SPANS] > 0 and row[n.LATE_SPANS] == 0
-        if step == 1:  # no step before it: no usual, no excess, and the line says so
-            assert n.USUAL_S not in row and n.EXCESS_S not in row and "no baseline yet" in row[n.VERDICT]
-        else:
-            assert row[n.STEP_S] == pytest.approx(row[n.USUAL_S] + row[n.EXCESS_S], abs=1e-5)
+        assert_adds_up(step, row)
         assert any(k.startswith(n.PART) for k in row), "the rollout's parts"
     if mode in ("v1-colocate-async", "v1-separate-async"):
         assert all(n.ASYNC + "trainer_idle_ratio" in row for row in rows.values()), "who waited for whom"
@@ -285,19 +270,9 @@ def test_live_account_reaches_the_console_and_the_file_logger(mode_demo) -> None
 
 def test_live_numbers_agree_with_offline_analyze(mode_demo, tmp_path: Path) -> None:
     """Step N live == ``analyze --steps N-7:N --baseline selected`` of the spool, its step N (docs/live.md)."""
-    from otel_verl import analysis
-    from otel_verl.analysis.findings import kinds
-
     _, tmp, _ = mode_demo
     (spool,) = list((tmp / "spool").iterdir())
-    rows = _live_rows(tmp)
+    rows = logged_rows(tmp)
     for step in range(1, STEPS + 1):
-        first = max(1, step - WINDOW_STEPS + 1)
-        offline = analysis.analyze(
-            spool, tmp_path / f"s{step}", steps=range(first, step + 1), baseline="selected", figures=False,
-            html_report=False,
-        )  # fmt: skip
-        (account,) = [s for s in offline.steps if s["step"] == step]
-        cause = top_cause([f.to_json() for f in offline.findings], step, tuple(kinds.CAUSES))
-        expected = step_metrics(account, cause)
+        expected, _ = offline_numbers(spool, step, tmp_path / f"s{step}")
         assert {k: v for k, v in rows[step].items() if k in expected} == pytest.approx(expected, abs=1e-6), step

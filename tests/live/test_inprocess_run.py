@@ -13,15 +13,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from otel_verl.live import names as n
 from otel_verl.live.account import WINDOW_STEPS
 from otel_verl.live.backends import CONSOLE_PREFIX
-from otel_verl.live.metrics import step_metrics, top_cause
 
+from .checks import assert_adds_up, logged_rows, offline_numbers
 from .inprocess import Run, train
 
 pytest.importorskip("verl", reason="needs the verl extra")
@@ -49,17 +48,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Path, str]:
     return result, tmp, out.getvalue()
 
 
-def _file_rows(tmp: Path) -> dict[int, dict[str, Any]]:
-    """verl's file logger: the live account's row of each step (the one with ``otel_verl/step``)."""
-    rows = {}
-    for line in (tmp / "verl.jsonl").read_text().splitlines():
-        doc = json.loads(line)
-        if n.STEP in doc["data"]:
-            assert doc["step"] == doc["data"][n.STEP]
-            rows[doc["step"]] = doc["data"]
-    return rows
-
-
 def test_console_shows_one_line_per_step(run) -> None:
     """As a user reads the console: one line of ours per step, in step order, each after verl's own line of that
     step (it is computed once the step is logged: it comes at a later log call, or at ``finish``), the slow step
@@ -69,7 +57,7 @@ def test_console_shows_one_line_per_step(run) -> None:
     ours = [line for line in lines if line.startswith(CONSOLE_PREFIX)]
     assert [int(line.split("step ")[1].split(":")[0]) for line in ours] == list(range(1, STEPS + 1))
     verl_line = {int(x.split(" ")[0][5:]): i for i, x in enumerate(lines) if x.startswith("step:")}
-    rows = _file_rows(tmp)
+    rows = logged_rows(tmp)
     for step in range(1, STEPS + 1):
         at = lines.index(ours[step - 1])
         assert verl_line[step] < at
@@ -83,17 +71,14 @@ def test_console_shows_one_line_per_step(run) -> None:
 
 def test_file_logger_has_every_step(run) -> None:
     _, tmp, _ = run
-    rows = _file_rows(tmp)
+    rows = logged_rows(tmp)
     assert sorted(rows) == list(range(1, STEPS + 1))
     slow = rows[SLOW_STEP]
     assert slow[n.CAUSE].startswith("slow_phase @ phase update_actor")
     assert slow[n.EXCESS + "phase/update_actor_s"] == pytest.approx(2.0, abs=0.3)
     assert slow[n.CAUSE_SEVERITY] >= 2 and slow[n.CAUSE_S] == pytest.approx(2.0, abs=0.3)
     for step, row in rows.items():
-        if step == 1:  # no step before it: no usual, no excess, and the line says so
-            assert n.USUAL_S not in row and n.EXCESS_S not in row and "no baseline yet" in row[n.VERDICT]
-        else:
-            assert row[n.STEP_S] == pytest.approx(row[n.USUAL_S] + row[n.EXCESS_S], abs=1e-5)
+        assert_adds_up(step, row)
         assert row[n.BASELINE_STEPS] == min(step, WINDOW_STEPS)
         assert row[n.LATE_SPANS] == 0 and row[n.DROPPED_SPANS] == 0
         assert row[n.SPANS] > 50  # step, phases, worker, requests, turns, events
@@ -114,7 +99,7 @@ def test_wandb_offline_read_back(run) -> None:
                         "step_metric": n.STEP}]  # fmt: skip
     history = [r["history"] for r in records if r.get("type") == "history"]
     ours = {int(h["item"][n.STEP]): h for h in history if n.STEP in h["item"]}
-    file_rows = _file_rows(tmp)
+    file_rows = logged_rows(tmp)
     assert sorted(ours) == list(range(1, STEPS + 1))
     for step, h in ours.items():
         assert h["item"][n.STEP_S] == pytest.approx(file_rows[step][n.STEP_S])
@@ -132,7 +117,7 @@ def test_tensorboard_event_files_read_back(run) -> None:
     _, tmp, _ = run
     acc = EventAccumulator(str(tmp / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
     acc.Reload()
-    file_rows = _file_rows(tmp)
+    file_rows = logged_rows(tmp)
     scalars = {e.step: e.value for e in acc.Scalars(n.STEP_S)}
     assert sorted(scalars) == list(range(1, STEPS + 1))
     for step, value in scalars.items():
@@ -152,7 +137,7 @@ def test_mlflow_file_store_read_back(run, monkeypatch: pytest.MonkeyPatch) -> No
     client = MlflowClient(tracking_uri=(tmp / "mlruns").as_uri())
     (experiment,) = [e for e in client.search_experiments() if e.name == "otel-verl-live"]
     (mlrun,) = client.search_runs([experiment.experiment_id])
-    file_rows = _file_rows(tmp)
+    file_rows = logged_rows(tmp)
     history = {m.step: m.value for m in client.get_metric_history(mlrun.info.run_id, n.STEP_S)}
     assert sorted(history) == list(range(1, STEPS + 1))
     for step, value in history.items():
@@ -165,18 +150,10 @@ def test_mlflow_file_store_read_back(run, monkeypatch: pytest.MonkeyPatch) -> No
 def test_live_numbers_agree_with_offline_analyze(run, tmp_path: Path) -> None:
     """Step N live == ``analyze`` of the spool's steps N−WINDOW+1 … N, its step N (made into numbers by the same
     function). The one difference by design: the live long tail is the step's alone (``tail/*`` left out)."""
-    from otel_verl import analysis
-    from otel_verl.analysis.findings import kinds
-
     result, tmp, _ = run
-    rows = _file_rows(tmp)
+    rows = logged_rows(tmp)
     for step in range(1, STEPS + 1):
-        first = max(1, step - WINDOW_STEPS + 1)
-        offline = analysis.analyze(result.spool, tmp_path / f"s{step}", steps=range(first, step + 1),
-                                   baseline="selected", figures=False, html_report=False)  # fmt: skip
-        (account,) = [s for s in offline.steps if s["step"] == step]
-        cause = top_cause([f.to_json() for f in offline.findings], step, tuple(kinds.CAUSES))
-        expected = step_metrics(account, cause)
+        expected, cause = offline_numbers(Path(result.spool), step, tmp_path / f"s{step}")
         live = {k: v for k, v in rows[step].items() if k in expected}
         assert live == pytest.approx(expected, abs=1e-6), step
         assert (rows[step].get(n.CAUSE) is None) == (cause is None)
