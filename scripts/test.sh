@@ -11,7 +11,8 @@ uv run --frozen ruff check otel_verl tests dashboards benchmarks
 uv run --frozen ruff format --check otel_verl tests dashboards benchmarks
 uv run --frozen python dashboards/generate.py --check
 # a crash in native code (even at interpreter exit, after the summary) prints every thread's Python stack
-PYTHONFAULTHANDLER=1 uv run --frozen pytest -q -p no:cacheprovider "$@"
+# --durations: the slowest setups and calls in every CI log (its time limit is what the suite must fit)
+PYTHONFAULTHANDLER=1 uv run --frozen pytest -q -p no:cacheprovider --durations=30 "$@"
 echo "test: main suite done at $((SECONDS - start)) s"
 # The real engine (issue 24): vLLM's CPU build in its own venv (scripts/install_vllm.sh, cached), then
 # tests/engine there — one shared `otel-verl demo --engine vllm` run. Only on a full run (no arguments);

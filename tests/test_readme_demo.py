@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -40,35 +38,21 @@ def user_environment() -> dict[str, str]:
 
 @pytest.mark.ray
 @pytest.mark.verl
-def test_readme_demo_names_the_planted_stall() -> None:
-    command = readme_demo_command()
-    assert command == "bash scripts/demo.sh"
-    reports = ROOT / "otel-verl-report"
-    before = set(reports.iterdir()) if reports.exists() else set()
-    spools = ROOT / "traces"
-    spooled = set(spools.iterdir()) if spools.exists() else set()
-    done = subprocess.run(
-        command, shell=True, cwd=ROOT, env=user_environment(), capture_output=True, text=True, timeout=1200
-    )
-    new = sorted(set(reports.iterdir()) - before) if reports.exists() else []
-    try:
-        printed = " ".join((done.stdout + done.stderr).split())  # the terminal wraps lines anywhere
-        assert done.returncode == 0, printed[-3000:]
-        assert len(new) == 1, f"one new report folder expected, got {new}"
-        doc = json.loads((new[0] / "findings.json").read_text())
-        summary, findings = doc["summary"], doc["findings"]
-        top = findings[0]
-        # the verdict names a problem in step 2, and the first finding is the stall: step 2, worker 0, sample 3
-        assert "No problems found" not in summary["verdict"], summary["verdict"]
-        assert "step 2" in summary["verdict"], summary["verdict"]
-        assert top["severity"] in SERIOUS, top
-        assert top["steps"] == [2] and top["workers"] == [0], top
-        assert "sample 3" in top["message"] and "stalled" in top["message"], top["message"]
-        # ...and the user reads it on the screen: the headline of step 2 and the stalled worker
-        assert "step 2" in printed and "worker 0 stalled" in printed, printed[-3000:]
-        assert not [f for f in findings if f["severity"] in SERIOUS and 2 not in f["steps"]], findings
-    finally:
-        for path in new:
-            shutil.rmtree(path, ignore_errors=True)
-        for path in set(spools.iterdir()) - spooled if spools.exists() else []:
-            shutil.rmtree(path, ignore_errors=True)
+def test_readme_demo_names_the_planted_stall(readme_demo) -> None:
+    assert readme_demo_command() == "bash scripts/demo.sh"
+    done, new = readme_demo
+    printed = " ".join((done.stdout + done.stderr).split())  # the terminal wraps lines anywhere
+    assert done.returncode == 0, printed[-3000:]
+    assert len(new) == 1, f"one new report folder expected, got {new}"
+    doc = json.loads((new[0] / "findings.json").read_text())
+    summary, findings = doc["summary"], doc["findings"]
+    top = findings[0]
+    # the verdict names a problem in step 2, and the first finding is the stall: step 2, worker 0, sample 3
+    assert "No problems found" not in summary["verdict"], summary["verdict"]
+    assert "step 2" in summary["verdict"], summary["verdict"]
+    assert top["severity"] in SERIOUS, top
+    assert top["steps"] == [2] and top["workers"] == [0], top
+    assert "sample 3" in top["message"] and "stalled" in top["message"], top["message"]
+    # ...and the user reads it on the screen: the headline of step 2 and the stalled worker
+    assert "step 2" in printed and "worker 0 stalled" in printed, printed[-3000:]
+    assert not [f for f in findings if f["severity"] in SERIOUS and 2 not in f["steps"]], findings

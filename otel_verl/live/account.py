@@ -104,12 +104,15 @@ class LiveAccount:
         from otel_verl.analysis.findings.record import fmt_s
 
         step = int(account["step"])
-        if headline is not None and cause is not None:
-            return f"{headline} [{cause['severity']}]"
-        took = f"step {step}: took {fmt_s(account.get('duration_s'))}"
         seen, needed = len(self._summaries), self.thresholds.min_steps
-        if seen < needed or account.get("baseline_s") is None:
-            return f"{took}; no baseline yet ({seen} of {needed} steps seen)"
+        unmeasured = seen < needed or account.get("baseline_s") is None
+        no_baseline = f"no baseline yet ({seen} of {needed} steps seen)"
+        if headline is not None and cause is not None:
+            # a cause found inside the step alone (a straggler, a stall) still says the step was not compared
+            return f"{headline} [{cause['severity']}]" + (f"; {no_baseline}" if unmeasured else "")
+        took = f"step {step}: took {fmt_s(account.get('duration_s'))}"
+        if unmeasured:
+            return f"{took}; {no_baseline}"
         excess = account.get("excess_s") or 0.0
         line = f"{took} (usually {fmt_s(account['baseline_s'])}, {excess:+.2f} s), within the run's usual variation"
         if cause is not None:

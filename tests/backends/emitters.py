@@ -76,6 +76,8 @@ class EmitterRun:
     """The spool's spans: span id → {trace, parent, name, service}."""
     started: float
     """time.time() when the run started (a lower bound for search windows)."""
+    spool: Path
+    """Where it wrote its spool (the run's own folder under it)."""
 
     def traces(self) -> dict[str, dict[str, dict]]:
         """trace id → {span id → span} of this run."""
@@ -110,4 +112,4 @@ def run_emitter(
         assert len(rel) == 3 and (rel[1].startswith("step_") or rel[1] == "no_step"), f"unexpected spool layout {rel}"
     spans = read_otlp_jsonl(files)
     assert spans, "spool is empty"
-    return EmitterRun(kind, spans, started)
+    return EmitterRun(kind, spans, started, spool)

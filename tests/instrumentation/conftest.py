@@ -39,3 +39,12 @@ def spans_of(memory_exporter):
 
 
 os.environ.setdefault("VERL_LOGGING_LEVEL", "ERROR")
+
+
+@pytest.fixture(scope="session", params=["legacy", "v1-sync"])
+def planted_run(request, tmp_path_factory):
+    """The trainer's planted demo run (tests/instrumentation/planted_run.py), shared by test_plants.py,
+    test_validation.py and test_ray_propagation.py."""
+    from tests.instrumentation.planted_run import run_planted
+
+    return run_planted(request.param, str(tmp_path_factory.mktemp(f"plants-{request.param}")))

@@ -1,9 +1,9 @@
 """Every planted problem of the demo (``DemoOptions.step_plants``) shows up in the spans that cover its work.
 
-One CPU-demo run per trainer, one plant per step after a clean step 1; each check compares the planted
-step's span with the same span of step 1: the planted span is longer by about the planted seconds, the
-spans the plant does not touch are not. Margins are wide (the machine is shared): a plant adds seconds,
-the run's ordinary spans last tenths of a second.
+One CPU-demo run per trainer (tests/instrumentation/planted_run.py), one plant per step after a clean step 1;
+each check compares the planted step's span with the same span of step 1: the planted span is longer by about
+the planted seconds, the spans the plant does not touch are not. Margins are wide (the machine is shared): a plant
+adds seconds, the run's ordinary spans last tenths of a second.
 """
 
 from __future__ import annotations
@@ -14,46 +14,15 @@ import pandas as pd
 import pytest
 
 from otel_verl import semconv as sc
-from tests.process_state import reset_tracing
+from tests.instrumentation.planted_run import DECODE_K, LONG_TOKENS, PHASE_S, REWARD_S, SECONDS_PER_TOKEN, START_S
 
 pytestmark = pytest.mark.ray
 
-PHASE_S, START_S, LONG_TOKENS, DECODE_K, REWARD_S = 3.0, 3.0, 6000, 8.0, 2.0
-PLANTS = {
-    2: {"slow_phase": {"update_actor": PHASE_S}},
-    3: {"slow_start": {1: START_S}},  # worker 1 (samples 4-7)
-    4: {"long_response": {5: LONG_TOKENS}},
-    5: {"step_slow_decode": DECODE_K},
-    6: {"step_slow_reward": REWARD_S},
-}
-SECONDS_PER_TOKEN = 0.0004
 
-
-@pytest.fixture(scope="module", params=["legacy", "v1-sync"])
-def planted(request, tmp_path_factory):
-    from otel_verl.analysis.read import load_spans
-    from otel_verl.demo.runner import DemoOptions, run_demo
-
-    reset_tracing()
-    opts = DemoOptions(
-        steps=6,
-        workers=2,
-        prompts=8,
-        n=2,
-        ray_cpus=4,
-        trainer=request.param,
-        step_plants=PLANTS,
-        seconds_per_token=SECONDS_PER_TOKEN,
-        val_before_train=True,  # as verl: the workers' first-call warm-up happens there, not in step 1
-        spool=str(tmp_path_factory.mktemp(f"plants-{request.param}")),
-    )
-    try:
-        result = run_demo(opts)
-    finally:
-        reset_tracing()
-    spans = load_spans(result.spool_dir)
-    spans["seconds"] = (spans.end_ns - spans.start_ns) / 1e9
-    return spans
+@pytest.fixture
+def planted(planted_run):
+    """The spans of the trainer's planted run (conftest's ``planted_run``, shared with test_validation.py)."""
+    return planted_run.spans
 
 
 def _phases(spans: pd.DataFrame, step: int) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""A real local Ray cluster (2 CPUs), 2 AgentLoopWorker actors activated only by the setup hook.
+"""A real local Ray cluster, 2 AgentLoopWorker actors activated only by the setup hook (the planted run of
+tests/instrumentation/planted_run.py, its validation aside).
 
 The demo's driver plays the trainer; each step must be one connected trace across the trainer,
 both worker actors, the reward actor and the server actor.
@@ -6,44 +7,41 @@ both worker actors, the reward actor and the server actor.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
 
 from otel_verl import semconv
-from tests.process_state import reset_tracing
+from tests.instrumentation.planted_run import training_spans
 
 pytestmark = pytest.mark.ray
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    from otel_verl.analysis.read import load_spans
-    from otel_verl.demo.runner import DemoOptions, run_demo
-
-    reset_tracing()
-    spool = tmp_path_factory.mktemp("spool")
-    opts = DemoOptions(
-        steps=2, workers=2, prompts=4, n=2, ray_cpus=2, spool=str(spool), seconds_per_token=0.0002, trainer="legacy"
-    )
-    result = run_demo(opts)
-    reset_tracing()
-    return opts, result, load_spans(result.spool_dir)
+LEGACY = pytest.mark.parametrize("planted_run", ["legacy"], indirect=True)
+V1_SYNC = pytest.mark.parametrize("planted_run", ["v1-sync"], indirect=True)
 
 
+@pytest.fixture
+def demo_run(planted_run):
+    """(options, verl's outputs, the spans outside validation) of the trainer's planted run (conftest's
+    ``planted_run``): validation's own traces are test_validation.py's."""
+    return planted_run.opts, planted_run.result, training_spans(planted_run.spans)
+
+
+@LEGACY
 def test_each_step_is_one_connected_trace(demo_run):
-    _opts, _result, spans = demo_run
+    opts, _result, spans = demo_run
     steps = spans[spans.name == semconv.SPAN_STEP]
-    assert sorted(steps.step) == [1, 2]
-    assert spans.trace_id.nunique() == 2  # everything, server and reward actors included
+    assert sorted(steps.step) == list(range(1, opts.steps + 1))
+    assert spans.trace_id.nunique() == opts.steps  # everything, server and reward actors included
     ids = set(spans.span_id)
     parents = spans.parent_id.fillna("")
     assert parents[parents != ""].isin(ids).all()
     roots = spans[parents == ""]
-    assert list(roots.name) == [semconv.SPAN_STEP] * 2
+    assert list(roots.name) == [semconv.SPAN_STEP] * opts.steps
 
 
+@LEGACY
 def test_every_level_and_counts(demo_run):
     opts, result, spans = demo_run
     names = Counter(spans.name)
@@ -62,7 +60,7 @@ def test_every_level_and_counts(demo_run):
     assert verl_turns == turns + tools + per_step * opts.steps
     # worker spans are in their own processes, ranks 0..n-1, below the trainer's phase
     workers = spans[spans.name == semconv.SPAN_WORKER]
-    assert sorted(workers.worker.astype(int)) == [0, 0, 1, 1]
+    assert sorted(workers.worker.astype(int)) == [0] * opts.steps + [1] * opts.steps
     by_id = spans.set_index("span_id")
     assert set(by_id.loc[workers.parent_id].name) == {semconv.phase_span_name("gen")}
     # the engine's span nests below the turn's generate span (engine linkage)
@@ -70,35 +68,28 @@ def test_every_level_and_counts(demo_run):
     assert set(by_id.loc[engine.parent_id].name) == {"text_completion model"}
 
 
+@LEGACY
 def test_spool_layout(demo_run):
     from pathlib import Path
 
-    _opts, result, _ = demo_run
+    opts, result, _ = demo_run
     run = Path(result.spool_dir)
-    for step in (1, 2):
+    for step in range(1, opts.steps + 1):
         files = {p.name for p in (run / f"step_{step}").glob("*.jsonl")}
         assert {"trainer.jsonl", "worker_0.jsonl", "worker_1.jsonl"} <= files
 
 
-@pytest.fixture(scope="module")
-def v1_run(tmp_path_factory):
+@pytest.fixture
+def v1_run(planted_run):
     """verl's V1 sync trainer (``PPOTrainerSync``): AgentLoopManagerTQ dispatches fire-and-forget, the replay
-    buffer samples the results from TransferQueue."""
+    buffer samples the results from TransferQueue. (options, verl's outputs, the spans outside validation, the
+    threads the run left)."""
     pytest.importorskip("transfer_queue")
-    from otel_verl.analysis.read import load_spans
-    from otel_verl.demo.runner import DemoOptions, run_demo
-
-    reset_tracing()
-    spool = tmp_path_factory.mktemp("spool_v1")
-    # TransferQueue's controller and storage actors take a logical CPU each, beside the 2 workers
-    opts = DemoOptions(steps=2, workers=2, prompts=4, n=2, ray_cpus=4, spool=str(spool), trainer="v1-sync")
-    before = {thread.ident for thread in threading.enumerate()}
-    result = run_demo(opts)
-    reset_tracing()
-    left = [t.name for t in threading.enumerate() if t.ident not in before and not t.name.startswith("otel-verl")]
-    return opts, result, load_spans(result.spool_dir), left
+    run = planted_run
+    return run.opts, run.result, training_spans(run.spans), run.threads_left
 
 
+@V1_SYNC
 def test_v1_trainer_steps_are_connected_traces(v1_run):
     opts, _, spans, _ = v1_run
     names = Counter(spans.name)
@@ -130,6 +121,7 @@ def test_v1_trainer_steps_are_connected_traces(v1_run):
     assert sorted(set(requests.rollout_n.astype(int))) == list(range(opts.n))
 
 
+@V1_SYNC
 def test_v1_sync_barrier_per_worker_until_the_end_of_gen(v1_run):
     """Each worker, done, waits until the trainer's ``gen`` ends (verl's replay buffer handed over the step's batch
     and the replicas went to sleep): one ``verl.barrier`` per worker and step, under its worker span, from the
@@ -151,6 +143,7 @@ def test_v1_sync_barrier_per_worker_until_the_end_of_gen(v1_run):
         assert table.loc[(barrier.step, barrier.worker), "barrier_s"] == pytest.approx(barrier.duration)
 
 
+@V1_SYNC
 def test_v1_sync_inner_update_links_its_groups_and_versions(v1_run):
     """One ``verl.update`` per step links the step's groups, in the step's trace; each sample was generated by
     the weights of the step before (version = step - 1), so it is consumed on-policy (staleness 0)."""
@@ -175,6 +168,7 @@ def test_v1_sync_inner_update_links_its_groups_and_versions(v1_run):
     assert {e[semconv.VERL_SYNC_BACKEND] for e in extra[syncs.index]} == {"naive"}
 
 
+@V1_SYNC
 def test_v1_demo_closes_transfer_queue(v1_run):
     """TransferQueue's client loop and storage notify threads (and their ZMQ contexts) end with the run.
     Left to interpreter exit, daemon threads polling ZMQ are torn down mid-call: the likely cause of a

@@ -11,44 +11,17 @@ from __future__ import annotations
 import pytest
 
 from otel_verl import semconv
-from tests.process_state import reset_tracing
 
 pytestmark = pytest.mark.ray
 
 
-@pytest.fixture(scope="module", params=["legacy", "v1-sync"])
-def validated_run(request, tmp_path_factory):
-    import ray
-
-    from otel_verl.analysis.read import load_spans
-    from otel_verl.demo.runner import DemoOptions, run_demo
-
-    if ray.is_initialized():  # an earlier in-process test's cluster: the demo starts its own
-        ray.shutdown()
-    reset_tracing()
-    spool = tmp_path_factory.mktemp("spool_validate")
-    trainer = request.param
-    opts = DemoOptions(
-        steps=1,
-        workers=2,
-        prompts=2,
-        n=2,
-        ray_cpus=4 if trainer != "legacy" else 2,
-        spool=str(spool),
-        val_before_train=True,
-        test_freq=1,
-        trainer=trainer,
-    )
-    result = run_demo(opts)
-    reset_tracing()
-    return opts, load_spans(result.spool_dir)
-
-
-def test_validation_rollouts_hang_under_verl_validate(validated_run):
-    opts, spans = validated_run
+def test_validation_rollouts_hang_under_verl_validate(planted_run):
+    """The trainer's planted run (conftest's ``planted_run``): validation before training and at test_freq, in its
+    last step."""
+    opts, spans = planted_run.opts, planted_run.spans
     by_id = spans.set_index("span_id")
     validations = spans[spans.name == semconv.SPAN_VALIDATE].sort_values("step")
-    assert list(validations.step) == [0, 1]  # before training, and at test_freq=1 inside step 1
+    assert list(validations.step) == [0, opts.steps]  # before training, and at test_freq inside the last step
     before, during = validations.iloc[0], validations.iloc[1]
     assert not isinstance(before.parent_id, str) or before.parent_id == ""  # a root: no trainer span above it
     assert by_id.loc[during.parent_id, "name"] == semconv.phase_span_name("testing")
@@ -59,16 +32,15 @@ def test_validation_rollouts_hang_under_verl_validate(validated_run):
     # every span of a validation pass is in its validation span's trace, none left as a root of its own
     roots = spans[spans.parent_id.fillna("") == ""]
     if opts.trainer == "legacy":
-        assert sorted(roots.name) == sorted([semconv.SPAN_STEP, semconv.SPAN_VALIDATE])
+        assert sorted(roots.name) == sorted([semconv.SPAN_STEP] * opts.steps + [semconv.SPAN_VALIDATE])
     else:
-        # verl's V1 fit validates after its step's timer closed (the same iteration: verl.step 1), and syncs
+        # verl's V1 fit validates after its step's timer closed (the same iteration: its verl.step), and syncs
         # the weights once before training
         testing = by_id.loc[during.parent_id]
         assert not isinstance(testing.parent_id, str) or testing.parent_id == ""
-        assert testing.step == 1
-        assert sorted(roots.name) == sorted(
-            [semconv.SPAN_STEP, semconv.SPAN_VALIDATE, semconv.phase_span_name("testing"), semconv.SPAN_WEIGHT_SYNC]
-        )
+        assert testing.step == opts.steps
+        extra = [semconv.SPAN_VALIDATE, semconv.phase_span_name("testing"), semconv.SPAN_WEIGHT_SYNC]
+        assert sorted(roots.name) == sorted([semconv.SPAN_STEP] * opts.steps + extra)
     requests = spans[(spans.name == semconv.SPAN_REQUEST) & spans.validate.fillna(False).astype(bool)]
     assert len(requests) == 2 * opts.prompts  # n=1 in validation (verl's val_kwargs.n)
     assert set(requests.trace_id) == set(validations.trace_id)
