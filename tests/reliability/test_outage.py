@@ -3,7 +3,7 @@
 1. Collector down for the whole run, twice: a closed port (exports fail at once) and a silent
    endpoint (accepts, never answers: every export runs into its 10 s deadline). The demo returns
    exactly what an untraced run with the same seed returns; a heartbeat on every AgentLoopWorker's
-   event loop is never held up more than 100 ms beyond the untraced run's worst lag (the validation
+   event loop is never held up more than 300 ms beyond the untraced run's worst lag (the validation
    rollout's first-call warm-up, which includes the tracer provider's set-up, is reported apart);
    the exporter backed off (spans deferred at once, not retried); each process logs at most one
    exporter warning a minute (RAY_DEDUP_LOGS=0: Ray does not fold repeated lines); the spool holds
@@ -51,7 +51,12 @@ pytestmark = [pytest.mark.backends, pytest.mark.ray, pytest.mark.verl]
 HERE = Path(__file__).resolve().parent
 DEMO = ["--steps", "2", "--prompts", "4", "--n", "2", "--seed", "7"]
 HEARTBEAT = ("--heartbeat", "--val-before-train")
-MAX_EXTRA_LAG_S = 0.1
+MAX_EXTRA_LAG_S = 0.3
+"""An export on the event loop would hold it for a whole export, at the silent endpoint its 10 s deadline (a closed
+port fails in milliseconds: that variant is there for the warnings and the replay). The margin sits far below that
+and above the hiccups of this 2-core machine, where five processes share the cores and the batch processor's thread
+takes the GIL to encode: over four runs on 2026-11-28 the traced worker's worst lag exceeded the untraced twin's by
+29, 94, 100 and 128 ms."""
 EXPORTER_WARNING = re.compile(r"OTLP export to|Failed to export|Transient error|exporting span", re.IGNORECASE)
 RAY_PREFIX = re.compile(r"^\((?P<actor>[^)]*?)pid=(?P<pid>\d+)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
