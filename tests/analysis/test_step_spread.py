@@ -6,13 +6,20 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from otel_verl.analysis.findings.account import StepSpread
 from otel_verl.analysis.findings.thresholds import Thresholds
 
+USUAL_S = 10.0
+
+
+def _account(step: int, excess: float, baseline: float = USUAL_S) -> SimpleNamespace:
+    return SimpleNamespace(excess_s=excess, step=step, duration_s=baseline + excess, baseline_s=baseline)
+
 
 def _spread(excess: np.ndarray, explained: np.ndarray) -> StepSpread:
-    accounts = [SimpleNamespace(excess_s=float(x), step=i) for i, x in enumerate(excess, start=1)]
+    accounts = [_account(i, float(x)) for i, x in enumerate(excess, start=1)]
     return StepSpread.of(accounts, Thresholds(), explained)  # type: ignore[arg-type]
 
 
@@ -73,15 +80,40 @@ def test_each_step_against_the_others_keeps_the_promised_false_alarm_rate() -> N
             assert passed / 400 <= 0.05, (draw.__name__, n, passed / 400)
 
 
-def test_three_steps_measure_nothing_against_any_one_of_them() -> None:
-    """Three steps: the other two cannot say how far steps stray (no level, no spread), whichever step is judged."""
+def test_three_steps_measure_no_spread_and_judge_a_step_by_its_length() -> None:
+    """Three steps: the other two cannot say how far steps stray (no spread), so a step is judged by its length
+    against theirs (``Thresholds.short_run_ratio``): the 29.4 s step of 10.0 and 10.05 s ones passes, they do not."""
     spread = _spread(np.array([0.0, 0.05, 19.4]), np.zeros(3))
-    assert all(np.isnan(spread.without(i)[0]) and spread.without(i)[1] == float("inf") for i in (1, 2, 3))
+    assert all(np.isnan(spread.without(i)[0]) for i in (1, 2, 3))
+    levels = {i: spread.without(i)[1] for i in (1, 2, 3)}
+    assert levels[3] == pytest.approx(1.5 * 10.025 - USUAL_S) and levels[3] <= 19.4
+    assert levels[1] > 0.0 and levels[2] > 0.05
+
+
+def test_short_runs_by_length_tell_a_slowed_step_and_not_a_clean_one() -> None:
+    """Runs of 2 to 5 steps whose steps stray by up to ±15 % (normal, σ 6 %, cut there): none passes the level its
+    others set. The same runs with one step slowed 1.6× to 3×: that step passes it, every time. (Runs of 4 and 5
+    steps whose spread is measured keep their spread's promise: the test above.)"""
+    rng = np.random.default_rng(2028)
+    for n in (2, 3):
+        for _ in range(300):
+            durations = USUAL_S * (1 + np.clip(rng.normal(0.0, 0.06, n), -0.15, 0.15))
+            baseline = float(np.median(durations))  # each part's median: the step's baseline in a short run
+            accounts = [_account(i, float(d) - baseline, baseline) for i, d in enumerate(durations, start=1)]
+            spread = StepSpread.of(accounts, Thresholds(), np.zeros(n))  # type: ignore[arg-type]
+            assert not any(a.excess_s > 0 and a.excess_s >= spread.without(a.step)[1] for a in accounts)
+            slow = int(rng.integers(n))
+            durations[slow] = float(np.max(np.delete(durations, slow))) * rng.uniform(1.6, 3.0)
+            baseline = float(np.median(durations))
+            accounts = [_account(i, float(d) - baseline, baseline) for i, d in enumerate(durations, start=1)]
+            spread = StepSpread.of(accounts, Thresholds(), np.zeros(n))  # type: ignore[arg-type]
+            a = accounts[slow]
+            assert a.excess_s >= spread.without(a.step)[1], (n, durations)
 
 
 def test_one_step_measures_no_spread() -> None:
     """With ``--set min_steps=1`` a one-step run has nothing to measure a spread on: no level (as with fewer steps
     than ``min_steps``: an infinite one, nothing passes it), not an error."""
-    accounts = [SimpleNamespace(excess_s=2.0, step=1)]
+    accounts = [_account(1, 2.0)]
     spread = StepSpread.of(accounts, Thresholds(min_steps=1), np.zeros(1))  # type: ignore[arg-type]
     assert np.isnan(spread.spread) and spread.warn_s == float("inf") and not spread.measured

@@ -164,6 +164,11 @@ class StepSpread:
     """(step, excess) of the steps it was measured on."""
     least: int = 3
     margin: float = 3.5
+    lengths: tuple[tuple[int, float, float], ...] = ()
+    """(step, duration, baseline) of every step with a baseline: what a step too few others measure a spread for is
+    judged against (:meth:`without`)."""
+    ratio: float = float("inf")
+    """``Thresholds.short_run_ratio``."""
 
     @property
     def measured(self) -> bool:
@@ -175,16 +180,25 @@ class StepSpread:
         made), with its own calibration (:func:`loo_level`). Beyond :data:`LOO_MAX_STEPS` steps one step barely
         moves the run's level: that one."""
         others = np.array([x for s, x in self.used if s != step], dtype=float)
+        if not self.measured or len(others) < self.least:
+            return float("nan"), self._by_length(step)
         if len(others) == len(self.used) or len(others) > LOO_MAX_STEPS:
             return self.spread, self.warn_s
-        if len(others) < self.least:
-            return float("nan"), float("inf")
         level = float(pairwise_spread(others)) * loo_level(len(others), self.margin)
         return _mad(others), max(float(np.median(others)), 0.0) + level
 
+    def _by_length(self, step: int) -> float:
+        """With no spread to measure: the excess at which ``step`` took ``ratio`` times the median of the run's
+        other steps (infinite with no other step)."""
+        mine = [(d, b) for s, d, b in self.lengths if s == step]
+        others = [d for s, d, _ in self.lengths if s != step]
+        if not mine or not others or not np.isfinite(self.ratio):
+            return float("inf")
+        return max(self.ratio * float(np.median(others)) - mine[0][1], 0.0)
+
     @classmethod
-    def unmeasured(cls, steps: int = 0) -> StepSpread:
-        return cls(float("nan"), float("inf"), steps)
+    def unmeasured(cls, steps: int = 0, lengths: tuple[tuple[int, float, float], ...] = (), ratio: float = np.inf):
+        return cls(float("nan"), float("inf"), steps, lengths=lengths, ratio=ratio)
 
     @classmethod
     def of(cls, accounts: list[StepAccount], th: Thresholds, explained: np.ndarray | None = None) -> StepSpread:
@@ -205,8 +219,9 @@ class StepSpread:
         excess = np.array([a.excess_s for a in accounts], dtype=float)
         ok = np.isfinite(excess)
         least = max(th.min_steps, MIN_SPREAD_STEPS)
+        lengths = tuple((a.step, a.duration_s, a.baseline_s) for a, good in zip(accounts, ok, strict=True) if good)
         if ok.sum() < least:
-            return cls.unmeasured(int(ok.sum()))
+            return cls.unmeasured(int(ok.sum()), lengths, th.short_run_ratio)
         if explained is None:
             explained = np.array([float(a.anomalies["cost"].sum()) if len(a.anomalies) else 0.0 for a in accounts])
         by_anomaly = (explained > 0) & (explained >= 0.5 * np.maximum(excess, 0))
@@ -222,7 +237,8 @@ class StepSpread:
         used = excess[ok & ~slow]
         level = float(pairwise_spread(used)) * warn_level(len(used), th.warning_margin)
         kept = tuple((a.step, float(x)) for a, x, keep in zip(accounts, excess, ok & ~slow, strict=True) if keep)
-        return cls(_mad(used), max(float(np.median(used)), 0.0) + level, len(used), kept, least, th.warning_margin)
+        warn_s = max(float(np.median(used)), 0.0) + level
+        return cls(_mad(used), warn_s, len(used), kept, least, th.warning_margin, lengths, th.short_run_ratio)
 
 
 def _mad(values: np.ndarray) -> float:

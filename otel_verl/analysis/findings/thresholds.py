@@ -83,7 +83,11 @@ class Thresholds:
     a chance of ~0.3 %)."""
     min_steps: int = 3
     """Fewer steps than this (that the causes left alone) measure no step-to-step spread: a step is then judged
-    against its own peers (:mod:`.severity`), and said to be."""
+    against its own peers (:mod:`.severity`), and said to be..."""
+    short_run_ratio: float = 1.5
+    """...and against the run's other steps by their length alone: a step that took at least this many times the
+    median of the others lost more than steps naturally stray (with no spread to measure, a step half as long
+    again as its peers is what the benchmark's short runs call a slowed step; :meth:`.account.StepSpread.without`)."""
     max_findings_per_kind: int = 50
     """Cap per kind so a pathological run still gives a readable report."""
 
