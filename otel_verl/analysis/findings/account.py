@@ -190,14 +190,16 @@ class StepSpread:
     def _by_length(self, step: int) -> float:
         """With no spread to measure: the excess at which ``step`` took ``ratio`` times the median of the run's
         other steps (infinite with no other step)."""
-        mine = [(d, b) for s, d, b in self.lengths if s == step]
+        baseline = next((b for s, _, b in self.lengths if s == step), None)
         others = [d for s, d, _ in self.lengths if s != step]
-        if not mine or not others or not np.isfinite(self.ratio):
+        if baseline is None or not others or not np.isfinite(self.ratio):
             return float("inf")
-        return max(self.ratio * float(np.median(others)) - mine[0][1], 0.0)
+        return max(self.ratio * float(np.median(others)) - baseline, 0.0)
 
     @classmethod
-    def unmeasured(cls, steps: int = 0, lengths: tuple[tuple[int, float, float], ...] = (), ratio: float = np.inf):
+    def unmeasured(
+        cls, steps: int = 0, lengths: tuple[tuple[int, float, float], ...] = (), ratio: float = np.inf
+    ) -> StepSpread:
         return cls(float("nan"), float("inf"), steps, lengths=lengths, ratio=ratio)
 
     @classmethod
