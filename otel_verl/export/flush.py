@@ -78,7 +78,7 @@ def hold_begin() -> None:
 
 
 def hold_end() -> None:
-    """A rollout chunk closed; when it was the last open one, its held spans go to the processors and
+    """A rollout chunk closed: the held spans go to the processors and
     they are flushed, ``HOLD_SETTLE_S`` later, off the event loop (at once when holding is off)."""
     state = get_state()
     if state is None:

@@ -3,18 +3,18 @@
 Why: encoding and writing spans is CPU work in the AgentLoopWorker's process, on an export thread
 that needs the GIL the rollout's event loop is using. While a chunk runs that costs rollout time;
 once the chunk is done the worker waits for the other workers and for the trainer's update phases,
-and the same work is free. So finished requests are held while any chunk of this process is open
-and handed to the span processors, from a background thread, when the last one ends.
+and the same work is free. So finished requests are held while a chunk of this process is open
+and handed to the span processors, from a background thread, when a chunk ends.
 
 What is held are *parts*: a list of finished spans, or a function that completes a request's spans
 (:meth:`otel_verl.recording.recorder.RequestRecorder.build_spans`), so that work too happens at release time,
 off the event loop.
 
-The release waits ``settle_s`` (a second) after the last chunk ends: the worker is then still
+The release waits ``settle_s`` (a second) after a chunk ends: the worker is then still
 returning the chunk's output (asyncio's teardown, Ray serializing the batch) and an export thread
 taking the GIL would slow exactly that. The chunk-end flush rides on that release (an empty one
-too). The release happens even if a new chunk opened meanwhile (rollouts back to back): parts never
-wait for a later chunk's end. What this saved on the CPU demo: docs/performance.md.
+too). The release happens even if another chunk is open or opened meanwhile (rollouts back to back,
+an asynchronous trainer's overlapping dispatches): parts never wait for a later chunk's end. What this saved on the CPU demo: docs/performance.md.
 
 Bounded both ways: when the oldest held span has waited ``max_seconds`` or ``max_spans`` are held,
 they are released at once (long rollouts still stream to the collector; a killed worker loses at
@@ -64,14 +64,16 @@ class SpanHold:
                 self._open += 1
 
     def end(self) -> bool:
-        """A chunk ended. When none is left open, what is held is released ``settle_s`` later, and the
-        release (an empty one too) is the caller's cue to flush: True = a release is on its way."""
+        """A chunk ended: what is held is released ``settle_s`` later, other chunks open or not, and the
+        release (an empty one too) is the caller's cue to flush: True = a release is on its way.
+
+        Not "when the last chunk ends": an asynchronous trainer's chunks overlap without a gap (the next step's
+        dispatch opens before the last one closes), so its spans waited the whole ``max_seconds`` and reached the
+        live account after their step was computed (CI: 84 of step 1's spans late, colocate-async)."""
         if not self.enabled:
             return False
         with self._lock:
             self._open = max(0, self._open - 1)
-            if self._open:
-                return True  # the last chunk's end releases
             if self.settle_s <= 0:
                 batch = self._take()
             else:
@@ -85,7 +87,7 @@ class SpanHold:
         return True
 
     def _settled(self) -> None:
-        """``settle_s`` after the last chunk ended: release what is held (a chunk may have opened since)."""
+        """``settle_s`` after a chunk ended: release what is held (other chunks may be open)."""
         with self._lock:
             self._settling = None
             batch = self._take()
