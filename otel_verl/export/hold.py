@@ -14,7 +14,8 @@ The release waits ``settle_s`` (a second) after a chunk ends: the worker is then
 returning the chunk's output (asyncio's teardown, Ray serializing the batch) and an export thread
 taking the GIL would slow exactly that. The chunk-end flush rides on that release (an empty one
 too). The release happens even if another chunk is open or opened meanwhile (rollouts back to back,
-an asynchronous trainer's overlapping dispatches): parts never wait for a later chunk's end. What this saved on the CPU demo: docs/performance.md.
+an asynchronous trainer's overlapping dispatches): parts never wait for a later chunk's end. What this
+saved on the CPU demo: docs/performance.md.
 
 Bounded both ways: when the oldest held span has waited ``max_seconds`` or ``max_spans`` are held,
 they are released at once (long rollouts still stream to the collector; a killed worker loses at
