@@ -53,11 +53,12 @@ def test_readme_demo_names_the_planted_stall(readme_demo) -> None:
     assert top["severity"] in SERIOUS, top
     assert top["steps"] == [2] and top["workers"] == [0], top
     assert not [f for f in findings if f["severity"] in SERIOUS and 2 not in f["steps"]], findings
-    if "sample 3" not in top["message"]:
-        # Known, open in issue 40: once in about seven runs (a fresh-clone run of 2026-11-28) the stall was told as
-        # "worker 0 decoded at 0.31 s/token, 169.3× the usual ... in the engine call of turn index 0 in step 2: +5.3 s"
-        # (critical, step 2, worker 0), without its sample and for a third of what it cost. Shown, not hidden.
-        pytest.xfail(f"the stall told without its sample: {top['message']}")
+    # the sample by name, and what the stall cost is most of what step 2 lost. Once in about seven runs (2026-11-28)
+    # it read "worker 0 decoded at 0.31 s/token, 169.3× the usual ...: +5.3 s": the worker's decode had moved a
+    # little too, and its 1.4× move told the 190× calls (findings/anomalies.py one_row_each, issue 40)
+    (step2,) = [s for s in doc["steps"] if s["step"] == 2]
+    assert "sample 3" in top["message"], top["message"]
+    assert top["seconds"] >= 0.9 * step2["excess_s"], (top["seconds"], step2["excess_s"], top["message"])
     assert "stalled" in top["message"], top["message"]
     # ...and the user reads it on the screen: the headline of step 2 and the stalled worker
     assert "step 2" in printed and "worker 0 stalled" in printed, printed[-3000:]

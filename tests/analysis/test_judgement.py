@@ -19,13 +19,14 @@ import pytest
 from benchmarks.diagnosis.class_scoring import score_class_run
 from benchmarks.diagnosis.classes import build_class_run
 from benchmarks.diagnosis.run_model import build_run
+from benchmarks.diagnosis.shape import MAX_SPANS_PER_RUN
 from benchmarks.diagnosis.write_otlp import write_spool
 from benchmarks.diagnosis.write_seed import write_seed
 from otel_verl import analysis
 from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.chance import run_chance
 from otel_verl.analysis.findings.series import change_over, mann_kendall_z, theil_sen
-from otel_verl.analysis.findings.severity import judge
+from otel_verl.analysis.findings.severity import carriers, judge
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 TH = Thresholds()
@@ -48,6 +49,20 @@ def test_weak_evidence_small_cost_or_noise_stay_notes() -> None:
     # the usual path running long (no anomaly): the run's steps are its only evidence
     assert judge(3.0, 10.0, 7.0, 3.0, 1.0, NAN, INF, TH).severity == "info"
     assert judge(3.0, 10.0, 7.0, 3.0, 1.0, 0.3, 2.0, TH).severity == "warning"
+
+
+def test_a_slow_step_carries_the_causes_that_explain_it() -> None:
+    """A step beyond its level is slow whichever of its causes is larger: the largest, in order, until they explain
+    half of what it lost, are warnings on the run's steps (a 2-step run: 9.6 s of reward and 2.8 s of a long
+    answer, the step 11.1 s over the other, its level 9.7 s, neither cause that large alone)."""
+    assert carriers([2.8, 9.6, 0.3], 11.1, 9.7) == [1]
+    assert carriers([0.59, 0.57, 0.47], 1.76, 1.5) == [0, 1]  # two halves of one slow worker's decode
+    assert carriers([0.59, 0.57], 1.2, 1.5) == []  # the step is within its level: nothing carries it
+    assert carriers([0.1, 0.2], 3.0, 1.5) == []  # what they explain is not what made the step slow
+    assert judge(9.6, 30.4, 19.3, 11.1, 1.0, NAN, 9.7, TH).severity == "info"  # no norm to be far outside of
+    assert judge(9.6, 30.4, 19.3, 11.1, 1.0, NAN, 9.7, TH, carries=True).severity == "warning"
+    # carrying is the run's steps' evidence only: a cause below a warning's floor stays a note
+    assert judge(0.3, 30.4, 19.3, 11.1, 1.0, NAN, 9.7, TH, carries=True).severity == "info"
 
 
 def test_the_chance_grows_with_the_values_judged_and_falls_with_the_distance() -> None:
@@ -98,6 +113,26 @@ def test_each_judgement_class_is_told(cls: str, seed: int, fmt: str, tmp_path: P
         assert record["alarm"], record
         assert "No problems found" not in doc["summary"]["verdict"]
     assert record["false_alarms"] == 0, record["false_alarm_kinds"]
+
+
+@pytest.mark.parametrize(
+    ("seed", "fmt", "what"),
+    [
+        (1_500_016, "otlp", "2 steps: a 9.6 s slow reward and a 2.8 s long answer make the step 1.57× the other"),
+        (1_500_023, "otlp_engine", "2 steps: replica 1 of 2 prefilled 1,360× slower; every worker sent it calls"),
+        (1_500_027, "seed", "4 steps: one worker decoded 2.5× slower; its request's long answer took half the cost"),
+    ],
+)
+def test_short_runs_the_benchmark_missed(seed: int, fmt: str, what: str, tmp_path: Path) -> None:
+    """Runs of the benchmark's short class (``--classes short --seed 1``, at its size) it once missed: each named,
+    at the right place, at warning or worse."""
+    run, expect = build_class_run(seed, fmt, "short", MAX_SPANS_PER_RUN)
+    doc = _analyze(run, tmp_path)
+    record = score_class_run(run, expect, doc)
+    assert record["named"] and record["alarm"], (
+        what,
+        [(f["kind"], f["severity"], f["message"]) for f in doc["findings"][:4]],
+    )
 
 
 @pytest.mark.parametrize(("seed", "fmt"), [(51, "otlp"), (52, "seed"), (53, "otlp_engine"), (54, "otlp")])

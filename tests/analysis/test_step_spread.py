@@ -91,17 +91,20 @@ def test_three_steps_measure_no_spread_and_judge_a_step_by_its_length() -> None:
 
 
 def test_short_runs_by_length_tell_a_slowed_step_and_not_a_clean_one() -> None:
-    """Runs of 2 to 5 steps whose steps stray by up to ±15 % (normal, σ 6 %, cut there): none passes the level its
-    others set. The same runs with one step slowed 1.6× to 3×: that step passes it, every time. (Runs of 4 and 5
-    steps whose spread is measured keep their spread's promise: the test above.)"""
+    """Runs of 2 or 3 steps whose steps stray by up to ±15 % (normal, σ 6 %, cut there): none passes the level its
+    others set. Runs of 2 to 5 steps with one step slowed 1.6× to 3×: that step passes it, every time (runs of 4
+    and 5 steps too, whose three or four others measure a spread: the level that sets alone lies 7-9 spreads up,
+    and a step 1.6× the others stayed under it). Runs of 4 and 5 clean steps keep their spread's promise: the test
+    above (a step 12 % longer than three within 0.06 s of each other does stand out there)."""
     rng = np.random.default_rng(2028)
-    for n in (2, 3):
+    for n in (2, 3, 4, 5):
         for _ in range(300):
             durations = USUAL_S * (1 + np.clip(rng.normal(0.0, 0.06, n), -0.15, 0.15))
             baseline = float(np.median(durations))  # each part's median: the step's baseline in a short run
             accounts = [_account(i, float(d) - baseline, baseline) for i, d in enumerate(durations, start=1)]
             spread = StepSpread.of(accounts, Thresholds(), np.zeros(n))  # type: ignore[arg-type]
-            assert not any(a.excess_s > 0 and a.excess_s >= spread.without(a.step)[1] for a in accounts)
+            if n <= 3:
+                assert not any(a.excess_s > 0 and a.excess_s >= spread.without(a.step)[1] for a in accounts)
             slow = int(rng.integers(n))
             durations[slow] = float(np.max(np.delete(durations, slow))) * rng.uniform(1.6, 3.0)
             baseline = float(np.median(durations))

@@ -169,6 +169,8 @@ class StepSpread:
     judged against (:meth:`without`)."""
     ratio: float = float("inf")
     """``Thresholds.short_run_ratio``."""
+    short_steps: int = 0
+    """``Thresholds.short_run_steps``: up to this many steps, a step is also judged by its length."""
 
     @property
     def measured(self) -> bool:
@@ -178,14 +180,20 @@ class StepSpread:
         """(spread, warn level) measured without ``step``: a short run's step is judged against its others, not
         against a level it set itself (with three steps, the largest always sits right at the level its own excess
         made), with its own calibration (:func:`loo_level`). Beyond :data:`LOO_MAX_STEPS` steps one step barely
-        moves the run's level: that one."""
+        moves the run's level: that one. In a run of at most ``short_steps`` steps, the level is also at most the
+        length yardstick (:meth:`_by_length`): three or four other steps put :func:`loo_level` 7 to 9 of their
+        spreads above their median, so a step half as long again as all of them could pass as noise."""
         others = np.array([x for s, x in self.used if s != step], dtype=float)
         if not self.measured or len(others) < self.least:
             return float("nan"), self._by_length(step)
         if len(others) == len(self.used) or len(others) > LOO_MAX_STEPS:
-            return self.spread, self.warn_s
-        level = float(pairwise_spread(others)) * loo_level(len(others), self.margin)
-        return _mad(others), max(float(np.median(others)), 0.0) + level
+            spread, warn = self.spread, self.warn_s
+        else:
+            level = float(pairwise_spread(others)) * loo_level(len(others), self.margin)
+            spread, warn = _mad(others), max(float(np.median(others)), 0.0) + level
+        if len(self.lengths) <= self.short_steps:  # a few steps measure a level 7-9 spreads wide: the length too
+            warn = min(warn, self._by_length(step))
+        return spread, warn
 
     def _by_length(self, step: int) -> float:
         """With no spread to measure: the excess at which ``step`` took ``ratio`` times the median of the run's
@@ -240,7 +248,17 @@ class StepSpread:
         level = float(pairwise_spread(used)) * warn_level(len(used), th.warning_margin)
         kept = tuple((a.step, float(x)) for a, x, keep in zip(accounts, excess, ok & ~slow, strict=True) if keep)
         warn_s = max(float(np.median(used)), 0.0) + level
-        return cls(_mad(used), warn_s, len(used), kept, least, th.warning_margin, lengths, th.short_run_ratio)
+        return cls(
+            _mad(used),
+            warn_s,
+            len(used),
+            kept,
+            least,
+            th.warning_margin,
+            lengths,
+            th.short_run_ratio,
+            th.short_run_steps,
+        )
 
 
 def _mad(values: np.ndarray) -> float:

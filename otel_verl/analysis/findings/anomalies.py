@@ -58,29 +58,32 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
     occ = s.occurrences
     if occ.empty:
         return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
-    rows = [_outliers(occ, b, th, s.step), _shifts(s, b, th)]
-    found = pd.concat([r for r in rows if len(r)], ignore_index=True) if any(len(r) for r in rows) else None
-    if found is None:
-        found = pd.DataFrame(columns=list(ANOMALY_COLUMNS))
-    else:
-        # one row per (occurrence, cause): the broadest scope, then the most seconds; but an occurrence far beyond
-        # even its moved group's fence (an 8 s queue in a step whose queues all grew to 0.2 s) is its own cause
-        rank = found["scope"].map({SCOPE_OF_GROUP[g]: i for i, g in enumerate(GROUP_ORDER)}).fillna(len(GROUP_ORDER))
-        shift = found["via"] == "shift"
-        by = [found["occ"], found["cause"]]
-        ratio = found["ratio"].where(shift).groupby(by).transform("max").fillna(np.inf)
-        move = found["move"].where(shift).groupby(by).transform("max")
-        seconds = found["metric"] == METRIC_SECONDS
-        alone = ~shift & (found["beyond"] >= ratio)
-        alone |= ~shift & seconds & move.notna() & (found["value"] - move >= found["value"] / found["beyond"])
-        rank = rank.where(~alone, -1)
-        found = (
-            found.assign(_rank=rank.to_numpy())
-            .sort_values(["occ", "cause", "_rank", "x"], ascending=[True, True, True, False], kind="stable")
-            .drop_duplicates(["occ", "cause"])
-            .drop(columns="_rank")
-        )
+    rows = [r for r in (_outliers(occ, b, th, s.step), _shifts(s, b, th)) if len(r)]
+    found = one_row_each(pd.concat(rows, ignore_index=True)) if rows else pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     return with_stalls(s, b, th, found).reset_index(drop=True)
+
+
+def one_row_each(found: pd.DataFrame) -> pd.DataFrame:
+    """One row per (occurrence, cause): the broadest scope, then the most seconds; but an occurrence far beyond even
+    its moved group's fence (an 8 s queue in a step whose queues all grew to 0.2 s) is its own cause: its value over
+    its fence beyond the most any of its groups moved (``moved``; not the occurrence's own ratio, never below that:
+    four 190× stalled decodes of one prompt were told at the prompt's 3.5× or the worker's 1.4× move and lost 5.5
+    or 14.7 s of the 20 s stall), or, in seconds, still beyond its fence once the group's move is taken off."""
+    rank = found["scope"].map({SCOPE_OF_GROUP[g]: i for i, g in enumerate(GROUP_ORDER)}).fillna(len(GROUP_ORDER))
+    shift = found["via"] == "shift"
+    by = [found["occ"], found["cause"]]
+    ratio = found["moved"].where(shift).groupby(by).transform("max").fillna(np.inf)
+    move = found["move"].where(shift).groupby(by).transform("max")
+    seconds = found["metric"] == METRIC_SECONDS
+    alone = ~shift & (found["beyond"] >= ratio)
+    alone |= ~shift & seconds & move.notna() & (found["value"] - move >= found["value"] / found["beyond"])
+    rank = rank.where(~alone, -1)
+    return (
+        found.assign(_rank=rank.to_numpy())
+        .sort_values(["occ", "cause", "_rank", "x"], ascending=[True, True, True, False], kind="stable")
+        .drop_duplicates(["occ", "cause"])
+        .drop(columns="_rank")
+    )
 
 
 class _Norms:
@@ -258,7 +261,7 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
         if row.metric == METRIC_SECONDS and row.part != k.PART_DECODE:
             move = float(row.median - row.usual)
             usual = np.where(np.isfinite(usual_of[METRIC_SECONDS][i]), usual_of[METRIC_SECONDS][i], v / ratio)
-            rows.add(i, k.CAUSE_OF_PART[row.part], *told, v * keep, v, usual, move, chance)
+            rows.add(i, k.CAUSE_OF_PART[row.part], *told, v * keep, v, usual, move, chance, ratio)
         elif row.metric in (METRIC_TOKENS, METRIC_RATE):
             ok = np.isfinite(tokens) & (tokens > 0)
             if row.metric == METRIC_TOKENS:
@@ -267,7 +270,7 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
                 cause, value = k.SLOW_DECODE, v[ok] / tokens[ok]
             norm = usual_of[row.metric][i[ok]]
             usual = np.where(np.isfinite(norm), norm, value / ratio)
-            rows.add(i[ok], cause, *told, v[ok] * keep, value, usual, np.nan, chance)
+            rows.add(i[ok], cause, *told, v[ok] * keep, value, usual, np.nan, chance, ratio)
     return rows.frame()
 
 
@@ -278,7 +281,7 @@ class _Rows:
     TEXT = ("cause", "part", "scope", "group", "metric")
 
     def __init__(self) -> None:
-        names = ("occ", *self.TEXT, "x", "value", "usual", "move", "chance")
+        names = ("occ", *self.TEXT, "x", "value", "usual", "move", "chance", "moved")
         self.columns: dict[str, list[np.ndarray]] = {c: [] for c in names}
 
     def add(
@@ -294,6 +297,7 @@ class _Rows:
         usual: np.ndarray,
         move: float,
         chance: float,
+        moved: float,
     ) -> None:
         n = len(occ)
         if not n:
@@ -304,6 +308,7 @@ class _Rows:
             self.columns[name].append(np.asarray(values))
         self.columns["move"].append(np.full(n, move, dtype=float))
         self.columns["chance"].append(np.full(n, chance, dtype=float))
+        self.columns["moved"].append(np.full(n, moved, dtype=float))
 
     def frame(self) -> pd.DataFrame:
         if not self.columns["occ"]:
@@ -321,22 +326,29 @@ class _Rows:
             c["usual"],
             move=c["move"],
             chance=c["chance"],
+            moved=c["moved"],
         )
 
 
 def _most_workers_moved(lr: pd.DataFrame, th: Thresholds) -> np.ndarray:
-    """A step moved as a whole only when its median worker moved too: more than half of its workers'
-    medians ``shift_min_ratio`` above the run's (with two or three workers one slow worker moves the step's
-    median; that is the worker's cause, told at the worker). Other groups pass."""
+    """A step moved as a whole only when its median worker and its median replica moved with it: more than half of
+    its workers' (and replicas') medians ``shift_min_ratio`` above the run's and at least half as far (in log ratio)
+    as the step's own (with two workers one slow worker moves the step's median, and the other's tools 1.3× slower
+    on a busy machine made it "every worker's": that is the slow worker's cause, told at the worker; one slow
+    replica of two moves every worker that sends it calls: the replica's). A step's only replica is the step: never
+    a group of its own. Other groups pass."""
     ok = np.ones(len(lr), dtype=bool)
+    replica = (lr["group_type"] == GROUP_REPLICA).to_numpy()
+    if replica.any():
+        replicas = pd.Series(replica, index=lr.index).groupby([lr["part"], lr["metric"]]).transform("sum")
+        ok &= ~replica | (replicas.to_numpy() > 1)
     step = (lr["group_type"] == GROUP_STEP).to_numpy()
-    if not step.any():
-        return ok
-    workers = lr[lr["group_type"] == GROUP_WORKER]
-    moved = workers.assign(up=workers["log_ratio"] >= np.log(th.shift_min_ratio))
-    share = moved.groupby(["part", "metric"])["up"].mean()
     for i in np.flatnonzero(step):
-        ok[i] = share.get((lr["part"].iat[i], lr["metric"].iat[i]), 1.0) > 0.5
+        same = (lr["part"] == lr["part"].iat[i]) & (lr["metric"] == lr["metric"].iat[i])
+        floor = max(float(np.log(th.shift_min_ratio)), 0.5 * float(lr["log_ratio"].iat[i]))
+        for group_type in (GROUP_WORKER, GROUP_REPLICA):
+            moves = lr.loc[same & (lr["group_type"] == group_type), "log_ratio"].to_numpy(dtype=float)
+            ok[i] &= not len(moves) or float(np.mean(moves >= floor)) > 0.5
     return ok
 
 

@@ -4,8 +4,10 @@ A cause is a **note** (``info``) unless it cost its step at least ``warning_min_
 usual step, and one of two kinds of evidence holds:
 
 * **the run's steps**: its step lost more than the run's steps naturally stray (the level the largest of the run's
-  clean steps passes with probability e^−``warning_margin``: :class:`.account.StepSpread`). Needs the spread
-  measured on at least ``min_steps`` steps the causes left alone;
+  clean steps passes with probability e^−``warning_margin``: :class:`.account.StepSpread`; in a short run, also a
+  step ``short_run_ratio`` times as long as the others), and the cause lost that much itself or is one of the
+  step's largest causes that together explain half of what it lost (:func:`carriers`: a step slowed by two causes
+  is slow, whichever of them is larger);
 * **its own norm and peers**: the cause is an anomaly — its occurrences lie beyond their part's fence, its group
   (a worker, replica, prompt or the whole step) moved beyond how far such groups stray, or its worker stood still
   beyond the run's stretches of nothing moving — so far out that a clean run of this size would show it with a
@@ -21,11 +23,17 @@ norm) has only the run's steps as evidence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from otel_verl.analysis.findings.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from otel_verl.analysis.findings.account import StepAccount, StepSpread
+    from otel_verl.analysis.findings.cause import Cause
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,36 @@ class Judgement:
         return {"share_of_step": round(self.share, 4), "basis": basis, "chance": self.chance}
 
 
+def carriers(seconds: Sequence[float], excess_s: float, warn_s: float) -> list[int]:
+    """Which of a step's causes (their ``seconds``) carry its being slow: none unless the step lost at least
+    ``warn_s``; else the largest, in order, until they add up to half of what it lost (half: the share at which
+    :meth:`.account.StepSpread.of` counts a step as the causes' doing). Indices into ``seconds``."""
+    if not (np.isfinite(excess_s) and np.isfinite(warn_s) and excess_s > 0 and excess_s >= warn_s):
+        return []
+    out, total = [], 0.0
+    for i in sorted(range(len(seconds)), key=lambda i: -seconds[i]):
+        if total >= 0.5 * excess_s or seconds[i] <= 0:
+            break
+        out.append(i)
+        total += seconds[i]
+    return out if total >= 0.5 * excess_s else []
+
+
+def carrying(causes: Sequence[Cause], accounts: Sequence[StepAccount], spread: StepSpread) -> set[int]:
+    """``id`` of every cause that carries its step's being slow (:func:`carriers`; a stall's echo never does)."""
+    by_step: dict[int, list[Cause]] = {}
+    for c in causes:
+        if not c.details.get("stall_echo"):
+            by_step.setdefault(c.step, []).append(c)
+    out: set[int] = set()
+    for a in accounts:
+        mine = by_step.get(a.step, [])
+        if mine:
+            picked = carriers([c.seconds for c in mine], a.excess_s, spread.without(a.step)[1])
+            out.update(id(mine[i]) for i in picked)
+    return out
+
+
 def judge(
     seconds: float,
     duration_s: float,
@@ -54,17 +92,18 @@ def judge(
     spread_s: float,
     warn_s: float,
     th: Thresholds,
+    carries: bool = False,
 ) -> Judgement:
     """The severity of a cause that cost ``seconds`` of a step of ``duration_s`` (module docstring).
 
     ``usual_step_s``: the step's baseline (NaN without one); ``excess_s``: what the step lost against it;
     ``chance``: how likely a clean run shows the cause's anomaly (1 for the usual path running long);
     ``spread_s``/``warn_s``: the run's step-to-step spread and the excess beyond which a step is not its own
-    variation (NaN/inf unmeasured)."""
+    variation (NaN/inf unmeasured); ``carries``: one of the causes that explain the step's loss (:func:`carriers`)."""
     usual = usual_step_s if np.isfinite(usual_step_s) and usual_step_s > 0 else max(duration_s - seconds, 0.0)
     share = seconds / duration_s if duration_s > 0 else 0.0
     lost = min(seconds, max(excess_s, 0.0)) if np.isfinite(excess_s) else 0.0
-    beyond_steps = bool(np.isfinite(warn_s) and lost >= warn_s)
+    beyond_steps = bool(np.isfinite(warn_s) and (lost >= warn_s or (carries and excess_s >= warn_s)))
     measured = np.isfinite(spread_s)
     beyond_norm = chance <= th.evidence_chance and share >= th.evidence_share
     beyond_norm = beyond_norm and (not measured or seconds >= th.evidence_spread * spread_s)

@@ -88,6 +88,9 @@ class Thresholds:
     """...and against the run's other steps by their length alone: a step that took at least this many times the
     median of the others lost more than steps naturally stray (with no spread to measure, a step half as long
     again as its peers is what the benchmark's short runs call a slowed step; :meth:`.account.StepSpread.without`)."""
+    short_run_steps: int = 5
+    """A run of at most this many steps judges a step by its length too, though it measured a spread: three or four
+    other steps measure one so loosely that the level they set lies 7 to 9 spreads above their median."""
     max_findings_per_kind: int = 50
     """Cap per kind so a pathological run still gives a readable report."""
 
