@@ -64,11 +64,9 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
 
 
 def one_row_each(found: pd.DataFrame) -> pd.DataFrame:
-    """One row per (occurrence, cause): the broadest scope, then the most seconds; but an occurrence far beyond even
-    its moved group's fence (an 8 s queue in a step whose queues all grew to 0.2 s) is its own cause: its value over
-    its fence beyond the most any of its groups moved (``moved``; not the occurrence's own ratio, never below that:
-    four 190× stalled decodes of one prompt were told at the prompt's 3.5× or the worker's 1.4× move and lost 5.5
-    or 14.7 s of the 20 s stall), or, in seconds, still beyond its fence once the group's move is taken off."""
+    """One row per (occurrence, cause): the broadest scope, then the most seconds; but an occurrence beyond its fence
+    by more than any of its groups moved (``moved``), or in seconds still beyond it without the group's move, is its
+    own cause (the README stall's 190× calls were told at their worker's 1.4× move: 5.3 s of 20)."""
     rank = found["scope"].map({SCOPE_OF_GROUP[g]: i for i, g in enumerate(GROUP_ORDER)}).fillna(len(GROUP_ORDER))
     shift = found["via"] == "shift"
     by = [found["occ"], found["cause"]]
@@ -339,9 +337,8 @@ def _most_workers_moved(lr: pd.DataFrame, th: Thresholds) -> np.ndarray:
     a group of its own. Other groups pass."""
     ok = np.ones(len(lr), dtype=bool)
     replica = (lr["group_type"] == GROUP_REPLICA).to_numpy()
-    if replica.any():
-        replicas = pd.Series(replica, index=lr.index).groupby([lr["part"], lr["metric"]]).transform("sum")
-        ok &= ~replica | (replicas.to_numpy() > 1)
+    replicas = pd.Series(replica, index=lr.index).groupby([lr["part"], lr["metric"]]).transform("sum")
+    ok &= ~replica | (replicas.to_numpy() > 1)
     step = (lr["group_type"] == GROUP_STEP).to_numpy()
     for i in np.flatnonzero(step):
         same = (lr["part"] == lr["part"].iat[i]) & (lr["metric"] == lr["metric"].iat[i])
