@@ -221,8 +221,8 @@ class StepSpread:
         Steps that anomalies made slow are not the run's own variation: they are left out and the spread measured
         again (a run with several slow steps would otherwise call its own noise larger than it is). ``explained``:
         each step's seconds that anomalies account for (default: the anomalies' peel cost; the causes pass what
-        they named, trainer phases included). A step is left out when they explain at least half its excess and
-        it stands out from the steps they do not explain (not from all steps: with more than half the steps
+        they named, trainer phases included). A step is left out when they explain ``th.explained_share`` of its
+        excess and it stands out from the steps they do not explain (not from all steps: with more than half the steps
         slowed, the median step is a slow one and would hide them all); where fewer than ``th.min_steps`` steps
         go unexplained, from what the causes leave of every step. Fewer than ``th.min_steps`` steps left measure
         nothing (a 3-step run with one slow step: its two others cannot say how far steps stray)."""
@@ -234,7 +234,7 @@ class StepSpread:
             return cls.unmeasured(int(ok.sum()), lengths, th.short_run_ratio)
         if explained is None:
             explained = np.array([float(a.anomalies["cost"].sum()) if len(a.anomalies) else 0.0 for a in accounts])
-        by_anomaly = (explained > 0) & (explained >= 0.5 * np.maximum(excess, 0))
+        by_anomaly = (explained > 0) & (explained >= th.explained_share * np.maximum(excess, 0))
         plain = ok & ~by_anomaly
         # fewer than min_steps plain steps (a cause named in nearly every step, if only a 0.1 s one): what the
         # causes leave of each step is the run's own variation (all the excesses would put the median on a slow one)

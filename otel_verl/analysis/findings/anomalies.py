@@ -24,6 +24,7 @@ from otel_verl.analysis.findings import kinds as k
 from otel_verl.analysis.findings.anomaly_rows import ANOMALY_COLUMNS, anomaly_rows
 from otel_verl.analysis.findings.baselines import Baselines, Norm, group_log_ratios
 from otel_verl.analysis.findings.chance import run_chance
+from otel_verl.analysis.findings.one_row import SCOPE_OF_GROUP, one_row_each
 from otel_verl.analysis.findings.row_codes import factorize_rows
 from otel_verl.analysis.findings.short_run import short_run_shifts
 from otel_verl.analysis.findings.stalls import with_stalls
@@ -40,14 +41,6 @@ from otel_verl.analysis.findings.step_statistics import (
 from otel_verl.analysis.findings.step_summary import StepSummary
 from otel_verl.analysis.findings.thresholds import Thresholds
 
-GROUP_ORDER = (GROUP_STEP, GROUP_REPLICA, GROUP_WORKER, GROUP_SAMPLE)
-"""When several groups of one occurrence moved, the broadest tells the story."""
-SCOPE_OF_GROUP = {
-    GROUP_STEP: k.SCOPE_STEP,
-    GROUP_REPLICA: k.SCOPE_REPLICA,
-    GROUP_WORKER: k.SCOPE_WORKER,
-    GROUP_SAMPLE: k.SCOPE_SAMPLE,
-}
 GROUP_COLUMN = {GROUP_WORKER: "worker", GROUP_REPLICA: "replica", GROUP_SAMPLE: "sample_index"}
 SCALE_FLOOR = 0.05
 """The least spread of group log ratios (5 %): groups that never differ must still move 5 % · z to count."""
@@ -61,27 +54,6 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
     rows = [r for r in (_outliers(occ, b, th, s.step), _shifts(s, b, th)) if len(r)]
     found = one_row_each(pd.concat(rows, ignore_index=True)) if rows else pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     return with_stalls(s, b, th, found).reset_index(drop=True)
-
-
-def one_row_each(found: pd.DataFrame) -> pd.DataFrame:
-    """One row per (occurrence, cause): the broadest scope, then the most seconds; but an occurrence beyond its fence
-    by more than any of its groups moved (``moved``), or in seconds still beyond it without the group's move, is its
-    own cause (the README stall's 190× calls were told at their worker's 1.4× move: 5.3 s of 20)."""
-    rank = found["scope"].map({SCOPE_OF_GROUP[g]: i for i, g in enumerate(GROUP_ORDER)}).fillna(len(GROUP_ORDER))
-    shift = found["via"] == "shift"
-    by = [found["occ"], found["cause"]]
-    ratio = found["moved"].where(shift).groupby(by).transform("max").fillna(np.inf)
-    move = found["move"].where(shift).groupby(by).transform("max")
-    seconds = found["metric"] == METRIC_SECONDS
-    alone = ~shift & (found["beyond"] >= ratio)
-    alone |= ~shift & seconds & move.notna() & (found["value"] - move >= found["value"] / found["beyond"])
-    rank = rank.where(~alone, -1)
-    return (
-        found.assign(_rank=rank.to_numpy())
-        .sort_values(["occ", "cause", "_rank", "x"], ascending=[True, True, True, False], kind="stable")
-        .drop_duplicates(["occ", "cause"])
-        .drop(columns="_rank")
-    )
 
 
 class _Norms:
@@ -114,7 +86,8 @@ class _Norms:
         for j, (code, v) in enumerate(zip(self.codes[rows], values, strict=True)):
             n = norms[code]
             if n is not None:
-                out[j] = float(run_chance(n.z(np.array([v]))[0], n.count))
+                tested = max(n.count, self.b.tested(self.uniques[code][0], metric))
+                out[j] = float(run_chance(n.z(np.array([v]))[0], tested))
         return out
 
 

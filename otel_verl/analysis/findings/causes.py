@@ -30,7 +30,7 @@ from otel_verl.analysis.findings.cause import Cause
 from otel_verl.analysis.findings.messages import describe
 from otel_verl.analysis.findings.phase_causes import phase_cause, phase_spreads
 from otel_verl.analysis.findings.record import SEVERITIES, Finding, evidence, sort_findings
-from otel_verl.analysis.findings.severity import Judgement, carrying, judge
+from otel_verl.analysis.findings.severity import Judgement, Levels, carrying, judge
 from otel_verl.analysis.findings.step_statistics import METRIC_RATE, METRIC_TOKENS
 from otel_verl.analysis.findings.step_summary import BARE_WORKER
 from otel_verl.analysis.findings.thresholds import Thresholds
@@ -57,7 +57,8 @@ def name_causes(
             named[c.step] += c.seconds
     spread = StepSpread.of(accounts, th, np.array([named[a.step] for a in accounts]))
     kept = [c for c in causes if _reported(c, accounts, spread, th)]
-    return sort_findings(_merge(kept, accounts, spread, th, carrying(kept, accounts, spread))), spread
+    levels = {a.step: spread.without(a.step) for a in accounts}
+    return sort_findings(_merge(kept, accounts, levels, th, carrying(kept, accounts, levels, th))), spread
 
 
 def _mark_stall_echoes(causes: list[Cause]) -> None:
@@ -102,14 +103,14 @@ def _without_members(causes: list[Cause]) -> list[Cause]:
     return out
 
 
-def _judged(c: Cause, a: StepAccount, spread: StepSpread, th: Thresholds, carries: bool) -> Judgement:
+def _judged(c: Cause, a: StepAccount, level: tuple[float, float], th: Thresholds, carries: bool) -> Judgement:
     """A cause's severity (:mod:`.severity`): a degraded part is a warning; a stall's echo a note; an anomaly earns
     it from its own norm or the run's steps, the usual path running long from the run's steps only."""
     if c.details.get("degraded"):
         return Judgement("warning", c.seconds / a.duration_s if a.duration_s > 0 else 0.0, False, True)
     anomaly = not c.details.get("tail") and not c.details.get("stall_echo")
     chance = float(c.details.get("chance", 1.0)) if anomaly else 1.0
-    spread_s, warn_s = spread.without(c.step)
+    spread_s, warn_s = level
     j = judge(c.seconds, a.duration_s, a.baseline_s, a.excess_s, chance, spread_s, warn_s, th, carries)
     return Judgement("info", j.share, j.beyond_steps, False) if c.details.get("stall_echo") else j
 
@@ -343,8 +344,9 @@ def _reported(c: Cause, accounts: list[StepAccount], spread: StepSpread, th: Thr
 
 
 def _merge(
-    causes: list[Cause], accounts: list[StepAccount], spread: StepSpread, th: Thresholds, carried: set[int]
+    causes: list[Cause], accounts: list[StepAccount], levels: Levels, th: Thresholds, carried: set[int]
 ) -> list[Finding]:
+    """``causes`` as findings, one per recurring (kind, scope, place), judged against their step's ``levels``."""
     groups: dict[tuple, list[Cause]] = {}
     for c in causes:
         key = (c.kind, c.scope, c.where) if c.scope in MERGED_SCOPES else (c.kind, c.scope, c.where, c.step, id(c))
@@ -354,7 +356,7 @@ def _merge(
     for group in groups.values():
         group.sort(key=lambda c: -c.seconds)
         top = group[0]
-        judged = [_judged(c, by_step[c.step], spread, th, id(c) in carried) for c in group]
+        judged = [_judged(c, by_step[c.step], levels[c.step], th, id(c) in carried) for c in group]
         worst = min(judged, key=lambda j: SEVERITIES.index(j.severity))
         sev_rank = SEVERITIES.index(worst.severity)
         steps = sorted({c.step for c in group})

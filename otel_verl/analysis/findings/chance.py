@@ -3,7 +3,8 @@
 An occurrence is an anomaly once it passes its part's fence (:func:`.baselines.fence`), a group once it strays
 ``shift_z`` robust deviations (:mod:`.anomalies`); a clean run passes those now and then, the more often the more
 values it has. :func:`run_chance` says how often: the chance that the most extreme of ``n`` clean values lies at
-least ``z`` standard deviations out, ``1 − Φ(z)ⁿ`` (the norms' widths are a normal's in log space). A cause
+least ``z`` standard deviations out, ``1 − Φ(z)ⁿ`` (the norms' widths are a normal's in log space; an
+occurrence's ``n`` is every value of its part in the run, :meth:`.baselines.Baselines.tested`). A cause
 whose chance is below ``evidence_chance`` lies far outside its norm for a run of this size (:mod:`.severity`).
 """
 

@@ -6,8 +6,8 @@ usual step, and one of two kinds of evidence holds:
 * **the run's steps**: its step lost more than the run's steps naturally stray (the level the largest of the run's
   clean steps passes with probability e^−``warning_margin``: :class:`.account.StepSpread`; in a short run, also a
   step ``short_run_ratio`` times as long as the others), and the cause lost that much itself or is one of the
-  step's largest causes that together explain half of what it lost (:func:`carriers`: a step slowed by two causes
-  is slow, whichever of them is larger);
+  step's largest causes that together explain ``explained_share`` of what it lost (:func:`carriers`: a step slowed
+  by two causes is slow, whichever of them is larger);
 * **its own norm and peers**: the cause is an anomaly — its occurrences lie beyond their part's fence, its group
   (a worker, replica, prompt or the whole step) moved beyond how far such groups stray, or its worker stood still
   beyond the run's stretches of nothing moving — so far out that a clean run of this size would show it with a
@@ -32,8 +32,12 @@ import numpy as np
 from otel_verl.analysis.findings.thresholds import Thresholds
 
 if TYPE_CHECKING:
-    from otel_verl.analysis.findings.account import StepAccount, StepSpread
+    from otel_verl.analysis.findings.account import StepAccount
     from otel_verl.analysis.findings.cause import Cause
+
+
+Levels = dict[int, tuple[float, float]]
+"""Per step, (spread, warn level) measured without it (:meth:`.account.StepSpread.without`)."""
 
 
 @dataclass(frozen=True)
@@ -53,23 +57,26 @@ class Judgement:
         return {"share_of_step": round(self.share, 4), "basis": basis, "chance": self.chance}
 
 
-def carriers(seconds: Sequence[float], excess_s: float, warn_s: float) -> list[int]:
+def carriers(
+    seconds: Sequence[float], excess_s: float, warn_s: float, share: float = Thresholds.explained_share
+) -> list[int]:
     """Which of a step's causes (their ``seconds``) carry its being slow: none unless the step lost at least
-    ``warn_s``; else the largest, in order, until they add up to half of what it lost (half: the share at which
+    ``warn_s``; else the largest, in order, until they add up to ``share`` of what it lost (the share at which
     :meth:`.account.StepSpread.of` counts a step as the causes' doing). Indices into ``seconds``."""
     if not (np.isfinite(excess_s) and np.isfinite(warn_s) and excess_s > 0 and excess_s >= warn_s):
         return []
     out, total = [], 0.0
     for i in sorted(range(len(seconds)), key=lambda i: -seconds[i]):
-        if total >= 0.5 * excess_s or seconds[i] <= 0:
+        if total >= share * excess_s or seconds[i] <= 0:
             break
         out.append(i)
         total += seconds[i]
-    return out if total >= 0.5 * excess_s else []
+    return out if total >= share * excess_s else []
 
 
-def carrying(causes: Sequence[Cause], accounts: Sequence[StepAccount], spread: StepSpread) -> set[int]:
-    """``id`` of every cause that carries its step's being slow (:func:`carriers`; a stall's echo never does)."""
+def carrying(causes: Sequence[Cause], accounts: Sequence[StepAccount], levels: Levels, th: Thresholds) -> set[int]:
+    """``id`` of every cause that carries its step's being slow (:func:`carriers` against the step's warn level in
+    ``levels``; a stall's echo never does)."""
     by_step: dict[int, list[Cause]] = {}
     for c in causes:
         if not c.details.get("stall_echo"):
@@ -78,7 +85,7 @@ def carrying(causes: Sequence[Cause], accounts: Sequence[StepAccount], spread: S
     for a in accounts:
         mine = by_step.get(a.step, [])
         if mine:
-            picked = carriers([c.seconds for c in mine], a.excess_s, spread.without(a.step)[1])
+            picked = carriers([c.seconds for c in mine], a.excess_s, levels[a.step][1], th.explained_share)
             out.update(id(mine[i]) for i in picked)
     return out
 

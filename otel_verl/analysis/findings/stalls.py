@@ -26,8 +26,8 @@ from otel_verl.analysis.findings.thresholds import Thresholds
 
 
 def with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFrame) -> pd.DataFrame:
-    """Stretches of nothing moving beyond the run's fence, with requests of two or more prompts in flight: the
-    parts they stretched give that time to a ``stall`` (a stretch within one prompt's rollouts stays theirs)."""
+    """Stretches of nothing moving beyond the run's fence, with ``stall_min_in_flight`` requests or more in flight:
+    the parts they stretched give that time to a ``stall``, unless the engine or one slow part accounts for it."""
     q = s.quiet
     if q.empty or not np.isfinite(b.stall_fence):
         return found

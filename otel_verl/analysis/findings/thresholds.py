@@ -91,6 +91,9 @@ class Thresholds:
     short_run_steps: int = 5
     """A run of at most this many steps judges a step by its length too, though it measured a spread: three or four
     other steps measure one so loosely that the level they set lies 7 to 9 spreads above their median."""
+    explained_share: float = 0.5
+    """A step is its causes' doing when they explain at least this share of what it lost: it is left out of the
+    spread (:meth:`.account.StepSpread.of`), and its largest causes up to this share carry it (:mod:`.severity`)."""
     max_findings_per_kind: int = 50
     """Cap per kind so a pathological run still gives a readable report."""
 
