@@ -77,7 +77,7 @@ for _ in range(reps):
         read_files(files, cols, LoadStats(), False, lambda n: None)
         parts = cols.take_parts()
     else:
-        from otel_verl.analysis.formats import seed_fast
+        from otel_verl.analysis.read.seed import seed_fast
         t0 = clock()
         res = seed_fast._convert(files, step.parent, "legacy", False, True, None, False)
         parts = res.parts

@@ -44,7 +44,7 @@ from benchmarks.diagnosis.scoring import score_run
 from benchmarks.diagnosis.shape import FORMATS, MAX_SPANS_PER_RUN, OTLP, OTLP_ENGINE, SEED
 from benchmarks.diagnosis.write_otlp import write_spool
 from benchmarks.diagnosis.write_seed import write_seed
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 HERE = Path(__file__).resolve().parent
 CLEAN_EVERY = 4

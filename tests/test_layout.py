@@ -156,3 +156,54 @@ def test_figures_never_import_findings() -> None:
     }
     bad = {name: targets for name, targets in bad.items() if targets}
     assert bad == {}, f"figures importing findings: {bad}"
+
+
+ANALYZER_STAGES: tuple[tuple[str, ...], ...] = (
+    ("errors", "labels", "output_paths", "plotly_embed"),
+    ("read",),
+    ("tables",),
+    ("findings.common",),
+    ("findings.steps",),
+    ("findings.account",),
+    ("findings.causes",),
+    ("findings.patterns", "findings.quality"),
+    ("findings",),
+    ("presenting", "step_rows"),
+    ("figures", "write"),
+    ("stream",),
+    ("report",),
+    ("pipeline",),
+)
+"""The analyzer's stages in order (docs/internals.md draws them), under ``otel_verl.analysis``: a module imports only
+its own stage and the ones before it. The seed's readers are part of ``read`` (``read.seed``)."""
+
+
+def _stage(module: str) -> int | None:
+    """The index in :data:`ANALYZER_STAGES` of ``module``'s stage (the longest prefix that names it); None outside
+    the analyzer or for its package (``otel_verl.analysis``, the door over them all)."""
+    rest = module.removeprefix("otel_verl.analysis.")
+    if rest == module:
+        return None
+    best: tuple[int, int] | None = None
+    for i, names in enumerate(ANALYZER_STAGES):
+        for name in names:
+            if (rest == name or rest.startswith(name + ".")) and (best is None or len(name) > best[1]):
+                best = (i, len(name))
+    assert best is not None, f"{module} is in no stage of ANALYZER_STAGES"
+    return best[0]
+
+
+def test_the_analyzer_imports_only_down_its_stages() -> None:
+    """read → tables → findings (common → steps → account → causes → patterns, quality → diagnose) → presenting →
+    figures, writers → stream → report → pipeline: no import runs back up (the seed's readers once sat in a folder
+    beside the writers, and read imported them from above)."""
+    graph = _graph()
+    up = {
+        name: sorted(t for t in targets if (st := _stage(t)) is not None and st > stage)
+        for name, targets in graph.items()
+        if (stage := _stage(name)) is not None
+    }
+    up = {name: targets for name, targets in up.items() if targets}
+    assert up == {}, f"imports running back up the analyzer's stages: {up}"
+    assert _stage("otel_verl.analysis.findings.account.anomalies") == 5
+    assert _stage("otel_verl.analysis.read.seed.seed_spans") == 1

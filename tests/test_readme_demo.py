@@ -55,7 +55,7 @@ def test_readme_demo_names_the_planted_stall(readme_demo) -> None:
     assert not [f for f in findings if f["severity"] in SERIOUS and 2 not in f["steps"]], findings
     # the sample by name, and what the stall cost is most of what step 2 lost. Once in about seven runs (2026-11-28)
     # it read "worker 0 decoded at 0.31 s/token, 169.3× the usual ...: +5.3 s": the worker's decode had moved a
-    # little too, and its 1.4× move told the 190× calls (findings/one_row.py one_row_each, issue 40)
+    # little too, and its 1.4× move told the 190× calls (findings/account/one_row.py one_row_each, issue 40)
     (step2,) = [s for s in doc["steps"] if s["step"] == 2]
     assert "sample 3" in top["message"], top["message"]
     assert top["seconds"] >= 0.9 * step2["excess_s"], (top["seconds"], step2["excess_s"], top["message"])

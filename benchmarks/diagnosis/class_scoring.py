@@ -22,7 +22,7 @@ from benchmarks.diagnosis import matching as m
 from benchmarks.diagnosis.classes import SLOWED, Expect
 from benchmarks.diagnosis.run_model import SimRun
 from benchmarks.diagnosis.scoring import NATURAL, natural_slow_steps
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 SHORT_RUN = 8
 """Fewer steps than this: a natural slow step is one at least :data:`~.classes.SLOWED` × the others' median."""

@@ -34,7 +34,7 @@ from benchmarks.diagnosis.planting import Planter, bisect, kinds_for, scopes_for
 from benchmarks.diagnosis.run_model import SimRun, phase_means, spread_of
 from benchmarks.diagnosis.shape import OTLP_ENGINE, Shape, draw_shape, spans_per_request
 from benchmarks.diagnosis.steps import StepTimeline, assemble, resimulate, simulate_workers
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 CLASSES = ("short", "straggler", "trend", "shift", "clean")
 SLOWED = 1.5

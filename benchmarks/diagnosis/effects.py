@@ -1,7 +1,7 @@
 """Planted causes: what each one is (the ground truth the diagnosis is scored against) and what it changes.
 
 A :class:`Plant` is one cause at one step: its kind (a cause kind of
-:mod:`otel_verl.analysis.findings.kinds`), where it acts (``scope`` and the worker, replica, sample group,
+:mod:`otel_verl.analysis.findings.common.kinds`), where it acts (``scope`` and the worker, replica, sample group,
 request or phase) and one number, ``param``: seconds added to each span it touches, or (for the
 multiplying kinds, :data:`MULTIPLYING`) the factor minus one. :class:`Effects` turns a step's plants into
 the changes the simulation applies, per worker and per request.
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from benchmarks.diagnosis.draws import RequestDraw
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 WHAT_IT_CHANGES: dict[str, str] = {
     k.SLOW_PHASE: "seconds added to one trainer phase",

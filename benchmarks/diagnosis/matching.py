@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.diagnosis.effects import Plant
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 Finding = dict[str, Any]
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from benchmarks.diagnosis.effects import ENGINE_SPAN_KINDS, MULTIPLYING, Effects, Plant
 from benchmarks.diagnosis.shape import Shape
 from benchmarks.diagnosis.steps import StepTimeline, resimulate
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 SCOPES: dict[str, tuple[str, ...]] = {
     k.SLOW_PHASE: (k.SCOPE_PHASE,),

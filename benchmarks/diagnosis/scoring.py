@@ -29,7 +29,7 @@ from typing import Any
 from benchmarks.diagnosis import matching as m
 from benchmarks.diagnosis.effects import Plant
 from benchmarks.diagnosis.run_model import SimRun
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 SLOW = 2.0
 """A step whose plant cost at least this many spreads is a slow step (the issue's goal rows)."""

@@ -11,12 +11,15 @@ Three calls, in the spirit of HolisticTraceAnalysis's ``TraceAnalysis``::
 
 The stages, one folder each (read → tables → findings → figures → report):
 
-* :mod:`.read` — any trace source → the span table (one row per span, tree resolved)
+* :mod:`.read` — any trace source → the span table (one row per span, tree resolved); the seed's logs too
+  (:mod:`.read.seed`)
 * :mod:`.tables` — the span table → steps, workers, requests, events (:class:`Tables`)
 * :mod:`.findings` — the step's account and the causes it names (:func:`diagnose`)
 * :mod:`.figures` — one figure per module (reads tables, never findings)
+* :mod:`.write` — other formats out: the seed's logs, Perfetto, seed logs into a spool
 * :mod:`.report` and :mod:`.pipeline` — report.html; the run of all of them
-* :mod:`.formats` — other formats in and out: the seed's logs, Perfetto, spool writing
+
+A module imports only its own stage and the ones before it (tests/test_layout.py).
 
 Imports are lazy: ``import otel_verl.analysis`` costs nothing until a function is called.
 """
@@ -31,8 +34,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from otel_verl.analysis.errors import AnalysisInputError
-    from otel_verl.analysis.findings.record import Finding
-    from otel_verl.analysis.findings.thresholds import Thresholds
+    from otel_verl.analysis.findings.common.record import Finding
+    from otel_verl.analysis.findings.common.thresholds import Thresholds
     from otel_verl.analysis.pipeline import Analysis
     from otel_verl.analysis.read.stats import LoadStats
     from otel_verl.analysis.tables import Tables
@@ -52,10 +55,10 @@ __all__ = [
 _TYPES = {
     "Analysis": "otel_verl.analysis.pipeline",
     "AnalysisInputError": "otel_verl.analysis.errors",
-    "Finding": "otel_verl.analysis.findings.record",
+    "Finding": "otel_verl.analysis.findings.common.record",
     "LoadStats": "otel_verl.analysis.read.stats",
     "Tables": "otel_verl.analysis.tables",
-    "Thresholds": "otel_verl.analysis.findings.thresholds",
+    "Thresholds": "otel_verl.analysis.findings.common.thresholds",
 }
 
 

@@ -4,7 +4,7 @@ no raw span name (``sim_engine.generate``, ``verl.reward.compute``) reaches a re
 
 A *key* names a kind of time: a span kind (``engine``, ``reward``, ``barrier``), an event-share bucket
 (``idle``, ``request``), a part of a step's account (``engine_queue``, ``decode``, ``gap``, ``stall``,
-``outside_phases``; :mod:`otel_verl.analysis.findings.kinds`, matched here by value so figures never import
+``outside_phases``; :mod:`otel_verl.analysis.findings.common.kinds`, matched here by value so figures never import
 findings), a trainer phase (``phase:update_actor``), a tool (``tool calculator``) or a raw span name (``llm_request``,
 the seed's ``reward_calculation``). :func:`readable` gives its label, :func:`color` its colour; unknown names get
 their own name (underscores as spaces) and a colour picked from their name, the same in every figure.

@@ -19,10 +19,10 @@ from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.figures import outliers, step_account
 from otel_verl.analysis.figures.catalog import FIGURES
 from otel_verl.analysis.figures.rendering import BackgroundFigures, Rendered, draw, parallel_figures
-from otel_verl.analysis.findings.account_json import accounts_json
+from otel_verl.analysis.findings.account.account_json import accounts_json
+from otel_verl.analysis.findings.common.record import Finding
+from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.diagnose import diagnose_summaries
-from otel_verl.analysis.findings.record import Finding
-from otel_verl.analysis.findings.thresholds import Thresholds
 from otel_verl.analysis.output_paths import prepare_dir, writing
 from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.stats import LoadStats

@@ -36,8 +36,8 @@ def as_dicts(findings: Iterable[Any]) -> list[dict[str, Any]]:
 
 def seconds_words(seconds: float | None) -> str:
     """Seconds as every message writes them (``0.27 s``, ``12.3 s``, ``140 s``): one precision for a table and the
-    messages beside it (:func:`otel_verl.analysis.findings.record.fmt_s`)."""
-    from otel_verl.analysis.findings.record import fmt_s
+    messages beside it (:func:`otel_verl.analysis.findings.common.record.fmt_s`)."""
+    from otel_verl.analysis.findings.common.record import fmt_s
 
     return fmt_s(float("nan") if seconds is None else float(seconds))
 

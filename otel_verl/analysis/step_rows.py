@@ -4,7 +4,7 @@ usual duration, the excess, its severity and its top cause, all from findings.js
 :func:`add_step_rows` writes the two fields the table needs into each step's account, from the final findings (so
 the table, findings.json and the causes' table never disagree):
 
-* ``severity``: the worst severity of a cause finding (:data:`~otel_verl.analysis.findings.kinds.CAUSES`) whose
+* ``severity``: the worst severity of a cause finding (:data:`~otel_verl.analysis.findings.common.kinds.CAUSES`) whose
   ``steps`` hold this step, or ``"ok"`` when no cause names it;
 * ``top_cause``: ``{"kind", "severity", "seconds", "message"}`` of the first such finding (findings come ranked),
   ``seconds`` being what it cost this step (``details.per_step`` of a cause that recurs), or null.
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from otel_verl.analysis import presenting
-from otel_verl.analysis.findings.kinds import CAUSES, SEVERITIES
+from otel_verl.analysis.findings.common.kinds import CAUSES, SEVERITIES
 
 OK = "ok"
 """The severity of a step no cause names."""

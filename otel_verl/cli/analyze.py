@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.cli.common import (
     EXIT_CODES,
     SourceOptions,

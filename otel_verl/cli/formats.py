@@ -60,8 +60,8 @@ def import_legacy(
     run: Annotated[str, typer.Option("--run", help="run name: the `<run>` dir under `--spool`")] = "legacy",
     skip_bad_lines: SkipBadLines = False,
 ) -> None:
-    from otel_verl.analysis.formats.legacy_import import import_legacy as convert
     from otel_verl.analysis.read import LoadStats
+    from otel_verl.analysis.write.seed_to_spool import import_legacy as convert
 
     stats = LoadStats()
     n = convert(
@@ -82,8 +82,8 @@ def export_legacy(
     out: Annotated[Path, typer.Option("--out", help="log dir in SGLangLogManager's layout (created)")],
     src: SourceOptions,
 ) -> None:
-    from otel_verl.analysis.formats.legacy_export import export_legacy as write
     from otel_verl.analysis.output_paths import prepare_dir
+    from otel_verl.analysis.write.seed_logs import export_legacy as write
 
     prepare_dir(out)
     n = write(load_source(src), out)
@@ -109,9 +109,9 @@ def export_perfetto(
     ] = "auto",
 ) -> None:
     from otel_verl.analysis.errors import AnalysisInputError
-    from otel_verl.analysis.formats.perfetto import write_perfetto
-    from otel_verl.analysis.formats.perfetto_proto import write_perfetto_proto
     from otel_verl.analysis.output_paths import prepare_file
+    from otel_verl.analysis.write.perfetto import write_perfetto
+    from otel_verl.analysis.write.perfetto_proto import write_perfetto_proto
 
     if format_ not in FORMATS:
         raise AnalysisInputError(f"--format {format_!r}: use {', '.join(FORMATS)}")

@@ -41,7 +41,7 @@ class LiveAccount:
     """The account of each finished step against the steps before it (:meth:`add`, one step at a time)."""
 
     def __init__(self, window: int = WINDOW_STEPS) -> None:
-        from otel_verl.analysis.findings.thresholds import Thresholds
+        from otel_verl.analysis.findings.common.thresholds import Thresholds
 
         self.thresholds = Thresholds()
         self._summaries: deque[Any] = deque(maxlen=max(1, window))
@@ -71,11 +71,11 @@ class LiveAccount:
         return self._account(tables, step)
 
     def _account(self, tables: Any, step: int) -> LiveStep | None:
-        from otel_verl.analysis.findings import kinds
-        from otel_verl.analysis.findings.account_json import account_json
+        from otel_verl.analysis.findings.account.account_json import account_json
+        from otel_verl.analysis.findings.common import kinds
         from otel_verl.analysis.findings.diagnose import diagnose_summaries
-        from otel_verl.analysis.findings.long_tail import long_tail
-        from otel_verl.analysis.findings.step_summary import summarize_steps
+        from otel_verl.analysis.findings.patterns.long_tail import long_tail
+        from otel_verl.analysis.findings.steps.step_summary import summarize_steps
         from otel_verl.analysis.findings.verdict import headlines
 
         mine = [s for s in summarize_steps(tables) if s.step == step]
@@ -101,7 +101,7 @@ class LiveAccount:
     def _verdict(self, account: dict[str, Any], cause: dict[str, Any] | None, headline: str | None) -> str:
         """The step in one line: the analyzer's headline for a step with a warning or worse, else its time against
         its usual and the largest move, or that there is no baseline yet."""
-        from otel_verl.analysis.findings.record import fmt_s
+        from otel_verl.analysis.findings.common.record import fmt_s
 
         step = int(account["step"])
         seen, needed = len(self._summaries), self.thresholds.min_steps

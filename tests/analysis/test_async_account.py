@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.findings import kinds as k
-from otel_verl.analysis.findings.async_account import AsyncStep
-from otel_verl.analysis.findings.bound import find_bound
-from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.analysis.findings.common import kinds as k
+from otel_verl.analysis.findings.common.thresholds import Thresholds
+from otel_verl.analysis.findings.patterns.bound import find_bound
+from otel_verl.analysis.findings.steps.async_account import AsyncStep
 from otel_verl.analysis.tables.intervals import covered_s, disjoint_covered_s, minus, union
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))

@@ -1,12 +1,13 @@
-"""The run's norms (``findings/baselines.py``): a step where a whole part moved does not widen that part's fence."""
+"""The run's norms (``findings/account/baselines.py``): a step where a whole part moved does not widen that part's
+fence."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from otel_verl.analysis.findings.baselines import fence, part_norm, steady
-from otel_verl.analysis.findings.histograms import N_BINS, LogHistogram
-from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.analysis.findings.account.baselines import fence, part_norm, steady
+from otel_verl.analysis.findings.common.histograms import N_BINS, LogHistogram
+from otel_verl.analysis.findings.common.thresholds import Thresholds
 
 
 def _steps(rng: np.random.Generator, n_steps: int, per_step: int, drift: float = 0.0) -> list[LogHistogram]:
@@ -62,9 +63,9 @@ def test_the_engine_queue_is_fenced_per_replica() -> None:
     """Replica ``a`` (fewer slots) queues ~1 s on half its calls, ``b`` never queues: over both, the fence of turn
     index 0 lies past 3 s and an 8 s wait on ``b`` barely passes it under load; ``b``'s own fence is a few ms. A
     replica with too few values falls back to the turn's fence."""
-    from otel_verl.analysis.findings import kinds as k
-    from otel_verl.analysis.findings.baselines import MIN_KEY_COUNT, Baselines
-    from otel_verl.analysis.findings.step_statistics import replica_keys
+    from otel_verl.analysis.findings.account.baselines import MIN_KEY_COUNT, Baselines
+    from otel_verl.analysis.findings.common import kinds as k
+    from otel_verl.analysis.findings.steps.step_statistics import replica_keys
 
     th = Thresholds()
     rng = np.random.default_rng(1)
@@ -115,8 +116,8 @@ def test_a_clean_runs_most_extreme_value_is_rarely_strong_evidence() -> None:
     runs (log-normal values of 4-12 keys of 30-300 each, widths 0.3-1.0), the run's most extreme value falls below
     ``evidence_chance`` about that often, not once per few runs. Counted per key with the key's own width, a run
     of 8 keys of 45 answers did in 1 run of 7 (the benchmark's clean false warnings, issue 40)."""
-    from otel_verl.analysis.findings.baselines import Baselines
-    from otel_verl.analysis.findings.chance import run_chance
+    from otel_verl.analysis.findings.account.baselines import Baselines
+    from otel_verl.analysis.findings.common.chance import run_chance
 
     th, rng, hits, runs = Thresholds(), np.random.default_rng(7), 0, 400
     for _ in range(runs):

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 pytestmark = pytest.mark.ray
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 pytestmark = pytest.mark.ray
 

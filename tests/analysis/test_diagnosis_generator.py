@@ -15,7 +15,7 @@ from benchmarks.diagnosis.write_otlp import write_spool
 from benchmarks.diagnosis.write_seed import write_seed
 from otel_verl import semconv as sc
 from otel_verl.analysis import load
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 SMALL = 6_000
 """Spans at most per run here: the model is the same at any size."""

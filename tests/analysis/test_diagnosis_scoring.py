@@ -15,7 +15,7 @@ from benchmarks.diagnosis.run_model import SimRun, build_run
 from benchmarks.diagnosis.scoring import invariant_holds, natural_slow_steps, score_run
 from benchmarks.diagnosis.shape import OTLP
 from benchmarks.diagnosis.tables import goals, markdown
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 
 W = 8
 

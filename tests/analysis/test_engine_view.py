@@ -17,7 +17,7 @@ import json
 import pytest
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.diagnose import diagnose_run
 from tests.process_state import reset_tracing
 

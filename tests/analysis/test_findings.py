@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from builder import Plan, build_run
 
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.diagnose import diagnose_run
 from otel_verl.analysis.read import load_spans
 from otel_verl.analysis.tables import Tables

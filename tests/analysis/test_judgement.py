@@ -1,7 +1,7 @@
 """The verdict an expert would sign (issue 40): severity from evidence and cost, short runs and single steps, and
 the patterns that persist across steps.
 
-The rules are tested on numbers (:mod:`otel_verl.analysis.findings.severity`, ``chance``, ``series``); the whole
+The rules are tested on numbers (:mod:`otel_verl.analysis.findings.causes.severity`, ``chance``, ``series``); the whole
 judgement on a small FIXED sample of the benchmark's judgement classes (benchmarks/diagnosis/classes.py: simulated
 runs written as our spool or the seed's logs, analyzed by ``otel_verl.analysis.analyze`` as a user would). Their
 rates over many random runs are the benchmark's (benchmarks/RESULTS.md); this keeps them from sliding back.
@@ -23,11 +23,11 @@ from benchmarks.diagnosis.shape import MAX_SPANS_PER_RUN
 from benchmarks.diagnosis.write_otlp import write_spool
 from benchmarks.diagnosis.write_seed import write_seed
 from otel_verl import analysis
-from otel_verl.analysis.findings import kinds as k
-from otel_verl.analysis.findings.chance import run_chance
-from otel_verl.analysis.findings.series import change_over, mann_kendall_z, theil_sen
-from otel_verl.analysis.findings.severity import carriers, judge
-from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.analysis.findings.causes.severity import carriers, judge
+from otel_verl.analysis.findings.common import kinds as k
+from otel_verl.analysis.findings.common.chance import run_chance
+from otel_verl.analysis.findings.common.series import change_over, mann_kendall_z, theil_sen
+from otel_verl.analysis.findings.common.thresholds import Thresholds
 
 TH = Thresholds()
 NAN, INF = float("nan"), float("inf")

@@ -4,7 +4,7 @@ tools map to the same label and colour in every figure, and distinct kinds do no
 from __future__ import annotations
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.findings import kinds
+from otel_verl.analysis.findings.common import kinds
 from otel_verl.analysis.labels import ENGINE_SERVER_LABEL, STYLES, color, phase_key, readable, style
 
 
@@ -22,7 +22,7 @@ def test_raw_names_read_as_their_kind() -> None:
 
 
 def test_every_account_part_has_its_own_words_and_colour() -> None:
-    """The diagnosis's parts (findings/kinds.py) are keys of the mapping, each with a label in words (no raw
+    """The diagnosis's parts (findings/common/kinds.py) are keys of the mapping, each with a label in words (no raw
     key with underscores) and a colour no other part uses."""
     parts = [p for p in kinds.STEP_PARTS if p != kinds.PART_PHASE]
     assert all(p in STYLES for p in parts), [p for p in parts if p not in STYLES]

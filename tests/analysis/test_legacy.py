@@ -12,9 +12,9 @@ from builder import Plan, all_findings, build_run
 from typer.testing import CliRunner
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.formats.legacy_export import export_legacy
-from otel_verl.analysis.formats.legacy_import import import_legacy
 from otel_verl.analysis.read import load_spans
+from otel_verl.analysis.write.seed_logs import export_legacy
+from otel_verl.analysis.write.seed_to_spool import import_legacy
 from otel_verl.cli import app
 
 

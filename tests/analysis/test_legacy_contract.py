@@ -3,7 +3,7 @@
 The scripts are public (PrinsYin/verl, profile-multiturn-scripts/: request_cdf_per_worker_step.py,
 req_analysis_and_cdf.py, top_req_analysis_per_worker_step.py, turn_distribution.py); their code is not
 copied here. Each entry below names the script(s) that read the event or field, so a change of
-legacy_export.py that would break one of them fails here.
+write/seed_logs.py that would break one of them fails here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_verl.analysis.formats.legacy_export import export_legacy
+from otel_verl.analysis.write.seed_logs import export_legacy
 
 pytestmark = pytest.mark.ray
 
@@ -103,8 +103,8 @@ def test_validation_is_marked_and_kept_apart(exported, demo_planted):
     """verl's val_before_train rollout: its own val_step_0/ dir, every line "validate": true, never in step_<n>/;
     imported back it is validation again, not a training step."""
     from otel_verl.analysis import Tables
-    from otel_verl.analysis.formats.legacy_import import import_legacy
     from otel_verl.analysis.read import load_spans
+    from otel_verl.analysis.write.seed_to_spool import import_legacy
 
     out, lines = exported
     _opts, spans, _analysis, _ = demo_planted

@@ -18,10 +18,10 @@ import pandas as pd
 import pytest
 
 from benchmarks.gen_seed_logs import write_seed_logs
-from otel_verl.analysis.formats import legacy_events as le
-from otel_verl.analysis.formats.legacy_export import export_legacy
-from otel_verl.analysis.formats.legacy_import import import_legacy
 from otel_verl.analysis.read import LoadStats, load_spans
+from otel_verl.analysis.read.seed import seed_events as le
+from otel_verl.analysis.write.seed_logs import export_legacy
+from otel_verl.analysis.write.seed_to_spool import import_legacy
 
 REQUEST_SUMMARY = (
     "request_id",

@@ -91,7 +91,7 @@ def test_rows_without_a_step_or_rank_are_ignored():
     import numpy as np
     import pandas as pd
 
-    from otel_verl.analysis.findings.worker_absent_from_step import find_missing_workers
+    from otel_verl.analysis.findings.quality.worker_absent_from_step import find_missing_workers
 
     def step(n: int, ranks: list[float]) -> SimpleNamespace:
         return SimpleNamespace(

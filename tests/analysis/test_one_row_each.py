@@ -1,14 +1,14 @@
-"""One anomaly row per (occurrence, cause) (``findings/one_row.py`` :func:`one_row_each`): the broadest group
+"""One anomaly row per (occurrence, cause) (``findings/account/one_row.py`` :func:`one_row_each`): the broadest group
 that moved tells it, unless the occurrence lies far beyond even the most its groups moved."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from otel_verl.analysis.findings import kinds as k
-from otel_verl.analysis.findings.anomaly_rows import anomaly_rows
-from otel_verl.analysis.findings.one_row import one_row_each
-from otel_verl.analysis.findings.step_statistics import METRIC_RATE
+from otel_verl.analysis.findings.account.anomaly_rows import anomaly_rows
+from otel_verl.analysis.findings.account.one_row import one_row_each
+from otel_verl.analysis.findings.common import kinds as k
+from otel_verl.analysis.findings.steps.step_statistics import METRIC_RATE
 
 STALLED_S = 20.0
 RATE, USUAL_RATE = 0.309, 0.00163

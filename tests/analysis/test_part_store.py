@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis.findings.engine_orphans import merge_engine_orphans
-from otel_verl.analysis.findings.record import Finding
-from otel_verl.analysis.findings.step_summary import summarize_steps
+from otel_verl.analysis.findings.common.record import Finding
+from otel_verl.analysis.findings.quality.engine_orphans import merge_engine_orphans
+from otel_verl.analysis.findings.steps.step_summary import summarize_steps
 from otel_verl.analysis.read.step_split import split_by_step
 from otel_verl.analysis.stream.store import CACHED, PartStore
 from otel_verl.analysis.stream.summaries import KEPT, SPILLED, SpilledSummary
@@ -44,7 +44,7 @@ def test_spilled_summary_reads_back_what_went_in(planted_spans, tmp_path: Path) 
 
 
 def _orphans(n: int, calls: int, services: list[str], span: str) -> Finding:
-    from otel_verl.analysis.findings.engine_orphans import _finding
+    from otel_verl.analysis.findings.quality.engine_orphans import _finding
 
     return _finding(n, calls, n - 1, services, ["r0"], [{"trace_id": "t" * 32, "span_id": span}])
 
@@ -61,7 +61,7 @@ def test_engine_orphans_of_all_parts_are_one_finding() -> None:
 
 
 def test_factorize_rows_is_multiindex_factorize() -> None:
-    from otel_verl.analysis.findings.row_codes import factorize_rows
+    from otel_verl.analysis.findings.common.row_codes import factorize_rows
 
     rng = np.random.default_rng(3)
     a = pd.Series(rng.choice(["decode", "tool", "reward", None], 5000)).astype(object)

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_verl.analysis.formats.perfetto import assign_lanes, write_perfetto
+from otel_verl.analysis.write.perfetto import assign_lanes, write_perfetto
 
 
 @given(st.lists(st.tuples(st.integers(0, 1000), st.integers(1, 200)), min_size=1, max_size=60))

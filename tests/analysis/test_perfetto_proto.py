@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from otel_verl.analysis.formats.perfetto_proto import write_perfetto_proto
+from otel_verl.analysis.write.perfetto_proto import write_perfetto_proto
 from otel_verl.cli import app
 
 pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")

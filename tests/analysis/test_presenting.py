@@ -5,7 +5,7 @@ from __future__ import annotations
 from accounts import new_findings, new_summary
 
 from otel_verl.analysis import presenting
-from otel_verl.analysis.findings.record import Finding
+from otel_verl.analysis.findings.common.record import Finding
 
 
 def test_severity_counts_in_words() -> None:

@@ -1,4 +1,4 @@
-"""The Arrow seed reader (formats/seed_arrow*) makes exactly the spans the line-by-line reader makes.
+"""The Arrow seed reader (read/seed/seed_arrow*) makes exactly the spans the line-by-line reader makes.
 
 Every comparison converts the same files both ways (``_convert(..., arrow=False)`` is the line-by-line reader
 alone) and compares the span table column for column, the steps' time bounds, the counts and the errors, with
@@ -25,9 +25,9 @@ from benchmarks.diagnosis.run_model import build_run
 from benchmarks.diagnosis.shape import SEED
 from benchmarks.diagnosis.write_seed import write_seed
 from benchmarks.gen_seed_logs import Plant, write_seed_logs
-from otel_verl.analysis.formats import seed_arrow, seed_arrow_spans, seed_fast, seed_read
-from otel_verl.analysis.formats.seed_columns import SeedSpanColumns
-from otel_verl.analysis.formats.seed_spans import LEGACY_SERVICE
+from otel_verl.analysis.read.seed import seed_arrow, seed_arrow_spans, seed_fast, seed_read
+from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
+from otel_verl.analysis.read.seed.seed_spans import LEGACY_SERVICE
 from otel_verl.analysis.read.span_frame import frame_from_parts
 
 

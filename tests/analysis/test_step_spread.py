@@ -1,5 +1,5 @@
-"""The run's step-to-step spread (``findings/account.py`` StepSpread): measured on the steps the named causes did
-not slow, however many steps they slowed, and whatever small causes they named in the other steps."""
+"""The run's step-to-step spread (``findings/account/step_account.py`` StepSpread): measured on the steps the named
+causes did not slow, however many steps they slowed, and whatever small causes they named in the other steps."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from otel_verl.analysis.findings.account import StepSpread
-from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.analysis.findings.account.step_account import StepSpread
+from otel_verl.analysis.findings.common.thresholds import Thresholds
 
 USUAL_S = 10.0
 
@@ -50,7 +50,7 @@ def test_a_clean_run_keeps_its_own_spread() -> None:
 
 def test_short_and_long_clean_runs_keep_the_promised_false_alarm_rate() -> None:
     """The warn level is where the largest of a run's clean steps falls with probability e^−3.5 (3 %), the spread
-    measured on those same few steps (:func:`.account.warn_level`). On simulated clean runs of 5 to 40 steps
+    measured on those same few steps (:func:`.step_account.warn_level`). On simulated clean runs of 5 to 40 steps
     (Gumbel excesses, as a rollout's maximum gives, and normal ones), the largest step passes it in at most 5 % of
     runs; the formula with a known scale passed it in 12 % of the 5-step runs."""
     rng = np.random.default_rng(2026)

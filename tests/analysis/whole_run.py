@@ -19,9 +19,9 @@ import pandas as pd
 from otel_verl.analysis.figures import step_account
 from otel_verl.analysis.figures.catalog import FIGURES
 from otel_verl.analysis.figures.rendering import render
-from otel_verl.analysis.findings.account_json import accounts_json
+from otel_verl.analysis.findings.account.account_json import accounts_json
+from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.diagnose import diagnose_run
-from otel_verl.analysis.findings.thresholds import Thresholds
 from otel_verl.analysis.findings.verdict import headlines, verdict
 from otel_verl.analysis.report import write_html
 from otel_verl.analysis.step_rows import add_step_rows

@@ -40,7 +40,7 @@ def offline_numbers(spool: Path, step: int, out: Path) -> tuple[dict[str, float]
     """Step ``step``'s numbers and top cause as ``analyze --steps N-7:N --baseline selected`` of ``spool`` gives
     them (made into numbers by the function the live account uses)."""
     from otel_verl import analysis
-    from otel_verl.analysis.findings import kinds
+    from otel_verl.analysis.findings.common import kinds
 
     first = max(1, step - WINDOW_STEPS + 1)
     offline = analysis.analyze(

@@ -156,7 +156,7 @@ def test_spool_files_0600_in_0700_directories(tmp_path, fresh_content):
 
 def test_import_legacy_spool_files_0600_in_0700_directories(tmp_path):
     """``import-legacy --spool`` is a spool writer too: the same promise as the live spool's."""
-    from otel_verl.analysis.formats.legacy_import import import_legacy
+    from otel_verl.analysis.write.seed_to_spool import import_legacy
 
     logs = tmp_path / "logs" / "step_1"
     logs.mkdir(parents=True)

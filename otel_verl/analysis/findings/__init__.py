@@ -1,5 +1,11 @@
-"""Findings stage: one detector per module over the shared tables; :func:`.diagnose.diagnose` runs them
-all and ranks the result (the table of modules and the kinds they find is in :mod:`.diagnose`).
+"""Findings stage: the step's account and the causes it names, in the order they are computed (each folder imports
+only the ones before it; tests/test_layout.py holds it):
 
-:mod:`.record` is the finding itself; :mod:`.thresholds` every tunable limit (``--set name=value``).
+* :mod:`.common` — names, the finding record, thresholds, the statistics
+* :mod:`.steps` — one step summarized
+* :mod:`.account` — the run's norms, what moved in a step, what it cost: the step's account
+* :mod:`.causes` — the causes an account names and their severity
+* :mod:`.patterns` — what holds across steps and peers (stragglers, trends, behaviour shifts, the long tail)
+* :mod:`.quality` — what the trace is missing
+* :mod:`.diagnose` runs them all and ranks the result; :mod:`.verdict` says it in a sentence
 """

@@ -23,24 +23,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from otel_verl.analysis.findings import kinds as k
-from otel_verl.analysis.findings.aborted_waste import find_aborted_waste
-from otel_verl.analysis.findings.account import StepAccount, StepSpread, step_accounts
-from otel_verl.analysis.findings.baselines import Baselines, run_baselines
-from otel_verl.analysis.findings.behaviour_shift import find_behaviour_shifts
-from otel_verl.analysis.findings.bound import find_bound
-from otel_verl.analysis.findings.causes import name_causes
-from otel_verl.analysis.findings.engine_orphans import find_engine_orphans
-from otel_verl.analysis.findings.long_tail import long_tail
-from otel_verl.analysis.findings.missing_data import find_missing_data
-from otel_verl.analysis.findings.one_name import fold
-from otel_verl.analysis.findings.record import Finding, sort_findings
-from otel_verl.analysis.findings.step_summary import StepSummary, summarize_steps
-from otel_verl.analysis.findings.stragglers import find_stragglers
-from otel_verl.analysis.findings.thresholds import Thresholds
-from otel_verl.analysis.findings.trends import find_trends
-from otel_verl.analysis.findings.worker_absent_from_step import find_missing_workers
-from otel_verl.analysis.findings.worker_died_mid_step import find_incomplete_workers
+from otel_verl.analysis.findings.account.baselines import Baselines, run_baselines
+from otel_verl.analysis.findings.account.step_account import StepAccount, StepSpread, step_accounts
+from otel_verl.analysis.findings.causes.naming import name_causes
+from otel_verl.analysis.findings.causes.one_name import fold
+from otel_verl.analysis.findings.common import kinds as k
+from otel_verl.analysis.findings.common.record import Finding, sort_findings
+from otel_verl.analysis.findings.common.thresholds import Thresholds
+from otel_verl.analysis.findings.patterns.aborted_waste import find_aborted_waste
+from otel_verl.analysis.findings.patterns.behaviour_shift import find_behaviour_shifts
+from otel_verl.analysis.findings.patterns.bound import find_bound
+from otel_verl.analysis.findings.patterns.long_tail import long_tail
+from otel_verl.analysis.findings.patterns.stragglers import find_stragglers
+from otel_verl.analysis.findings.patterns.trends import find_trends
+from otel_verl.analysis.findings.quality.engine_orphans import find_engine_orphans
+from otel_verl.analysis.findings.quality.missing_data import find_missing_data
+from otel_verl.analysis.findings.quality.worker_absent_from_step import find_missing_workers
+from otel_verl.analysis.findings.quality.worker_died_mid_step import find_incomplete_workers
+from otel_verl.analysis.findings.steps.step_summary import StepSummary, summarize_steps
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.tables import Tables
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from otel_verl.analysis.findings import kinds as k
+from otel_verl.analysis.findings.common import kinds as k
+from otel_verl.analysis.findings.common.record import Finding, fmt_range, fmt_s
 from otel_verl.analysis.findings.diagnose import Diagnosis
-from otel_verl.analysis.findings.record import Finding, fmt_range, fmt_s
 
 
 def headlines(d: Diagnosis) -> list[str]:

@@ -43,7 +43,7 @@ def detect_source_type(source: str) -> str:
 
 
 def _is_seed_log_dir(path: Path) -> bool:
-    from otel_verl.analysis.formats import seed_read
+    from otel_verl.analysis.read.seed import seed_read
 
     return seed_read.looks_like_seed_dir(path)
 
@@ -106,7 +106,7 @@ def load_spans(
         jobs = parallelism(total, len(files))
         with Bar(progress and total > 20_000_000, "loading spans", total, "bytes") as bar:
             if path.is_dir() and _is_seed_log_dir(path):  # the seed's own logs, read as import-legacy does
-                from otel_verl.analysis.formats import seed_fast
+                from otel_verl.analysis.read.seed import seed_fast
 
                 results, steps = seed_fast.convert_dir(
                     path, "legacy", skip_bad_lines, stats, True, bar.advance, keep_lines=seed_lines

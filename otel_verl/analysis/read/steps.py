@@ -13,7 +13,7 @@ Spans whose trace holds no step at all come once, after the steps, as ``StepSpan
 (``late_spans``: a file outside the spool's layout; they come with the spans of no step, and a warning says so).
 
 Each source is split by step where it is cheapest: spool and collector archive in :mod:`.step_files`, the
-seed's logs in :mod:`otel_verl.analysis.formats.seed_steps`, Jaeger and Tempo in :mod:`.remote_steps`.
+seed's logs in :mod:`otel_verl.analysis.read.seed.seed_steps`, Jaeger and Tempo in :mod:`.remote_steps`.
 Assumption: a trace's spans without a step reach their step through their own trace (the instrumentation
 makes one trace per step, or per request with ``verl.step`` on it).
 """
@@ -83,10 +83,10 @@ def _open_source(
         path = Path(source)
         if not path.exists():
             raise AnalysisInputError(f"{source}: no such file or directory")
-        from otel_verl.analysis.formats import seed_read
+        from otel_verl.analysis.read.seed import seed_read
 
         if path.is_dir() and seed_read.looks_like_seed_dir(path):
-            from otel_verl.analysis.formats.seed_steps import SeedSteps
+            from otel_verl.analysis.read.seed.seed_steps import SeedSteps
 
             return SeedSteps(path, skip_bad_lines, stats, steps, remote["seed_lines"])
         from otel_verl.analysis.read.step_files import FileSteps

@@ -14,12 +14,12 @@ from typing import overload
 import pandas as pd
 
 from otel_verl.analysis.figures.catalog import PARTS
-from otel_verl.analysis.findings import kinds
+from otel_verl.analysis.findings.common import kinds
+from otel_verl.analysis.findings.common.record import Finding
+from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.diagnose import part_quality
-from otel_verl.analysis.findings.engine_orphans import merge_engine_orphans
-from otel_verl.analysis.findings.record import Finding
-from otel_verl.analysis.findings.step_summary import StepSummary, summarize_steps
-from otel_verl.analysis.findings.thresholds import Thresholds
+from otel_verl.analysis.findings.quality.engine_orphans import merge_engine_orphans
+from otel_verl.analysis.findings.steps.step_summary import StepSummary, summarize_steps
 from otel_verl.analysis.read.steps import StepSpans
 from otel_verl.analysis.stream.counts import RunCounts
 from otel_verl.analysis.stream.held import OutlierHold, TimelineHold

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.diagnose import Diagnosis
-from otel_verl.analysis.findings.thresholds import Thresholds
 from otel_verl.analysis.findings.verdict import headlines, verdict
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.tables import Tables

@@ -1,6 +1,6 @@
 """A step's summary whose big frames wait on disk until the account reads them (:class:`SpilledSummary`).
 
-A :class:`~otel_verl.analysis.findings.step_summary.StepSummary` is small except for four frames: its part
+A :class:`~otel_verl.analysis.findings.steps.step_summary.StepSummary` is small except for four frames: its part
 occurrences (about one row per span), the trace and span ids of the spans they came from (for evidence; ~9 MiB
 a step at 167k spans: kept in memory they made the peak grow with the run), its requests and its
 group medians (one row per request; per sample group, part and turn index). A streamed run keeps 100-200
@@ -16,7 +16,7 @@ from dataclasses import fields
 
 import pandas as pd
 
-from otel_verl.analysis.findings.step_summary import StepSummary
+from otel_verl.analysis.findings.steps.step_summary import StepSummary
 from otel_verl.analysis.stream.store import PartStore
 
 SPILLED = ("occurrences", "ids", "requests", "groups")

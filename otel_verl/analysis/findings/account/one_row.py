@@ -1,0 +1,45 @@
+"""One anomaly row per (occurrence, cause): which of an occurrence's reasons tells it (:func:`one_row_each`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis.findings.common import kinds as k
+from otel_verl.analysis.findings.steps.step_statistics import (
+    GROUP_REPLICA,
+    GROUP_SAMPLE,
+    GROUP_STEP,
+    GROUP_WORKER,
+    METRIC_SECONDS,
+)
+
+GROUP_ORDER = (GROUP_STEP, GROUP_REPLICA, GROUP_WORKER, GROUP_SAMPLE)
+"""When several groups of one occurrence moved, the broadest tells the story."""
+SCOPE_OF_GROUP = {
+    GROUP_STEP: k.SCOPE_STEP,
+    GROUP_REPLICA: k.SCOPE_REPLICA,
+    GROUP_WORKER: k.SCOPE_WORKER,
+    GROUP_SAMPLE: k.SCOPE_SAMPLE,
+}
+
+
+def one_row_each(found: pd.DataFrame) -> pd.DataFrame:
+    """One row per (occurrence, cause): the broadest scope, then the most seconds; but an occurrence beyond its fence
+    by more than any of its groups moved (``moved``), or in seconds still beyond it without the group's move, is its
+    own cause (the README stall's 190× calls were told at their worker's 1.4× move: 5.3 s of 20)."""
+    rank = found["scope"].map({SCOPE_OF_GROUP[g]: i for i, g in enumerate(GROUP_ORDER)}).fillna(len(GROUP_ORDER))
+    shift = found["via"] == "shift"
+    by = [found["occ"], found["cause"]]
+    ratio = found["moved"].where(shift).groupby(by).transform("max").fillna(np.inf)
+    move = found["move"].where(shift).groupby(by).transform("max")
+    seconds = found["metric"] == METRIC_SECONDS
+    alone = ~shift & (found["beyond"] >= ratio)
+    alone |= ~shift & seconds & move.notna() & (found["value"] - move >= found["value"] / found["beyond"])
+    rank = rank.where(~alone, -1)
+    return (
+        found.assign(_rank=rank.to_numpy())
+        .sort_values(["occ", "cause", "_rank", "x"], ascending=[True, True, True, False], kind="stable")
+        .drop_duplicates(["occ", "cause"])
+        .drop(columns="_rank")
+    )

@@ -1,0 +1,2 @@
+"""The causes a step's account names (:mod:`.naming`; the record :mod:`.cause`), their severity (:mod:`.severity`),
+their messages (:mod:`.messages`), and one name for one cause (:mod:`.one_name`)."""

@@ -1,0 +1,174 @@
+"""A finding's message, cause first: "reward took 1.8 s per request on all 12 workers, usually 0.02 s: +22 s"."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis.findings.common import kinds as k
+from otel_verl.analysis.findings.common.record import Finding, fmt_s
+
+if TYPE_CHECKING:
+    from otel_verl.analysis.findings.account.step_account import StepAccount
+
+_WHAT = {
+    k.SLOW_REWARD: "reward",
+    k.SLOW_PREPROCESS: "preprocessing (chat template, tokenisation)",
+    k.SLOW_TOOL_PARSE: "tool-call parsing",
+    k.SLOW_PREFILL: "prefill",
+    k.SLOW_ENGINE: "engine calls",
+    k.ENGINE_QUEUE: "queueing in the engine",
+    k.ENGINE_WAIT: "the way to the engine (Ray hops, load balancer)",
+    k.SLOW_GAP: "time between a request's spans",
+}
+"""What a per-request part is called in a sentence."""
+
+
+def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
+    """The message of one cause: what moved, by how much against usual, where, when, and what it cost."""
+    d = f.details
+    who = _subject(f, a, reqs)
+    usual, value = d.get("usual"), d.get("value")
+    when = _steps(f.steps)
+    cost = f": +{fmt_s(f.seconds)}" if f.seconds > 0 else ""
+    if d.get("degraded"):
+        cost = (
+            f"; it cost the step only {fmt_s(f.seconds)} because requests overlapped: the warning before it costs more"
+        )
+    turn = d.get("turn_index")
+    of_turn = f" in the engine call of turn index {turn}" if isinstance(turn, int) else ""
+    still = f"; the worker stalled: nothing else moved on it for {fmt_s(d['stalled_s'])}" if d.get("stalled_s") else ""
+    if d.get("stalled_s") and f.details.get("part") in ENGINE_PARTS and f.kind != k.STALL:
+        return _stalled_in_engine(f, who, when, cost, of_turn)
+    plural = d.get("scope") in (k.SCOPE_STEP, k.SCOPE_SAMPLE) or (d.get("scope") == k.SCOPE_REQUEST and len(reqs) > 1)
+    their = "their" if plural else "its"
+    if f.kind == k.SLOW_PHASE:
+        upto = "up to " if len(f.steps) > 1 else ""
+        return f"{d.get('phase')} took {upto}{fmt_s(value)} (usually {fmt_s(usual)}) {when}{cost}"
+    if f.kind == k.STALL:
+        n = d.get("occurrences", "several")
+        return f"{who} stalled: {n} requests in flight and nothing started or ended for {fmt_s(value)} {when}{cost}"
+    if f.kind == k.SLOW_DECODE and d.get("metric") == "rate":
+        ratio = d.get("ratio", float("nan"))
+        return (
+            f"{who} decoded at {_rate(value)}, {ratio:.1f}× the usual {_rate(usual)}{of_turn} {when}{cost}"
+            f"{still}{_tail(d)}"
+        )
+    if f.kind in (k.LONG_RESPONSE, k.SLOW_DECODE) and d.get("metric") == "tokens":
+        return f"{who} decoded {value:,.0f} tokens (usually ~{usual:,.0f}){of_turn} {when}{cost}{still}{_tail(d)}"
+    if f.kind == k.SLOW_START:
+        return (
+            f"{who} started {their} first request {fmt_s(value)} into the rollout (usually {fmt_s(usual)}): "
+            f"preprocessing, data loading {when}{cost}"
+        )
+    if f.kind == k.SLOW_FINISH:
+        return f"{who} took {fmt_s(value)} after {their} last request to finish (usually {fmt_s(usual)}) {when}{cost}"
+    if f.kind == k.SLOW_ROLLOUT_OVERHEAD:
+        return f"the rollout ran on {fmt_s(value)} after its last worker finished (usually {fmt_s(usual)}) {when}{cost}"
+    if f.kind == k.SLOW_OUTSIDE_PHASES:
+        return f"the step spent {fmt_s(value)} outside any trainer phase (usually {fmt_s(usual)}) {when}{cost}"
+    what = _WHAT.get(f.kind) or (str(d.get("key")) if f.kind == k.SLOW_TOOL and d.get("key") else "tool calls")
+    per = " per request" if d.get("occurrences", 1) > 1 else ""
+    place = f"on {who}" if d.get("scope") in (k.SCOPE_STEP, k.SCOPE_WORKER, k.SCOPE_REPLICA) else f"for {who}"
+    return f"{what} took {fmt_s(value)}{per}{of_turn} {place}, usually {fmt_s(usual)}, {when}{cost}{still}{_tail(d)}"
+
+
+ENGINE_PARTS = (
+    k.PART_DECODE,
+    k.PART_ENGINE,
+    k.PART_ENGINE_QUEUE,
+    k.PART_PREFILL,
+    k.PART_ENGINE_OTHER,
+    k.PART_ENGINE_BEFORE,
+)
+_WHERE_IN_ENGINE = {
+    k.PART_DECODE: "decoding",
+    k.PART_ENGINE_QUEUE: "its queue",
+    k.PART_PREFILL: "prefill",
+    k.PART_ENGINE_BEFORE: "the way to it",
+}
+
+
+def _stalled_in_engine(f: Finding, who: str, when: str, cost: str, of_turn: str) -> str:
+    """The worker stood still while these requests were in an engine call: the stall first (what the user sees
+    on the worker), then where the engine's own account (or, without engine spans, the call's tokens) put it."""
+    d = f.details
+    worker = f"worker {f.workers[0]}" if len(f.workers) == 1 else "the worker"
+    head = (
+        f"{worker} stalled {when}: nothing else moved on it for {fmt_s(d['stalled_s'])} while {who} waited"
+        f"{of_turn or ' in an engine call'}"
+    )
+    source = "the engine's own account puts the time in" if d.get("by_engine") else "by its tokens, the call spent it"
+    where = _WHERE_IN_ENGINE.get(str(d.get("part")), "the engine's other work")
+    if d.get("metric") == "rate":
+        how = f"{_rate(d.get('value'))}, {d.get('ratio', float('nan')):.1f}× the usual {_rate(d.get('usual'))}"
+    elif d.get("metric") == "tokens":
+        how = f"{d.get('value', 0):,.0f} tokens, usually ~{d.get('usual', 0):,.0f}"
+    else:
+        how = f"{fmt_s(d.get('value'))}, usually {fmt_s(d.get('usual'))}"
+    return f"{head}; {source} {where}: {how}{cost}"
+
+
+def _subject(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
+    """Who the cause happened to: all workers, a worker, a replica, a prompt's rollouts, a request."""
+    d = f.details
+    scope = d.get("scope")
+    if scope == k.SCOPE_STEP:
+        return f"all {len(a.summary.workers)} workers"
+    if scope == k.SCOPE_WORKER:
+        return f"worker {f.worker}"
+    if scope == k.SCOPE_REPLICA:
+        return f"replica {d.get('replica')}"
+    ids = _ids(reqs)
+    on = _on(f, d, _shared(reqs))
+    if scope == k.SCOPE_SAMPLE:
+        return f"all {len(reqs)} rollouts of sample {d.get('sample_index')}{on}"
+    if len(ids) == 1:
+        return f"request {ids[0]}{on}"
+    return f"{len(reqs) or 'several'} requests{on}"
+
+
+def _on(f: Finding, d: dict[str, Any], shared: str) -> str:
+    bits = [shared] if shared else []
+    if f.workers:
+        bits.append(f"worker {f.workers[0]}" if len(f.workers) == 1 else f"workers {', '.join(map(str, f.workers))}")
+    if d.get("replica"):
+        bits.append(f"replica {d['replica']}")
+    return f" ({', '.join(bits[1:] + bits[:1] if shared else bits)})" if bits else ""
+
+
+def _shared(reqs: pd.DataFrame) -> str:
+    """What a group of requests has in common besides their prompt (all truncated, all aborted)."""
+    if reqs.empty or "status" not in reqs:
+        return ""
+    status = {s for s in reqs["status"] if isinstance(s, str)}
+    return f"all {status.pop()}" if len(status) == 1 and "completed" not in status else ""
+
+
+def _ids(reqs: pd.DataFrame) -> list[str]:
+    return [r for r in dict.fromkeys(reqs.get("request_id", pd.Series(dtype=object))) if isinstance(r, str)]
+
+
+def _steps(steps: list[int]) -> str:
+    if not steps:
+        return ""
+    return f"in step {steps[0]}" if len(steps) == 1 else f"in steps {', '.join(map(str, steps))}"
+
+
+def _rate(v: Any) -> str:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return "?"
+    return f"{x:.3g} s/token" if np.isfinite(x) else "?"
+
+
+def _tail(d: dict[str, Any]) -> str:
+    if not d.get("tail"):
+        return ""
+    turns = d.get("turns")
+    more = f" ({turns} turns)" if turns else ""
+    who = "the worker" if d.get("scope") == k.SCOPE_WORKER else "the request"
+    return f" — {who} that ended the rollout{more}: its path ran long, though none of its calls stood out on its own"

@@ -1,0 +1,61 @@
+"""One cause, one name: what a pattern across steps or peers tells is not told again by the step's own causes.
+
+* a persistent straggler (:mod:`.stragglers`) is the cause of its worker's (replica's) slow part in every step:
+  that place's findings of that part go;
+* a step where the policy behaved differently (:mod:`.behaviour_shift`) explains its parts that behaviour drives:
+  the step's findings there that are its usual path running long or its move as a whole step go; an outlier of one
+  request or worker stays (it is more than the step's new habit);
+* every answer of a step longer than usual (a ``long_response`` of the whole step: its tokens moved on every
+  worker) is such a step: told as a behaviour shift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from otel_verl.analysis.findings.common import kinds as k
+from otel_verl.analysis.findings.common.record import Finding, fmt_s
+
+
+def fold(
+    findings: list[Finding],
+    stragglers: Iterable[tuple[str, str, str]],
+    shifts: list[Finding],
+    explained: Iterable[tuple[int, frozenset[str], bool]],
+) -> list[Finding]:
+    """``findings`` less those a straggler (scope, place, part) or a behaviour shift (step, parts it explains,
+    whether its answers grew) already tells, with the ``shifts`` (a whole step's longer answers told once)."""
+    places = set(stragglers)
+    by_step = {step: (parts, tokens) for step, parts, tokens in explained}
+    out = []
+    for f in findings:
+        d = f.details
+        if f.kind in k.PATTERNS or f.kind not in k.CAUSES:
+            out.append(f)
+            continue
+        scope, part = d.get("scope"), d.get("part")
+        place = str(d.get("replica")) if scope == k.SCOPE_REPLICA else str(f.worker)
+        if (scope, place, part) in places:
+            continue
+        if len(f.steps) == 1 and f.steps[0] in by_step:
+            parts, _ = by_step[f.steps[0]]
+            if part in parts and (d.get("tail") or scope == k.SCOPE_STEP):
+                continue
+        if f.kind == k.LONG_RESPONSE and scope == k.SCOPE_STEP and d.get("metric") == "tokens":
+            f = as_behaviour_shift(f)
+        out.append(f)
+    told = {(s, "tokens") for f in out if f.kind == k.BEHAVIOUR_SHIFT for s in f.steps}
+    return out + [f for f in shifts if (f.steps[0], f.details.get("factor")) not in told]
+
+
+def as_behaviour_shift(f: Finding) -> Finding:
+    """A whole step's longer answers (a ``long_response`` at step scope) as the behaviour shift it is."""
+    d = dict(f.details) | {"factor": "tokens", "metric": "tokens_per_call", "from_kind": f.kind}
+    steps = ", ".join(map(str, f.steps))
+    message = (
+        f"the policy behaved differently in step{'s' if len(f.steps) > 1 else ''} {steps}: every worker's answers "
+        f"were longer, {d.get('value', float('nan')):,.0f} tokens against a usual ~{d.get('usual', float('nan')):,.0f}"
+        f" per engine call, so the step had more to do, not a slower system: +{fmt_s(f.seconds)}"
+    )
+    return replace(f, kind=k.BEHAVIOUR_SHIFT, details=d, message=message)

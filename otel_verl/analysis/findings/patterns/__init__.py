@@ -1,0 +1,2 @@
+"""What holds across steps or peers: persistent stragglers, trends, behaviour shifts, the long tail, what aborted
+requests wasted and what bound an asynchronous step."""

@@ -1,0 +1,240 @@
+"""Stragglers that persist: a worker or replica slower than its peers at the same work in most steps.
+
+Why apart from the step's account: the account judges each step against the run's usual, and what is slow in every
+step *is* the run's usual — a node whose GPU decodes 1.5× slower than the others sets the baseline it is judged by,
+and is never told. Its peers in the same step are the yardstick instead (ByteDance's StragglerAnalysis: what would
+the step take without the straggler):
+
+* per step, each worker's (replica's) median of each part — seconds; seconds per token for decoding — against the
+  median of its peers' medians in that step, as a log ratio (per turn index or tool, weighted by count);
+* a group is a straggler of a part when, over at least half the run's steps (and five), its median log ratio is
+  at least ``shift_min_ratio``, it is above its peers in ``straggler_share`` of those steps, and its median ratio
+  is unlikely in a clean run: the noise is how much every group's ratio moves from step to step around its own
+  median (not how far groups are from each other: with two workers, the one that is fast looks as far off as the
+  slow one; :mod:`.chance`);
+* what it cost a step: the rollout peeled (:func:`.peel.rollout_path`) with its occurrences of that part brought to
+  its peers' speed — how much sooner the step would have ended. Told once, with that per step; its severity from
+  the mean over those steps and its persistence (the run's step-to-step spread is no yardstick: it moves it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from otel_verl.analysis.findings.account.anomaly_rows import anomaly_rows
+from otel_verl.analysis.findings.account.peel import rollout_path
+from otel_verl.analysis.findings.account.step_account import StepAccount
+from otel_verl.analysis.findings.causes.severity import judge
+from otel_verl.analysis.findings.common import kinds as k
+from otel_verl.analysis.findings.common.chance import run_chance
+from otel_verl.analysis.findings.common.record import Finding, fmt_s
+from otel_verl.analysis.findings.common.thresholds import Thresholds
+from otel_verl.analysis.findings.steps.step_statistics import (
+    GROUP_REPLICA,
+    GROUP_WORKER,
+    METRIC_RATE,
+    METRIC_SECONDS,
+    group_key,
+)
+
+JUDGED = {GROUP_WORKER: k.SCOPE_WORKER, GROUP_REPLICA: k.SCOPE_REPLICA}
+SKIPPED_PARTS = frozenset({k.PART_GAP, k.PART_STALL, k.PART_START, k.PART_FINISH})
+"""Not work a peer does the same of: time between spans, a stall, a worker's own start and finish."""
+MEDIAN_SE = 1.2533
+NOISE_FLOOR = 0.05
+STRAGGLER_SHARE = 0.7
+"""A straggler is slower than its peers in at least this share of the steps it is judged in..."""
+MIN_STEPS = 5
+"""...which are at least this many (and half the run's): "in most steps" of three is no pattern."""
+WHAT = {
+    k.PART_DECODE: "decoded",
+    k.PART_ENGINE_QUEUE: "queued",
+    k.PART_PREFILL: "prefilled",
+    k.PART_TOOL: "ran its tool calls",
+    k.PART_REWARD: "computed rewards",
+    k.PART_PREPROCESS: "preprocessed",
+}
+
+
+@dataclass
+class _Track:
+    """One (group type, group, part, metric) over the run's steps."""
+
+    ratios: dict[int, float] = field(default_factory=dict)
+    values: dict[int, float] = field(default_factory=dict)
+    peers: dict[int, float] = field(default_factory=dict)
+
+
+def peer_ratios(groups: pd.DataFrame) -> pd.DataFrame:
+    """Per (group type, group, part, metric) of one step: the count-weighted log ratio of the group's medians to its
+    peers' (the median of the other groups' medians of the same part and key), its median and its peers'."""
+    g = groups[groups["group_type"].isin(list(JUDGED)).to_numpy() & ~groups["part"].isin(SKIPPED_PARTS).to_numpy()]
+    speed = np.where(g["part"].to_numpy() == k.PART_DECODE, METRIC_RATE, METRIC_SECONDS)
+    g = g[(g["metric"].to_numpy() == speed) & (g["median"].to_numpy(dtype=float) > 0)]
+    if g.empty:
+        return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count", "median", "peers"])
+    rows = []
+    for (gt, part, _key, metric), same in g.groupby(["group_type", "part", "key", "metric"], sort=False):
+        if len(same) < 2:
+            continue
+        med = same["median"].to_numpy(dtype=float)
+        for i, (name, count) in enumerate(zip(same["group"], same["count"], strict=True)):
+            peers = float(np.median(np.delete(med, i)))
+            rows.append((gt, str(name), part, metric, np.log(med[i] / peers), int(count), med[i], peers))
+    cols = ["group_type", "group", "part", "metric", "lr", "count", "median", "peers"]
+    x = pd.DataFrame(rows, columns=cols)
+    if x.empty:
+        return x.rename(columns={"lr": "log_ratio"})
+    x = x.assign(w=x["lr"] * x["count"], wm=x["median"] * x["count"], wp=x["peers"] * x["count"])
+    agg = x.groupby(["group_type", "group", "part", "metric"], sort=False)[["w", "wm", "wp", "count"]].sum()
+    agg = agg.reset_index()
+    agg["log_ratio"] = agg["w"] / agg["count"]
+    agg["median"] = agg["wm"] / agg["count"]
+    agg["peers"] = agg["wp"] / agg["count"]
+    return agg.drop(columns=["w", "wm", "wp"])
+
+
+def find_stragglers(accounts: list[StepAccount], th: Thresholds) -> tuple[list[Finding], list[tuple[str, str, str]]]:
+    """The run's persistent stragglers (module docstring), and the (scope, place, part) of each, so the step's
+    causes at that place and part are not told again beside them."""
+    n_steps = len(accounts)
+    least = max(MIN_STEPS, int(np.ceil(0.5 * n_steps)))
+    if n_steps < MIN_STEPS:
+        return [], []
+    tracks: dict[tuple[str, str, str, str], _Track] = {}
+    pooled: dict[tuple[str, str, str], list[float]] = {}
+    for a in accounts:
+        pr = peer_ratios(a.summary.groups) if len(a.summary.groups) else None
+        if pr is None or pr.empty:
+            continue
+        for row in pr.itertuples(index=False):
+            t = tracks.setdefault((row.group_type, row.group, row.part, row.metric), _Track())
+            t.ratios[a.step], t.values[a.step], t.peers[a.step] = row.log_ratio, row.median, row.peers
+    for (gt, _, part, metric), t in tracks.items():
+        lr = np.array(list(t.ratios.values()))
+        if len(lr) >= least:  # a group's deviations from its own median, scaled up for the median's own pull
+            pooled.setdefault((gt, part, metric), []).extend((lr - np.median(lr)) * np.sqrt(len(lr) / (len(lr) - 1)))
+    noise = {key: _scale(np.asarray(v)) for key, v in pooled.items()}
+    tested = max(len(tracks), 1)
+    by_step = {a.step: a for a in accounts}
+    found, places = [], []
+    for (gt, group, part, metric), t in tracks.items():
+        lr = np.array(list(t.ratios.values()))
+        if len(lr) < least:
+            continue
+        med = float(np.median(lr))
+        z = med / (MEDIAN_SE * noise[(gt, part, metric)] / np.sqrt(len(lr)))
+        if med < np.log(th.shift_min_ratio) or (lr > 0).mean() < STRAGGLER_SHARE or z < th.shift_z:
+            continue
+        chance = float(run_chance(z, tested))
+        f = _finding(gt, group, part, metric, t, by_step, chance, th)
+        if f is not None:
+            found.append(f)
+            places.append((JUDGED[gt], group, part))
+    return found, places
+
+
+def _scale(x: np.ndarray) -> float:
+    return max(float(np.median(np.abs(x - np.median(x)))) * 1.4826, NOISE_FLOOR)
+
+
+def _finding(
+    gt: str,
+    group: str,
+    part: str,
+    metric: str,
+    t: _Track,
+    by_step: dict[int, StepAccount],
+    chance: float,
+    th: Thresholds,
+) -> Finding | None:
+    """The straggler as one finding: what it cost each step it was slower in, judged by its mean over them."""
+    cost: dict[int, float] = {}
+    for step, lr in t.ratios.items():
+        if lr > 0:
+            cost[step] = _cost(by_step[step], gt, group, part, 1.0 - float(np.exp(-lr)))
+    if not cost or max(cost.values()) <= 0:
+        return None
+    if float(np.mean(list(cost.values()))) < th.info_fraction * float(np.mean([by_step[s].duration_s for s in cost])):
+        return None  # slower than its peers, but off the critical path: it costs the steps nothing worth a note
+    steps = sorted(cost)
+    per_step = np.array([cost[s] for s in steps])
+    durations = np.array([by_step[s].duration_s for s in steps])
+    typical = float(per_step.mean())
+    usual = np.array([by_step[s].baseline_s for s in steps], dtype=float)
+    # its evidence is its persistence: the run's step-to-step spread is no yardstick (the straggler moves it)
+    base = float(np.nanmedian(usual)) if np.isfinite(usual).any() else float("nan")
+    j = judge(typical, float(np.mean(durations)), base, float("nan"), chance, float("nan"), float("inf"), th)
+    ratio = float(np.exp(np.median(list(t.ratios.values()))))
+    value = float(np.median(list(t.values.values())))
+    peers = float(np.median(list(t.peers.values())))
+    scope = JUDGED[gt]
+    at_peers = float(np.mean(durations)) - typical
+    details = {
+        "scope": scope,
+        "part": part,
+        "metric": metric,
+        "value": value,
+        "usual": peers,
+        "ratio": ratio,
+        "slower_in": int(sum(1 for x in t.ratios.values() if x > 0)),
+        "judged_in": len(t.ratios),
+        "per_step": {str(s): round(c, 3) for s, c in zip(steps, per_step, strict=True)},
+        "typical_s": round(typical, 6),
+        "step_s": round(float(np.mean(durations)), 6),
+        "at_peers_speed_s": round(at_peers, 6),
+        "chance": chance,
+        "judged": j.as_json(),
+    }
+    if scope == k.SCOPE_REPLICA:
+        details["replica"] = group
+    worker = int(group) if scope == k.SCOPE_WORKER and group.lstrip("-").isdigit() else None
+    f = Finding(
+        kind=k.STRAGGLER,
+        severity=j.severity,
+        message="",
+        metric=metric,
+        value=value,
+        baseline=peers,
+        steps=steps,
+        worker=worker,
+        seconds=float(per_step.sum()),
+        peak_s=typical,
+        details=details,
+    )
+    f.message = _message(f)
+    return f
+
+
+def _cost(a: StepAccount, gt: str, group: str, part: str, share: float) -> float:
+    """Seconds the step would have ended sooner with the group's occurrences of ``part`` at its peers' speed."""
+    occ = a.summary.occurrences
+    col = "worker" if gt == GROUP_WORKER else "replica"
+    mine = (group_key(occ[col]).to_numpy() == group) & (occ["part"].to_numpy() == part)
+    rows = np.flatnonzero(mine)
+    if not len(rows):
+        return 0.0
+    x = occ["value_s"].to_numpy(dtype=float)[rows] * share
+    fake = anomaly_rows(rows, k.CAUSE_OF_PART.get(part, k.SLOW_ENGINE), part, x, JUDGED[gt], group, METRIC_SECONDS,
+                        x, x, chance=np.ones(len(rows)))  # fmt: skip
+    path = rollout_path(a.summary, fake)
+    return float(path.cost.sum()) if path is not None else 0.0
+
+
+def _message(f: Finding) -> str:
+    d = f.details
+    who = f"worker {f.worker}" if d["scope"] == k.SCOPE_WORKER else f"replica {d['replica']}"
+    what = WHAT.get(d["part"], f"took its {d['part'].replace('_', ' ')}")
+    if d["metric"] == METRIC_RATE:
+        how = f"at {d['value']:.3g} s/token, {d['ratio']:.1f}× its peers' {d['usual']:.3g} s/token"
+    else:
+        how = f"in {fmt_s(d['value'])} (median), {d['ratio']:.1f}× its peers' {fmt_s(d['usual'])}"
+    share = d["typical_s"] / d["step_s"] if d["step_s"] > 0 else 0.0
+    return (
+        f"{who} {what} {how} in {d['slower_in']} of {d['judged_in']} steps: a straggler that persists. It cost "
+        f"{fmt_s(d['typical_s'])} a step ({share:.0%}); at its peers' speed the steps would take "
+        f"{fmt_s(d['at_peers_speed_s'])} instead of {fmt_s(d['step_s'])}"
+    )

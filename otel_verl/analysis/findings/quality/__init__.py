@@ -1,0 +1,1 @@
+"""Data quality: what the trace is missing (spans, workers absent or cut short, engine spans without our call)."""

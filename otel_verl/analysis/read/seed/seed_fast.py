@@ -1,0 +1,268 @@
+"""Seed log directory → spans, file by file in a process pool: ``import-legacy`` and ``analyze LOGDIR``.
+
+Every ``step_<n>/worker_<rank>.jsonl`` is independent (its spans hang off the step's ``gen`` span,
+whose id is a hash of run and step), so files are read, parsed and turned into OTLP/JSON in forked
+workers; only the step spans (which need every worker's time bounds) are made at the end.
+Speed: benchmarks/bench_seed_import.py, benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from otel_verl import semconv as sc
+from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.analysis.read.otlp_json import FLUSH_SPANS
+from otel_verl.analysis.read.parts import merge_parts
+from otel_verl.analysis.read.seed import seed_arrow, seed_arrow_spans, seed_read, seed_spans
+from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
+from otel_verl.export.encoding import document_line, fields_json
+from otel_verl.export.spool import open_private_append
+
+SPANS_PER_DOCUMENT = 256
+"""Spans per spool line (one ExportTraceServiceRequest), as the SDK's batch processor writes them."""
+LEGACY_RESOURCE = Resource({"service.name": seed_spans.LEGACY_SERVICE})
+LEGACY_SCOPE = InstrumentationScope("otel_verl")
+
+
+@dataclass
+class FileResult:
+    """What one worker made of some files: spool lines or span-table parts, bounds, counts."""
+
+    documents: list[tuple[str, str, bytes]] = field(default_factory=list)
+    """(step dir, file name, one OTLP/JSON line with its newline) for ``import-legacy``."""
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    """Span-table parts (:class:`SpanColumns`) for ``analyze``."""
+    bounds: dict[int | None, tuple[int, int]] = field(default_factory=dict)
+    """Training step → (earliest start, latest end) of its lines in these files."""
+    spans: int = 0
+    lines: int = 0
+    bad: int = 0
+    first_bad: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def _document(spans: list[str]) -> bytes:
+    """Encoded spans → one spool line (the one encoder's, :mod:`otel_verl.export.encoding`)."""
+    return document_line(LEGACY_RESOURCE, LEGACY_SCOPE, spans)
+
+
+def _convert(
+    files: list[Path],
+    root: Path,
+    run: str,
+    skip_bad_lines: bool,
+    to_table: bool,
+    spool: Path | None = None,
+    keep_lines: bool = True,
+    arrow: bool = True,
+) -> FileResult:
+    """Worker body: read ``files`` and turn each worker-step into spans: table parts, spool lines appended
+    under ``spool`` by the worker itself (nothing large crosses the process boundary), or lines returned.
+    Table parts without the seed lines come from Arrow's columns where a file allows (:mod:`.seed_arrow`;
+    ``arrow=False``: never, the tests' reference)."""
+    res = FileResult()
+    cols = SeedSpanColumns(seed_spans.LEGACY_SERVICE) if to_table else None
+    handles: dict[Path, Any] = {}
+    was_enabled = gc.isenabled()
+    gc.disable()  # nothing here makes cycles; the cyclic GC rescanning every live dict costs ~20%
+    try:
+        for path in files:
+            if cols is not None and not keep_lines and arrow and _convert_columns(path, root, run, cols, res):
+                continue
+            try:
+                got = seed_read.read_file(path, skip_bad_lines, keep_text=keep_lines or cols is None)
+            except ValueError as exc:
+                res.error = str(exc)
+                return res
+            except OSError as exc:
+                res.error = f"{path}: cannot read: {exc.strerror}"
+                return res
+            res.bad += got.bad
+            res.first_bad.extend(got.first_bad[: max(0, 5 - len(res.first_bad))])
+            res.lines += len(got.lines)
+            rel = path.relative_to(root).as_posix()
+            for (val, step, worker), lines in seed_spans.group_lines(got.lines).items():
+                if not val:
+                    widen(res.bounds, step, min(x.start for x in lines), max(x.end for x in lines))
+                parent = "" if val else seed_spans.gen_span_id(run, step)
+                if cols is not None:  # straight into table columns: no OTLP dicts (see seed_columns)
+                    before = cols.n
+                    seed_spans.WorkerStep(run, step, worker, val, rel, parent, cols.add_span).spans(lines)
+                    res.spans += cols.n - before
+                    cols.maybe_flush()
+                    continue
+                spans = seed_spans.WorkerStep(run, step, worker, val, rel, parent).spans(lines)
+                res.spans += len(spans)
+                sub, fname = spool_file(rel, val, step, worker)
+                for i in range(0, len(spans), SPANS_PER_DOCUMENT):
+                    doc = _document(spans[i : i + SPANS_PER_DOCUMENT])
+                    if spool is not None:
+                        _append(handles, spool / run / sub / fname, doc)
+                    else:
+                        res.documents.append((sub, fname, doc))
+    except OSError as exc:
+        res.error = f"{exc.filename}: cannot write: {exc.strerror}"
+    finally:
+        for fh in handles.values():
+            fh.close()
+        if was_enabled:
+            gc.enable()
+    if cols is not None:
+        res.parts = merge_parts(cols.take_parts(), FLUSH_SPANS)
+    return res
+
+
+def _convert_columns(path: Path, root: Path, run: str, cols: SeedSpanColumns, res: FileResult) -> bool:
+    """One file's spans into ``cols`` from its Arrow columns; False: the file needs the line-by-line reader."""
+    got = seed_arrow.read_columns(path)
+    if got is None:
+        return False
+    parent = "" if got.validate else seed_spans.gen_span_id(run, got.step)
+    before = cols.n
+    if not seed_arrow_spans.add_spans(got, run, path.relative_to(root).as_posix(), parent, cols):
+        return False
+    res.spans += cols.n - before
+    res.lines += got.n
+    if not got.validate:
+        widen(res.bounds, got.step, int(got.start.min()), int(got.end.max()))
+    return True
+
+
+def widen(bounds: dict[int | None, tuple[int, int]], step: int | None, lo: int, hi: int) -> None:
+    """``bounds[step]``, the (earliest start, latest end) of a step's lines, widened to ``lo``..``hi``."""
+    old = bounds.get(step, (lo, hi))
+    bounds[step] = (min(lo, old[0]), max(hi, old[1]))
+
+
+def spool_file(rel: str, val: bool, step: int | None, worker: int | None) -> tuple[str, str]:
+    """(step dir, file name) in the spool for the (validation?, step, worker) group of seed file ``rel``.
+
+    Forked workers append to these files side by side, so no two source files may share one: the group's
+    own file (``step_3/worker_1.jsonl`` → ``step_3/worker_1.jsonl``, ``val_step_3/worker_1.jsonl`` →
+    ``step_3/worker_1.validate.jsonl``) keeps the plain name, any other (a validation line in a training
+    file, a second log of the same worker, a stray file name) is named after its source file too."""
+    sub = f"step_{step}" if step is not None else "no_step"
+    base = f"worker_{worker}" if worker is not None else "worker"
+    if rel != f"{seed_read.VALIDATION_PREFIX if val else ''}{sub}/{base}.jsonl":
+        return sub, f"{base}.from.{rel.replace('/', '.')}"
+    return sub, f"{base}.validate.jsonl" if val else f"{base}.jsonl"
+
+
+def _append(handles: dict[Path, Any], path: Path, line: bytes) -> None:
+    """Append a spool line; files are made 0600 in 0700 directories, as the live spool's."""
+    fh = handles.get(path)
+    if fh is None:
+        fh = handles[path] = open_private_append(path)
+    fh.write(line)
+
+
+def _chunks(files: list[Path], jobs: int) -> list[list[Path]]:
+    from otel_verl.analysis.read.files import byte_chunks  # the span loader's split, one place
+
+    return byte_chunks(files, jobs)
+
+
+def convert_dir(
+    logdir: str | Path,
+    run: str,
+    skip_bad_lines: bool = False,
+    stats: Any = None,
+    to_table: bool = False,
+    advance: Callable[[int], None] | None = None,
+    spool: Path | None = None,
+    keep_lines: bool = True,
+) -> tuple[list[FileResult], list[seed_spans.SpanFields]]:
+    """Convert every file of LOGDIR; returns the per-chunk results and the step spans.
+
+    With ``spool``, workers append their lines under ``<spool>/<run>/`` themselves (see :func:`write_spool`
+    for the rest); a worker-step whose lines are spread over files of two chunks would share a spool file,
+    so every spool file has one source file (:func:`spool_file`).
+
+    A bad line is an :class:`AnalysisInputError` naming file:line, or with ``skip_bad_lines`` counted in
+    ``stats`` (a :class:`~otel_verl.analysis.read.stats.LoadStats`). Files are spread over
+    ``OTEL_VERL_LOAD_JOBS`` or one forked process per CPU (at most 4) from 64 MiB up, as ``load_spans``.
+    ``keep_lines=False`` (table parts only) leaves each span's original line out (see ``load_spans``).
+    """
+    from otel_verl.analysis.read.files import parallelism as _parallelism
+
+    root = Path(logdir)
+    if not root.exists():
+        raise AnalysisInputError(f"{logdir}: no such directory")
+    files = seed_read.seed_files(root)
+    if not files:
+        raise AnalysisInputError(f"{logdir}: no step_<n>/worker_<rank>.jsonl files found")
+    jobs = _parallelism(sum(f.stat().st_size for f in files), len(files))
+    chunks = _chunks(files, jobs) if jobs > 1 and hasattr(os, "fork") else [files]
+    if len(chunks) == 1:
+        results = [_convert(files, root, run, skip_bad_lines, to_table, spool, keep_lines)]
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        n = len(chunks)
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
+            args = ([root] * n, [run] * n, [skip_bad_lines] * n, [to_table] * n, [spool] * n, [keep_lines] * n)
+            results = list(pool.map(_convert, chunks, *args))
+    for chunk, res in zip(chunks, results, strict=True):
+        if res.error is not None:
+            raise AnalysisInputError(res.error)
+        if advance is not None:
+            advance(sum(f.stat().st_size for f in chunk))
+    if stats is not None:
+        stats.files += len(files)
+        stats.lines += sum(r.lines + r.bad for r in results)
+        stats.bad_lines += sum(r.bad for r in results)
+        for r in results:
+            stats.first_bad.extend(r.first_bad[: max(0, 5 - len(stats.first_bad))])
+    if not any(r.lines for r in results):
+        bad = [b for r in results for b in r.first_bad]
+        first = f" ({sum(r.bad for r in results)} bad lines skipped; first: {bad[0]})" if bad else ""
+        raise AnalysisInputError(f"{logdir}: no usable log lines{first}")
+    bounds: dict[int | None, tuple[int, int]] = {}
+    for r in results:
+        for step, (lo, hi) in r.bounds.items():
+            widen(bounds, step, lo, hi)
+    steps = [s for step, (lo, hi) in sorted(bounds.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
+             for s in seed_spans.step_spans(run, step, lo, hi)]  # fmt: skip
+    return results, steps
+
+
+def write_spool(results: list[FileResult], steps: list[seed_spans.SpanFields], spool: Path, run: str) -> int:
+    """Append the converted lines under ``<spool>/<run>/step_<n>/<file>``; the step spans go to trainer.jsonl."""
+    handles: dict[Path, Any] = {}
+    try:
+        for r in results:
+            for sub, fname, line in r.documents:
+                _append(handles, spool / run / sub / fname, line)
+        by_step: dict[str, list[str]] = {}
+        for s in steps:
+            step = s[6].get(sc.VERL_STEP)
+            by_step.setdefault(f"step_{step}" if step is not None else "no_step", []).append(fields_json(*s))
+        for sub, spans in by_step.items():
+            _append(handles, spool / run / sub / "trainer.jsonl", _document(spans))
+    finally:
+        for fh in handles.values():
+            fh.close()
+    return sum(r.spans for r in results) + len(steps)
+
+
+def documents(results: list[FileResult], steps: list[seed_spans.SpanFields]) -> list[bytes]:
+    """Every OTLP/JSON line, for sending to an endpoint."""
+    return [line for r in results for _sub, _fname, line in r.documents] + [_document([fields_json(*s) for s in steps])]
+
+
+def table_parts(results: list[FileResult], steps: list[seed_spans.SpanFields]) -> list[dict[str, Any]]:
+    """Span-table parts of every span (for :func:`otel_verl.analysis.read.span_frame.frame_from_parts`)."""
+    cols = SeedSpanColumns(seed_spans.LEGACY_SERVICE)
+    for s in steps:
+        cols.add_span(*s)
+    return [p for r in results for p in r.parts] + cols.take_parts()
