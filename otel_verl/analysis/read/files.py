@@ -129,26 +129,20 @@ def _read_chunk(files: list[Path], skip_bad_lines: bool) -> tuple[list[dict[str,
 def read_parallel(
     files: list[Path], stats: LoadStats, skip_bad_lines: bool, advance: Callable[[int], None], jobs: int
 ) -> list[dict[str, Any]]:
-    """Decode files in ``jobs`` forked processes (JSON decoding is CPU-bound and holds the GIL), keep file order.
-
-    fork, not spawn: spawn re-imports the caller's ``__main__`` (breaks unguarded user scripts) and
-    pays the pandas import per worker.
-    """
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    """Decode files in ``jobs`` forked processes (JSON decoding is CPU-bound and holds the GIL), keep file order
+    (:func:`.forked.map_forked`: a reader that dies is taken over by this process)."""
+    from otel_verl.analysis.read.forked import map_forked
 
     chunks = byte_chunks(files, jobs)
     parts: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
-        for chunk, (chunk_parts, part) in zip(
-            chunks, pool.map(_read_chunk, chunks, [skip_bad_lines] * len(chunks)), strict=True
-        ):
-            parts.extend(chunk_parts)
-            advance(sum(f.stat().st_size for f in chunk))
-            stats.files += part.files
-            stats.lines += part.lines
-            stats.bad_lines += part.bad_lines
-            stats.first_bad.extend(part.first_bad[: max(0, 5 - len(stats.first_bad))])
+    read = map_forked(_read_chunk, jobs, chunks, [skip_bad_lines] * len(chunks))
+    for chunk, (chunk_parts, part) in zip(chunks, read, strict=True):
+        parts.extend(chunk_parts)
+        advance(sum(f.stat().st_size for f in chunk))
+        stats.files += part.files
+        stats.lines += part.lines
+        stats.bad_lines += part.bad_lines
+        stats.first_bad.extend(part.first_bad[: max(0, 5 - len(stats.first_bad))])
     return parts
 
 

@@ -205,13 +205,19 @@ def convert_dir(
     if len(chunks) == 1:
         results = [_convert(files, root, run, skip_bad_lines, to_table, spool, keep_lines)]
     else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        from otel_verl.analysis.read.forked import map_forked
 
         n = len(chunks)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
-            args = ([root] * n, [run] * n, [skip_bad_lines] * n, [to_table] * n, [spool] * n, [keep_lines] * n)
-            results = list(pool.map(_convert, chunks, *args))
+        args = ([root] * n, [run] * n, [skip_bad_lines] * n, [to_table] * n, [spool] * n, [keep_lines] * n)
+        try:  # a reader writing the spool cannot be redone: its lines may be there in part
+            results = list(map_forked(_convert, jobs, chunks, *args, redo=spool is None))
+        except BrokenProcessPool:
+            raise AnalysisInputError(
+                f"{logdir}: a reader process died while writing {spool}; its files may be partial: remove the "
+                "run's folder there and convert again (or set OTEL_VERL_LOAD_JOBS=1)"
+            ) from None
     for chunk, res in zip(chunks, results, strict=True):
         if res.error is not None:
             raise AnalysisInputError(res.error)
