@@ -12,7 +12,21 @@ uv run --frozen ruff format --check otel_verl tests dashboards benchmarks
 uv run --frozen python dashboards/generate.py --check
 # a crash in native code (even at interpreter exit, after the summary) prints every thread's Python stack
 # --durations: the slowest setups and calls in every CI log (its time limit is what the suite must fit)
-PYTHONFAULTHANDLER=1 uv run --frozen pytest -q -p no:cacheprovider --durations=30 "$@"
+export PYTHONFAULTHANDLER=1
+if [[ $# -gt 0 ]]; then
+    uv run --frozen pytest -q -p no:cacheprovider --durations=30 "$@"
+else
+    # Two parts (tests/conftest.py marks them): the tests that start nothing run on both cores; those that start Ray,
+    # a demo or the backends (`serial`) run after, one at a time, with the machine to themselves. Both always run.
+    status=0
+    uv run --frozen pytest -q -p no:cacheprovider -n 2 -m "not serial" --durations=15 || status=$?
+    echo "test: tests that start nothing done at $((SECONDS - start)) s"
+    uv run --frozen pytest -q -p no:cacheprovider -m serial --durations=30 || status=$?
+    if [[ $status -ne 0 ]]; then
+        echo "test: FAILED (see above)"
+        exit "$status"
+    fi
+fi
 echo "test: main suite done at $((SECONDS - start)) s"
 # The real engine (issue 24): vLLM's CPU build in its own venv (scripts/install_vllm.sh, cached), then
 # tests/engine there — one shared `otel-verl demo --engine vllm` run. Only on a full run (no arguments);

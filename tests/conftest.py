@@ -22,6 +22,44 @@ os.environ.setdefault("OTEL_VERL_DETAIL", "full")
 os.environ.setdefault("OTEL_VERL_LIVE", "false")
 
 
+SERIAL_MARKERS = ("ray", "backends")
+"""Tests marked so start a Ray cluster (a demo run) or the Go-built backends."""
+SERIAL_FIXTURES = frozenset({"readme_demo", "demo_planted", "demo_clean", "planted_run", "backends", "emitter_runs"})
+"""Session fixtures that start one (a test using them is serial whatever its marks)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Mark ``serial`` every test that starts a Ray cluster, a demo process or the backends. scripts/test.sh runs the
+    rest first, on both cores (pytest-xdist), then these, one at a time: their planted timings (a stall, a slow
+    phase) and loop-lag comparisons need the machine to themselves, as they had when the suite ran in one process."""
+    for item in items:
+        if any(item.get_closest_marker(m) for m in SERIAL_MARKERS) or SERIAL_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.serial)
+
+
+def pytest_configure(config: Any) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _refuse_ray_beside_other_tests()
+
+
+def _refuse_ray_beside_other_tests() -> None:
+    """In the parallel part of the run, a test that starts Ray fails at once, naming the fix, instead of making its
+    own timings (and its neighbour's) depend on what else runs."""
+    try:
+        import ray
+    except ImportError:
+        return
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError(
+            "this test starts a Ray cluster beside other tests (pytest-xdist): mark it `ray` "
+            "(tests/conftest.py SERIAL_MARKERS), or use a fixture listed in SERIAL_FIXTURES"
+        )
+
+    ray.init = refuse
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
     """The reliability scenarios' span counts (created, spooled, delivered, replayed, in Jaeger), also under -q."""
     from tests.reliability import report

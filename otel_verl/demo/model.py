@@ -72,3 +72,21 @@ def write_model_dir(path: str | Path) -> Path:
     }
     (path / "config.json").write_text(json.dumps(config, indent=2))
     return path
+
+
+class EngineTokenizer:
+    """The tokenizer of a model directory :func:`write_model_dir` wrote, as the simulated engine uses it (decode,
+    encode, end of sequence), on ``tokenizers`` alone: the same ids and text as :func:`build_tokenizer`'s, without
+    importing transformers, whose import loads torch (~5 s of CPU in the engine's actor, each demo run)."""
+
+    def __init__(self, model_path: str | Path) -> None:
+        from tokenizers import Tokenizer
+
+        self._tokenizer = Tokenizer.from_file(str(Path(model_path) / "tokenizer.json"))
+        self.eos_token_id = self._tokenizer.token_to_id("<|im_end|>")
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=False)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return self._tokenizer.encode(text, add_special_tokens=add_special_tokens).ids

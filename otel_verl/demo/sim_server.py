@@ -23,6 +23,7 @@ import asyncio
 import math
 import random
 import re
+import sys
 import time
 import zlib
 from dataclasses import dataclass, field, replace
@@ -72,6 +73,37 @@ class SimServerConfig:
     else a call that answers without a tool call or hits the length cap counts as one finished."""
 
 
+def _verl_token_output(fields: dict[str, Any]) -> Any:
+    """verl's ``TokenOutput`` of ``fields``: how a :class:`TokenReply` is unpickled."""
+    from verl.workers.rollout.replica import TokenOutput
+
+    return TokenOutput(**fields)
+
+
+class TokenReply:
+    """verl's ``TokenOutput`` as it travels: unpickled (in the AgentLoopWorker, which has verl loaded) as verl's own
+    class. Why: importing verl in the simulated engine's actor took ~20 s of CPU a demo run (torch, tensordict), a
+    sixth of a small run's CPU on 2 cores (docs/performance.md)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        return _verl_token_output, (self.fields,)
+
+
+def token_output_class() -> Any:
+    """verl's ``TokenOutput`` where verl is already loaded (a server called in-process, as the tests' harness and
+    the benchmarks do); else :class:`TokenReply`, which becomes one where it is unpickled."""
+    if "verl" not in sys.modules:
+        return TokenReply
+    from verl.workers.rollout.replica import TokenOutput
+
+    return TokenOutput
+
+
 class SimLLMServer(EngineControl):
     """Ray actor (``ray.remote(SimLLMServer)``) standing in for SGLangHttpServer/vLLMHttpServer; the control
     surface verl's V1 trainers use (weight version, submission gate, weight sync) is :class:`EngineControl`."""
@@ -84,18 +116,16 @@ class SimLLMServer(EngineControl):
         replica: str = "sim-0",
         sync_seconds: float = 0.0,
     ) -> None:
-        from verl.workers.rollout.replica import TokenOutput  # imported now, not on the first request
+        from otel_verl.demo.model import EngineTokenizer
 
-        from otel_verl.demo.model import build_tokenizer
-
-        self._token_output = TokenOutput
+        self._token_output = token_output_class()
         self.config = config
         self.engine = engine
         self.replica = replica
         self.peers: list[Any] = []
         self.running = 0
         self._slot_freed: asyncio.Condition | None = None
-        self.tokenizer = build_tokenizer()
+        self.tokenizer = EngineTokenizer(model_path)
         self.active = 0
         self.turns_seen: dict[str, int] = {}
         self.step_target: int | None = None

@@ -27,7 +27,7 @@ from otel_verl import semconv as sc
 from otel_verl.analysis.read import load_spans
 from tests.process_state import reset_tracing
 
-pytestmark = pytest.mark.verl
+pytestmark = [pytest.mark.verl, pytest.mark.ray]
 
 RESOLVED = ["kind", "step", "worker", "request_id", "turn_index", "validate", "service", "name"]
 ANCESTORS = ["request_span", "worker_span", "turn_span", "step_span"]
