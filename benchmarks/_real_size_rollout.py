@@ -168,7 +168,7 @@ class Worker:
 
     def step(self, step: int, carrier: dict[str, Any] | None) -> dict[str, Any]:
         """One chunk; then (traced) its spans released, exported and flushed, as between verl's steps."""
-        from otel_verl.instrumentation import propagation
+        from otel_verl.instrumentation import ray_carrier
 
         cpu0, t0 = time.process_time(), time.perf_counter()
         meta: dict[str, Any] = {"global_steps": step}
@@ -185,7 +185,7 @@ class Worker:
 
             flush.flush()
         return {
-            "info": out.meta_info.get(propagation.WORKER_INFO_KEY),
+            "info": out.meta_info.get(ray_carrier.WORKER_INFO_KEY),
             "cpu_s": time.process_time() - cpu0,
             "rollout_s": rollout_s,
             "rss_mib": _rss_mib(),
@@ -310,6 +310,6 @@ class Trainer:
 
 
 def _worker_info_key() -> str:
-    from otel_verl.instrumentation import propagation
+    from otel_verl.instrumentation import ray_carrier
 
-    return propagation.WORKER_INFO_KEY
+    return ray_carrier.WORKER_INFO_KEY

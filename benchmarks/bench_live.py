@@ -120,7 +120,7 @@ def measure_exporter(spans_per_batch: int = 2048, batches: int = 20) -> float:
     from opentelemetry.sdk.trace import TracerProvider
 
     from otel_verl.live import sink as sink_module
-    from otel_verl.live.exporter import LiveSpanExporter
+    from otel_verl.live.span_feed import LiveSpanExporter
 
     class Discard:
         def send(self, batch: Any) -> None:

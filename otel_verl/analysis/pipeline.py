@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.figures import outliers, step_account
+from otel_verl.analysis.figures import outliers, step_account_bars
 from otel_verl.analysis.figures.catalog import FIGURES
 from otel_verl.analysis.figures.rendering import BackgroundFigures, Rendered, draw, parallel_figures
 from otel_verl.analysis.findings.account.account_json import accounts_json
@@ -175,9 +175,9 @@ def write_parts(
         timelines = run.timelines.timelines()
     frames: dict[str, pd.DataFrame] = {}
     if steps and figures:
-        frames["step_account"] = step_account.compute_step_account(steps)
+        frames["step_account"] = step_account_bars.compute_step_account(steps)
         with writing(out / "step_account.png"):
-            files.append(step_account.plot_step_account(frames["step_account"], out / "step_account.png"))
+            files.append(step_account_bars.plot_step_account(frames["step_account"], out / "step_account.png"))
     fragments: list[tuple[str, str]] = []
     for name, *_ in FIGURES:
         if name not in rendered:

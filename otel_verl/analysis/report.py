@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from otel_verl.analysis import plotly_embed, presenting, step_rows
-from otel_verl.analysis.figures import event_share, step_account, timeline
+from otel_verl.analysis.figures import event_share, step_account_bars, timeline
 from otel_verl.analysis.figures.catalog import TITLES
 from otel_verl.analysis.labels import color, hatch, readable
 from otel_verl.analysis.output_paths import writing
@@ -126,11 +126,11 @@ def write_html(
 
 
 def _account(accounts: Sequence[Mapping[str, Any]]) -> list[str]:
-    df = step_account.compute_step_account(accounts)
+    df = step_account_bars.compute_step_account(accounts)
     if df.empty:
         return []
     title, caption = TITLES["step_account"]
-    fig = step_account.plotly_step_account(df).update_layout(template="plotly_white")
+    fig = step_account_bars.plotly_step_account(df).update_layout(template="plotly_white")
     return [
         f"<section id='account'><h2>{html.escape(title)}</h2><p class='caption'>{html.escape(caption)}</p>",
         plotly_embed.figure_html(fig, "account-figure"),

@@ -203,7 +203,7 @@ def _built_here(
         provider.add_span_processor(processor)
         processors.append(processor)
     if config.live:  # each step's account in verl's own logger (otel_verl/live); its drops lose no span
-        from otel_verl.live.exporter import LiveSpanExporter
+        from otel_verl.live.span_feed import LiveSpanExporter
 
         processor = _batch(LiveSpanExporter(run_id), config, counted=False)
         provider.add_span_processor(processor)

@@ -18,7 +18,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from otel_verl import semconv
 from otel_verl.export import flush, provider, tracing
-from otel_verl.instrumentation import propagation
+from otel_verl.instrumentation import ray_carrier
 from otel_verl.recording.recorder import current_request
 from otel_verl.wrapping.registry import coroutine_wrapper, enabled
 from otel_verl.wrapping.signatures import call_failed
@@ -80,22 +80,22 @@ def dataproto_post_init_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs
     result = wrapped(*args, **kwargs)
     carrier = _pending_carrier.get()
     if carrier:
-        propagation.put_in_meta_info(instance, carrier)
+        ray_carrier.put_in_meta_info(instance, carrier)
     return result
 
 
 async def reward_worker_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     data = args[0] if args else kwargs.get("data")
-    carrier = propagation.pop_from_meta_info(data)
+    carrier = ray_carrier.pop_from_meta_info(data)
     if carrier is None or not enabled():
         return await wrapped(*args, **kwargs)
     span = None
     try:
         if tracing.get_state() is None:
             provider.setup_tracing(semconv.ProcessRole.REWARD.value)
-        parent = propagation.context_from_carrier(carrier)
+        parent = ray_carrier.context_from_carrier(carrier)
         attributes: dict[str, Any] = {semconv.VERL_REWARD_REMOTE: True}
-        step = propagation.step_from_context(parent)
+        step = ray_carrier.step_from_context(parent)
         if step is not None:
             attributes[semconv.VERL_STEP] = step
         span = tracing.tracer().start_span(SPAN_REWARD_COMPUTE, context=parent, attributes=attributes)

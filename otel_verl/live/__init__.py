@@ -2,7 +2,7 @@
 
 The way of a span (docs/live.md has the picture, the lag and the metric table)::
 
-    every process   LiveSpanExporter (exporter.py), behind its own BatchSpanProcessor: lines by step
+    every process   LiveSpanExporter (span_feed.py), behind its own BatchSpanProcessor: lines by step
          │ Ray call, fire-and-forget                 (Ray actor "otel_verl_live:<run>", sink.py)
     beside trainer  LiveCollector (collector.py): lines on disk by step; when the trainer says a step is done
          │          and its spans settled, LiveAccount (account.py, the analyzer's one door) → LiveStep

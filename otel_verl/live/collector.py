@@ -1,7 +1,7 @@
 """Where the job's spans meet for the live account: a step's lines on disk until the step is done, then its account
 (:class:`LiveCollector`), on a thread of its own.
 
-Lines come from every process's :class:`~otel_verl.live.exporter.LiveSpanExporter` (one OTLP/JSON line per
+Lines come from every process's :class:`~otel_verl.live.span_feed.LiveSpanExporter` (one OTLP/JSON line per
 batch, already sorted by ``verl.step`` as the spool sorts them) and are appended to ``<root>/step_<n>/spans.jsonl``
 at once: memory holds no span between steps. Spans of no step (an engine's own ``llm_request``) go to the
 segment of the step the trainer is in when they arrive (``<root>/no_step/<n>.jsonl``); the account of step n
@@ -53,7 +53,7 @@ FORCE_AFTER_STEPS = 4
 """A step with lines but never said done (its log call skipped) is computed once this many later steps are done."""
 
 Batch = Sequence[tuple[int | None, int, bytes]]
-"""``(step or None, spans in the line, one OTLP/JSON line)``, as :class:`~.exporter.LiveSpanExporter` sends."""
+"""``(step or None, spans in the line, one OTLP/JSON line)``, as :class:`~.span_feed.LiveSpanExporter` sends."""
 
 
 class _Step:

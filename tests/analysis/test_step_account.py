@@ -11,13 +11,13 @@ import pytest
 from accounts import step_accounts
 
 from otel_verl.analysis import Tables
-from otel_verl.analysis.figures import step_account, trainer_phases
+from otel_verl.analysis.figures import step_account_bars, trainer_phases
 from otel_verl.analysis.labels import color, readable
 
 
 def test_account_bars_add_up_to_each_step() -> None:
     accounts = step_accounts()
-    df = step_account.compute_step_account(accounts)
+    df = step_account_bars.compute_step_account(accounts)
     per_step = df.groupby("step")["value_s"].sum()
     for acc in accounts:
         assert per_step[acc["step"]] == pytest.approx(acc["duration_s"])
@@ -31,7 +31,7 @@ def test_account_bars_add_up_to_each_step() -> None:
     assert order.index("decode") < order.index("reward") < order.index("phase:old_log_prob")
     # phases in verl's order whatever order the account lists them in
     shuffled = [{**acc, "parts": acc["parts"][::-1]} for acc in step_accounts(2)]
-    again = step_account.compute_step_account(shuffled)
+    again = step_account_bars.compute_step_account(shuffled)
     phases = [k for k in again[again["step"] == 1].sort_values("order")["key"] if k.startswith("phase:")]
     assert phases == ["phase:old_log_prob", "phase:update_actor", "phase:update_weights"]
 
@@ -39,16 +39,16 @@ def test_account_bars_add_up_to_each_step() -> None:
 def test_time_no_part_covers_is_drawn() -> None:
     acc = {"step": 1, "duration_s": 10.0, "baseline_s": 9.0, "excess_s": 1.0, "unexplained_s": 0.0,
            "parts": [{"kind": "decode", "value_s": 8.0, "baseline_s": 8.0, "seconds": 0.0}]}  # fmt: skip
-    df = step_account.compute_step_account([acc])
+    df = step_account_bars.compute_step_account([acc])
     assert df.set_index("key").loc["unexplained", "value_s"] == pytest.approx(2.0)
-    assert step_account.compute_step_account([]).empty
+    assert step_account_bars.compute_step_account([]).empty
 
 
 def test_account_figures(tmp_path: Path) -> None:
-    df = step_account.compute_step_account(step_accounts())
-    png = step_account.plot_step_account(df, tmp_path / "a.png")
+    df = step_account_bars.compute_step_account(step_accounts())
+    png = step_account_bars.plot_step_account(df, tmp_path / "a.png")
     assert png.stat().st_size > 10_000
-    fig = step_account.plotly_step_account(df)
+    fig = step_account_bars.plotly_step_account(df)
     bars = {t.name: t for t in fig.data if t.type == "bar"}
     assert bars[readable("reward")].marker.color == color("reward")
     assert "usually" in bars[readable("reward")].customdata[6][0]  # step 7's hover: its usual seconds
@@ -74,7 +74,7 @@ def test_excess_labels_sit_inside_the_axes(tmp_path: Path, monkeypatch) -> None:
         boxes.append((ax.get_window_extent(), ax.title.get_window_extent(), labels))
         return save(fig, path)
 
-    monkeypatch.setattr(step_account._style, "save", measure_then_save)
+    monkeypatch.setattr(step_account_bars._style, "save", measure_then_save)
     # the demo's shape: step 2 six times the others, and a part of step 1 a hair below zero (its "start": the
     # critical request began before the worker span), whose bar kept matplotlib from padding the axes' top
     accounts = step_accounts(3)
@@ -85,7 +85,7 @@ def test_excess_labels_sit_inside_the_axes(tmp_path: Path, monkeypatch) -> None:
     accounts[1]["duration_s"] += 20.0
     accounts[1]["excess_s"] += 20.0
     next(p for p in accounts[0]["parts"] if p["kind"] == "start")["value_s"] = -0.02
-    step_account.plot_step_account(step_account.compute_step_account(accounts), tmp_path / "a.png")
+    step_account_bars.plot_step_account(step_account_bars.compute_step_account(accounts), tmp_path / "a.png")
     ((axes_box, title_box, labels),) = boxes
     assert labels  # step 2's excess
     for text, box in labels:

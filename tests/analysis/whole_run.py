@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis.figures import step_account
+from otel_verl.analysis.figures import step_account_bars
 from otel_verl.analysis.figures.catalog import FIGURES
 from otel_verl.analysis.figures.rendering import render
 from otel_verl.analysis.findings.account.account_json import accounts_json
@@ -64,7 +64,7 @@ def whole_run(
     )
     named = [f.request_id for f in d.findings if f.request_id]
     named += [x for f in d.findings for x in f.details.get("request_ids", [])[:3]]
-    frames: dict[str, pd.DataFrame] = {"step_account": step_account.compute_step_account(steps)} if steps else {}
+    frames: dict[str, pd.DataFrame] = {"step_account": step_account_bars.compute_step_account(steps)} if steps else {}
     fragments = []
     for spec in FIGURES:
         options = {"max_requests": top_requests, "named": list(dict.fromkeys(named))} if spec[0] == "outliers" else {}

@@ -75,9 +75,9 @@ def _v1_step(mode: str, steps: int = 1, updates: int = 1) -> tuple[_Manager, lis
     manager, carriers = _Manager(2), []
 
     def dispatch(prompts: Any) -> None:
-        from otel_verl.instrumentation import propagation
+        from otel_verl.instrumentation import ray_carrier
 
-        carriers.append(propagation.carrier_dict(prompts.get(propagation.TENSORDICT_KEY).data))
+        carriers.append(ray_carrier.carrier_dict(prompts.get(ray_carrier.TENSORDICT_KEY).data))
 
     def step_once(metrics: dict, timing_raw: dict, sample_batch_size: int) -> None:
         with marked_timer("gen", timing_raw):
@@ -150,12 +150,12 @@ def _chunk(step: int, carrier: dict[str, str] | None, validate: bool = False) ->
     """A worker chunk started from the batch the manager dispatched (as ``AgentLoopWorker.generate_sequences``)."""
     from opentelemetry import context as otel_context
 
-    from otel_verl.instrumentation import propagation
+    from otel_verl.instrumentation import ray_carrier
     from otel_verl.instrumentation.rollout.chunk import CURRENT_CHUNK, _start_chunk
 
     batch = _prompts(step, validate)
     if carrier is not None:
-        propagation.put_in_tensordict(batch, carrier)
+        ray_carrier.put_in_tensordict(batch, carrier)
     chunk, (token, chunk_token) = _start_chunk(batch)
     CURRENT_CHUNK.reset(chunk_token)
     otel_context.detach(token)

@@ -14,9 +14,9 @@ import pytest
 
 from otel_verl.live import names as n
 from otel_verl.live.collector import LiveCollector
-from otel_verl.live.exporter import LiveSpanExporter
 from otel_verl.live.metrics import LiveStep
 from otel_verl.live.sink import LocalSink
+from otel_verl.live.span_feed import LiveSpanExporter
 
 
 class Clock:

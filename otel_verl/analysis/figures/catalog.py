@@ -28,7 +28,7 @@ from otel_verl.analysis.figures import (
     worker_cdf,
     worker_phases,
 )
-from otel_verl.analysis.figures.parts import concat_parts
+from otel_verl.analysis.figures.by_part import concat_parts
 from otel_verl.analysis.figures.rendering import FigureSpec
 
 FIGURES: tuple[FigureSpec, ...] = (

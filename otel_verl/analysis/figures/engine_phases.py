@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
-from otel_verl.analysis.figures.parts import concat_parts
+from otel_verl.analysis.figures.by_part import concat_parts
 from otel_verl.analysis.labels import color, readable
 from otel_verl.analysis.tables.engine_calls import PHASE_COLUMNS, PHASES
 

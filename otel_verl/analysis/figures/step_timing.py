@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
-from otel_verl.analysis.figures.parts import concat_parts
+from otel_verl.analysis.figures.by_part import concat_parts
 from otel_verl.analysis.tables.baseline import robust_baseline
 from otel_verl.analysis.tables.steps import steps_table
 

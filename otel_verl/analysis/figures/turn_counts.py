@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
-from otel_verl.analysis.figures.parts import concat_parts
+from otel_verl.analysis.figures.by_part import concat_parts
 from otel_verl.analysis.tables.requests import requests_table
 
 if TYPE_CHECKING:

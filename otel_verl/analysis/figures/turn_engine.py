@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
-from otel_verl.analysis.figures.parts import concat_parts
+from otel_verl.analysis.figures.by_part import concat_parts
 from otel_verl.analysis.tables.events import events_table
 
 if TYPE_CHECKING:

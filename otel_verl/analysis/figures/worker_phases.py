@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.figures import _style
-from otel_verl.analysis.figures.parts import concat_parts
+from otel_verl.analysis.figures.by_part import concat_parts
 from otel_verl.analysis.labels import color, hatch, readable
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from typing import Any
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read import remote
 from otel_verl.analysis.read.otlp_json import SpanColumns
-from otel_verl.analysis.read.parts import Part
+from otel_verl.analysis.read.part_rows import Part
 from otel_verl.analysis.read.span_frame import normalize_id
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.semconv import VERL_STEP

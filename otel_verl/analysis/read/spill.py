@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from otel_verl.analysis.read.parts import Part, raw_steps, select_rows, trace_ids
+from otel_verl.analysis.read.part_rows import Part, raw_steps, select_rows, trace_ids
 
 _names = itertools.count()
 

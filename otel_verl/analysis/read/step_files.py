@@ -28,7 +28,7 @@ from typing import Any
 
 from otel_verl.analysis.read.files import byte_chunks, parallelism, read_files, trace_files
 from otel_verl.analysis.read.otlp_json import SpanColumns
-from otel_verl.analysis.read.parts import Part
+from otel_verl.analysis.read.part_rows import Part
 from otel_verl.analysis.read.spill import SpillEntry, spill_parts
 from otel_verl.analysis.read.stats import LoadStats
 

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
-from otel_verl.analysis.read.parts import Part, raw_steps, select_rows, split_rows, trace_ids
+from otel_verl.analysis.read.part_rows import Part, raw_steps, select_rows, split_rows, trace_ids
 from otel_verl.analysis.read.progress import Bar
 from otel_verl.analysis.read.sources import SOURCE_TYPES, detect_source_type, filter_and_dedupe
 from otel_verl.analysis.read.span_columns import whole_numbers

@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanContext, Status, StatusCode
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig
 from otel_verl.export import flush, provider, tracing
-from otel_verl.instrumentation import propagation
+from otel_verl.instrumentation import ray_carrier
 from otel_verl.instrumentation.rollout import barriers
 from otel_verl.instrumentation.rollout.attributes import ABORTED, COMPLETED, as_int
 from otel_verl.recording.cutting import UNKNOWN_WORKERS, RequestSizes, TraceBudget
@@ -212,7 +212,7 @@ def _trace_budget(
     limit = config.trace_span_budget()
     if not config.detail_at_least("request") or (limit <= 0 and not config.trace_per_request):
         return None
-    extras = propagation.carrier_dict(carrier) or {}
+    extras = ray_carrier.carrier_dict(carrier) or {}
     share = as_int(extras.get(semconv.CARRIER_SPAN_BUDGET_KEY))
     if share is None:  # no rollout manager: the chunk's trace is its own; an older one: assume 16 workers
         share = limit - 1 if parent is None else limit // UNKNOWN_WORKERS
@@ -241,12 +241,12 @@ def _start_chunk(batch: Any, worker: Any = None) -> tuple[WorkerChunk, Any] | tu
     config = state.config if state is not None else None
     if rank is None and state is not None:  # not a named Ray actor: the rank the process was set up with
         rank = as_int(state.provider.resource.attributes.get(semconv.VERL_WORKER_RANK))
-    carrier = propagation.pop_from_meta_info(batch)  # popped at every detail level: verl never sees it
+    carrier = ray_carrier.pop_from_meta_info(batch)  # popped at every detail level: verl never sees it
     if carrier is None:
-        carrier = propagation.pop_from_tensordict(batch)
+        carrier = ray_carrier.pop_from_tensordict(batch)
     if config is not None and not config.detail_at_least("worker"):
         return None, None
-    parent_ctx = propagation.context_from_carrier(carrier) if carrier is not None else None
+    parent_ctx = ray_carrier.context_from_carrier(carrier) if carrier is not None else None
     step = _batch_step(batch)
     attributes: dict[str, Any] = {}
     if rank is not None:
@@ -313,7 +313,7 @@ async def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, k
         if chunk is not None and chunk.end_ns is not None:
             meta = getattr(result, "meta_info", None)
             if isinstance(meta, dict) and chunk.manager_span_id is not None:
-                meta[propagation.WORKER_INFO_KEY] = chunk.info()
+                meta[ray_carrier.WORKER_INFO_KEY] = chunk.info()
     except Exception:
         logger.debug("otel_verl: worker info not attached", exc_info=True)
     return result

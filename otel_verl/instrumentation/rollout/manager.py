@@ -5,7 +5,7 @@ phase that waits for the rollout into the batch (``DataProto.meta_info`` or the 
 it again when the call returns: the current span, or, where verl's V1 ``step`` dispatches before that phase
 opens, the step's coming ``gen`` (:func:`otel_verl.instrumentation.trainer.dispatch_context`). Each legacy
 worker chunk's end time comes back in the chunk output's ``meta_info``
-(:data:`~otel_verl.instrumentation.propagation.WORKER_INFO_KEY`) and is popped in ``DataProto.concat``
+(:data:`~otel_verl.instrumentation.ray_carrier.WORKER_INFO_KEY`) and is popped in ``DataProto.concat``
 before verl merges the outputs, so verl never sees it; then one ``verl.barrier`` per worker spans
 from its chunk's end to the slowest chunk's end. V1 workers answer nothing: the manager only remembers them,
 to be told each step's sync point (:mod:`.barriers`).
@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanContext
 
 from otel_verl import semconv
 from otel_verl.export import tracing
-from otel_verl.instrumentation import propagation, trainer
+from otel_verl.instrumentation import ray_carrier, trainer
 from otel_verl.instrumentation.rollout import barriers
 from otel_verl.instrumentation.rollout.attributes import as_int
 from otel_verl.recording.cutting import UNKNOWN_WORKERS, worker_allotment
@@ -60,12 +60,12 @@ def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs:
         context = trainer.dispatch_context()
         span_ctx = trace.get_current_span(context).get_span_context()
         if span_ctx.is_valid:
-            carrier = propagation.current_carrier(context)
+            carrier = ray_carrier.current_carrier(context)
             parent_id = span_ctx.span_id
             carrier.update(_cutting_extras(instance, span_ctx, parent_id))
-            if propagation.put_in_meta_info(prompts, carrier):
+            if ray_carrier.put_in_meta_info(prompts, carrier):
                 injected = "meta"
-            elif prompts is not None and propagation.put_in_tensordict(prompts, carrier):
+            elif prompts is not None and ray_carrier.put_in_tensordict(prompts, carrier):
                 injected = "td"
                 barriers.remember_workers(instance)
             with _infos_lock:
@@ -132,9 +132,9 @@ def _manager_finalizer(prompts: Any, injected: str | None, parent_id: int | None
     def finalize() -> None:
         try:
             if injected == "meta":
-                propagation.pop_from_meta_info(prompts)
+                ray_carrier.pop_from_meta_info(prompts)
             elif injected == "td":
-                propagation.pop_from_tensordict(prompts)
+                ray_carrier.pop_from_tensordict(prompts)
             if parent_id is not None:
                 with _infos_lock:
                     infos = _worker_infos.pop(parent_id, [])
@@ -152,7 +152,7 @@ def concat_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> An
     try:
         for item in data or ():
             meta = getattr(item, "meta_info", None)
-            info = meta.pop(propagation.WORKER_INFO_KEY, None) if isinstance(meta, dict) else None
+            info = meta.pop(ray_carrier.WORKER_INFO_KEY, None) if isinstance(meta, dict) else None
             if info:
                 with _infos_lock:
                     bucket = _worker_infos.get(info.get("manager_span_id", -1))

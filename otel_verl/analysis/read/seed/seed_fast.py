@@ -21,7 +21,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from otel_verl import semconv as sc
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.otlp_json import FLUSH_SPANS
-from otel_verl.analysis.read.parts import merge_parts
+from otel_verl.analysis.read.part_rows import merge_parts
 from otel_verl.analysis.read.seed import seed_arrow, seed_arrow_spans, seed_read, seed_spans
 from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
 from otel_verl.export.encoding import document_line, fields_json

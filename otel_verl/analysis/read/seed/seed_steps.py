@@ -20,7 +20,7 @@ import orjson
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.files import byte_chunks, parallelism
 from otel_verl.analysis.read.otlp_json import SpanColumns
-from otel_verl.analysis.read.parts import Part
+from otel_verl.analysis.read.part_rows import Part
 from otel_verl.analysis.read.seed import seed_read, seed_spans
 from otel_verl.analysis.read.seed.seed_fast import FileResult, _convert, _document, widen
 from otel_verl.analysis.read.spill import SpillEntry, spill_parts
