@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from otel_verl.analysis.findings.common.record import Finding
     from otel_verl.analysis.findings.common.thresholds import Thresholds
     from otel_verl.analysis.pipeline import Analysis
+    from otel_verl.analysis.read.load_options import LoadOptions
     from otel_verl.analysis.read.stats import LoadStats
     from otel_verl.analysis.tables import Tables
 
@@ -44,6 +45,7 @@ __all__ = [
     "Analysis",
     "AnalysisInputError",
     "Finding",
+    "LoadOptions",
     "LoadStats",
     "Tables",
     "Thresholds",
@@ -56,6 +58,7 @@ _TYPES = {
     "Analysis": "otel_verl.analysis.pipeline",
     "AnalysisInputError": "otel_verl.analysis.errors",
     "Finding": "otel_verl.analysis.findings.common.record",
+    "LoadOptions": "otel_verl.analysis.read.load_options",
     "LoadStats": "otel_verl.analysis.read.stats",
     "Tables": "otel_verl.analysis.tables",
     "Thresholds": "otel_verl.analysis.findings.common.thresholds",
@@ -73,31 +76,20 @@ def __getattr__(name: str) -> Any:
 
 def load(
     source: str | os.PathLike[str],
+    options: LoadOptions | None = None,
     *,
-    source_type: str = "auto",
-    service: str | None = None,
-    since_ns: int | None = None,
-    until_ns: int | None = None,
-    skip_bad_lines: bool = False,
-    progress: bool = False,
     stats: LoadStats | None = None,
-    max_traces: int = 10000,
-    seed_lines: bool = False,
+    **overrides: Any,
 ) -> Tables:
     """Read a run's traces and build its tables.
 
     Args:
-        source: a spool directory, a collector file-exporter file or directory, a Jaeger v2 query URL or a
-            Tempo URL.
-        source_type: ``"auto"`` (a path by what it holds, a URL by the API it serves) or one source type
-            (``read.sources.SOURCE_TYPES``).
-        service: keep only spans of this ``service.name``.
-        since_ns, until_ns: keep the whole traces and steps that overlap this window (Unix ns).
-        skip_bad_lines: count unreadable lines in ``stats`` instead of raising.
-        progress: show progress bars on stderr for long loads.
+        source: a spool directory, a collector file-exporter file or directory, the seed's log directory, a Jaeger v2
+            query URL or a Tempo URL.
+        options: how to read it (:class:`LoadOptions`: source type, service, time window, bad lines, progress,
+            ``max_traces``, seed lines; None: the defaults); ``overrides``, keywords named as its fields, apply on top
+            (``load(path, skip_bad_lines=True)``).
         stats: filled with what was read (spans, bad lines, warnings such as ``max_traces`` reached).
-        max_traces: the most traces one Jaeger/Tempo query returns.
-        seed_lines: keep a seed log's original lines on its spans (only ``export-legacy`` reads them).
 
     Returns:
         The run's :class:`Tables` (spans, steps, workers, requests, events).
@@ -109,18 +101,7 @@ def load(
     from otel_verl.analysis.read import load_spans
     from otel_verl.analysis.tables import Tables
 
-    spans = load_spans(
-        source,
-        source_type=source_type,
-        service=service,
-        since_ns=since_ns,
-        until_ns=until_ns,
-        skip_bad_lines=skip_bad_lines,
-        progress=progress,
-        stats=stats,
-        max_traces=max_traces,
-        seed_lines=seed_lines,
-    )
+    spans = load_spans(source, options, stats=stats, **overrides)
     return Tables.build(spans)
 
 
@@ -156,7 +137,8 @@ def analyze(
     baseline: str | range = "run",
     window: int = 1,
     spill_dir: str | None = None,
-    **load_options: Any,
+    load_options: LoadOptions | None = None,
+    **overrides: Any,
 ) -> Analysis:
     """Diagnose a run and write ``findings.json``, ``report.html`` and one PNG per figure under ``out``.
 
@@ -164,7 +146,7 @@ def analyze(
     tables or a span table already in memory are analysed step by step the same way.
 
     Args:
-        source: anything :func:`load` reads (``load_options`` are its keywords), or tables or a span table.
+        source: anything :func:`load` reads, or tables or a span table.
         out: the output directory (created if missing).
         thresholds: the defaults, or :meth:`Thresholds.with_overrides`.
         stats: filled with what was read.
@@ -180,7 +162,7 @@ def analyze(
             norms), ``"selected"`` (nothing else is read) or a ``range`` of steps.
         window: steps analysed together (more memory, fewer parts).
         spill_dir: where what the end needs of each step waits (default ``$TMPDIR``).
-        **load_options: :func:`load`'s keywords, for a source read here.
+        load_options: how a source read here is read (:class:`LoadOptions`), ``overrides`` on top, as :func:`load`.
 
     Returns:
         The :class:`Analysis`: findings, summary, each figure's frame and the files written.
@@ -203,7 +185,9 @@ def analyze(
         from otel_verl.analysis.read.steps import iter_steps
 
         read, report = read_plan(steps, baseline)
-        parts = iter_steps(source, stats=stats, steps=read, window=window, spill_dir=spill_dir, **load_options)
+        parts = iter_steps(
+            source, load_options, stats=stats, steps=read, window=window, spill_dir=spill_dir, **overrides
+        )
         return write_parts(parts, out, thresholds, source=source_name or os.fspath(source), report=report, **options)
     return write_analysis(
         source, out, thresholds, source=source_name, steps=steps, window=window, baseline=baseline, **options

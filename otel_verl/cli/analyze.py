@@ -138,10 +138,9 @@ def analyze_source(src: SourceOptions, out: Path, stats: Any, steps: range | Non
         out,
         stats=stats,
         steps=steps,
-        progress=interactive(),
         source_name=src.source,
+        load_options=src.load_options(progress=interactive()),
         **options,
-        **src.load_options(),
     )
     for w in stats.warnings:
         print(f"warning: {w}", file=sys.stderr)

@@ -182,17 +182,21 @@ class SourceOptions:
             since_ns = until_ns - parse_duration(self.lookback)
         return since_ns, until_ns
 
-    def load_options(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`otel_verl.analysis.read.load_spans` (and the facade's ``load``)."""
+    def load_options(self, **overrides: Any) -> Any:
+        """The :class:`~otel_verl.analysis.read.LoadOptions` these command-line options ask for, ``overrides`` on
+        top."""
+        from otel_verl.analysis.read.load_options import LoadOptions
+
         since_ns, until_ns = self.window_ns()
-        return {
-            "source_type": self.source_type,
-            "service": self.service,
-            "since_ns": since_ns,
-            "until_ns": until_ns,
-            "skip_bad_lines": self.skip_bad_lines,
-            "max_traces": self.max_traces,
-        }
+        return LoadOptions(
+            source_type=self.source_type,
+            service=self.service,
+            since_ns=since_ns,
+            until_ns=until_ns,
+            skip_bad_lines=self.skip_bad_lines,
+            max_traces=self.max_traces,
+            **overrides,
+        )
 
 
 def source_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -283,16 +287,14 @@ def load_source(src: SourceOptions, stats: Any = None, seed_lines: bool = True, 
 
     use_system_allocator()  # before the first table is allocated
     stats = stats if stats is not None else LoadStats()
+    options = src.load_options(progress=interactive(), seed_lines=seed_lines)
     if steps is not None:
         from otel_verl.analysis.read.step_split import concat_steps
         from otel_verl.analysis.read.steps import iter_steps
 
-        options = {**src.load_options(), "steps": steps}
-        spans = concat_steps(
-            iter_steps(src.source, progress=interactive(), stats=stats, seed_lines=seed_lines, **options)
-        )
+        spans = concat_steps(iter_steps(src.source, options, stats=stats, steps=steps))
     else:
-        spans = load_spans(src.source, progress=interactive(), stats=stats, seed_lines=seed_lines, **src.load_options())
+        spans = load_spans(src.source, options, stats=stats)
     for w in stats.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return spans

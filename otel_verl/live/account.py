@@ -61,7 +61,7 @@ class LiveAccount:
         from otel_verl.analysis.tables import Tables
 
         try:
-            spans = load_spans(source, skip_bad_lines=True, seed_lines=False)
+            spans = load_spans(source, skip_bad_lines=True)
         except AnalysisInputError:
             return None
         spans = take_rows(spans, np.flatnonzero(owner_steps(spans) == step))

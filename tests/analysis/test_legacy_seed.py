@@ -162,7 +162,7 @@ def test_loading_without_the_seed_lines_changes_only_the_kept_lines(seed_logs: P
     """``analyze`` leaves each span's original line out (``seed_lines=False``): every other column is the same,
     row for row, loaded in one process or by forked workers (their parts come back in file order)."""
     monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", "1")
-    with_lines = load_spans(seed_logs)
+    with_lines = load_spans(seed_logs, seed_lines=True)
     assert with_lines["extra"].str.contains("verl.legacy.line", regex=False).sum() == _line_count(seed_logs)
     for jobs in ("1", "2"):
         monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", jobs)

@@ -6,11 +6,13 @@ import base64
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from builder import PLANTED, TraceBuilder, build_run
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.read import LoadStats, load_spans
+from otel_verl.analysis.read import LoadOptions, LoadStats, load_spans
+from otel_verl.analysis.read.steps import iter_steps
 
 
 def test_counts_and_columns_match_builder(planted_spool: Path, planted_spans) -> None:
@@ -176,6 +178,21 @@ def test_empty_and_missing(tmp_path: Path) -> None:
         load_spans(tmp_path)
     with pytest.raises(AnalysisInputError, match="no such file"):
         load_spans(tmp_path / "missing")
+
+
+def test_one_options_object_reads_alike_everywhere(planted_spool: Path, planted_spans) -> None:
+    """``LoadOptions`` is what every reader takes: given whole, or as keywords on top of it, the same spans."""
+    cut = int(planted_spans["start_ns"].median())
+    options = LoadOptions(service="verl-worker", since_ns=cut)
+    whole = load_spans(planted_spool, options)
+    assert whole.equals(load_spans(planted_spool, service="verl-worker", since_ns=cut))
+    assert whole.equals(load_spans(planted_spool, LoadOptions(service="verl-worker"), since_ns=cut))
+    by_step = pd.concat([s.spans for s in iter_steps(planted_spool, options)])
+    assert sorted(by_step["span_id"]) == sorted(whole["span_id"])
+    with pytest.raises(AnalysisInputError, match="unknown source type 'zipkin'; valid: auto, spool"):
+        load_spans(planted_spool, source_type="zipkin")
+    with pytest.raises(TypeError, match="services"):
+        load_spans(planted_spool, services="verl-worker")
 
 
 def test_service_and_time_window(planted_spool: Path, planted_spans) -> None:

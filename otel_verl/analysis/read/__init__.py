@@ -3,6 +3,7 @@
 ================  ===========================================================================
 module            job
 ================  ===========================================================================
+load_options      :class:`LoadOptions`: how a source is read, for every reader and the CLI
 sources           :func:`load_spans`: pick the reader for SOURCE, window, dedupe, resolve the tree
 files             spool dirs and collector file exports, line by line (``file:line`` errors)
 remote            Jaeger v2 and Tempo HTTP APIs
@@ -16,11 +17,12 @@ steps             :func:`~.steps.iter_steps`: a run a step at a time (which span
 step_files        spool and collector archive split by step (forked readers, first pass)
 remote_steps      Jaeger and Tempo fetched step by step (``verl.step`` search)
 step_split        the same split of a table in memory; step tables joined back
-spill, parts      spans waiting for their step, on disk; rows of span-table parts
+spill, part_rows  spans waiting for their step, on disk; rows of span-table parts
 ================  ===========================================================================
 """
 
-from otel_verl.analysis.read.sources import SOURCE_TYPES, load_spans
+from otel_verl.analysis.read.load_options import SOURCE_TYPES, LoadOptions
+from otel_verl.analysis.read.sources import load_spans
 from otel_verl.analysis.read.stats import LoadStats
 
-__all__ = ["SOURCE_TYPES", "LoadStats", "load_spans"]
+__all__ = ["SOURCE_TYPES", "LoadOptions", "LoadStats", "load_spans"]

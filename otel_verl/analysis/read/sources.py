@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.compute as pc
@@ -20,13 +21,12 @@ from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.files import parallelism, read_files, read_parallel, trace_files
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
 from otel_verl.analysis.read.id_lookup import arrow_strings
+from otel_verl.analysis.read.load_options import LoadOptions
 from otel_verl.analysis.read.otlp_json import SpanColumns
 from otel_verl.analysis.read.progress import Bar
 from otel_verl.analysis.read.span_frame import frame_from_parts
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.read.window import in_window, no_spans_message
-
-SOURCE_TYPES = ("auto", "spool", "file", "jaeger", "tempo")
 
 
 def detect_source_type(source: str) -> str:
@@ -72,30 +72,32 @@ def filter_and_dedupe(
 
 def load_spans(
     source: str | os.PathLike[str],
+    options: LoadOptions | None = None,
     *,
-    source_type: str = "auto",
-    service: str | None = None,
-    since_ns: int | None = None,
-    until_ns: int | None = None,
-    skip_bad_lines: bool = False,
-    progress: bool = False,
     stats: LoadStats | None = None,
-    max_traces: int = 10000,
-    seed_lines: bool = True,
+    **overrides: Any,
 ) -> pd.DataFrame:
-    """Load SOURCE into the span table; raise :class:`AnalysisInputError` on anything unusable.
+    """The span table of ``source`` (a spool directory, collector files, seed logs, a Jaeger or Tempo URL).
 
-    ``since_ns``/``until_ns`` keep whole traces and steps that overlap the window (:func:`in_window`);
-    ``max_traces`` caps what a Jaeger/Tempo query returns (reaching it is a warning in ``stats``).
-    ``seed_lines=False`` leaves a seed log's original lines off its spans (``verl.legacy.line``, which only
-    ``export-legacy`` reads): ``analyze LOGDIR`` then moves a table of its spans, not of its text too.
+    Args:
+        source: what to read.
+        options: how (:class:`LoadOptions`; None: the defaults); ``overrides``, keywords named as its fields, apply
+            on top (``load_spans(path, skip_bad_lines=True)``).
+        stats: filled with what was read (spans, lines, bad lines, warnings).
+
+    Returns:
+        One row per span, resolved into the span tree (``read.hierarchy``).
+
+    Raises:
+        AnalysisInputError: anything unusable (``file:line: why``): a missing path, a bad line (unless
+            ``skip_bad_lines``), no span left after the filters (``since_ns``/``until_ns`` keep whole traces and
+            steps that overlap the window, :func:`in_window`).
     """
     t0 = time.perf_counter()
+    opts = LoadOptions.given(options, **overrides)
     stats = stats if stats is not None else LoadStats()
     source = str(source)
-    if source_type not in SOURCE_TYPES:
-        raise AnalysisInputError(f"unknown source type {source_type!r}; valid: {', '.join(SOURCE_TYPES)}")
-    kind = detect_source_type(source) if source_type == "auto" else source_type
+    kind = detect_source_type(source) if opts.source_type == "auto" else opts.source_type
     cols = SpanColumns()
     if kind in ("spool", "file"):
         path = Path(source)
@@ -104,29 +106,29 @@ def load_spans(
         files = trace_files(path)
         total = sum(f.stat().st_size for f in files)
         jobs = parallelism(total, len(files))
-        with Bar(progress and total > 20_000_000, "loading spans", total, "bytes") as bar:
+        with Bar(opts.progress and total > 20_000_000, "loading spans", total, "bytes") as bar:
             if path.is_dir() and _is_seed_log_dir(path):  # the seed's own logs, read as import-legacy does
                 from otel_verl.analysis.read.seed import seed_fast
 
                 results, steps = seed_fast.convert_dir(
-                    path, "legacy", skip_bad_lines, stats, True, bar.advance, keep_lines=seed_lines
+                    path, "legacy", opts.skip_bad_lines, stats, True, bar.advance, keep_lines=opts.seed_lines
                 )
                 frame = frame_from_parts(seed_fast.table_parts(results, steps))
             elif jobs > 1 and hasattr(os, "fork"):
-                frame = frame_from_parts(read_parallel(files, stats, skip_bad_lines, bar.advance, jobs))
+                frame = frame_from_parts(read_parallel(files, stats, opts.skip_bad_lines, bar.advance, jobs))
             else:
-                read_files(files, cols, stats, skip_bad_lines, bar.advance)
+                read_files(files, cols, stats, opts.skip_bad_lines, bar.advance)
                 frame = None
     else:
         from otel_verl.analysis.read import remote
 
         now = time.time_ns()
-        lo = since_ns if since_ns is not None else now - 24 * 3600 * 10**9
-        hi = until_ns if until_ns is not None else now
+        lo = opts.since_ns if opts.since_ns is not None else now - 24 * 3600 * 10**9
+        hi = opts.until_ns if opts.until_ns is not None else now
         fetch = remote.jaeger_documents if kind == "jaeger" else remote.tempo_documents
         unit = "services" if kind == "jaeger" else "traces"
-        with Bar(progress, f"fetching from {kind.capitalize()} ({unit})") as bar:
-            for doc in fetch(source, service, lo, hi, max_traces, bar, stats.warnings.append):
+        with Bar(opts.progress, f"fetching from {kind.capitalize()} ({unit})") as bar:
+            for doc in fetch(source, opts.service, lo, hi, opts.max_traces, bar, stats.warnings.append):
                 stats.lines += 1
                 try:
                     cols.add_document(doc)
@@ -135,15 +137,15 @@ def load_spans(
                 cols.maybe_flush()
     if kind not in ("spool", "file") or frame is None:
         frame = cols.frame()
-    by_service = service if kind in ("spool", "file") else None  # Jaeger and Tempo were asked for it
-    frame, unique_ids = filter_and_dedupe(frame, by_service, since_ns, until_ns, stats)
+    by_service = opts.service if kind in ("spool", "file") else None  # Jaeger and Tempo were asked for it
+    frame, unique_ids = filter_and_dedupe(frame, by_service, opts.since_ns, opts.until_ns, stats)
     if frame.empty:
         raise AnalysisInputError(
             no_spans_message(
                 source,
-                service=service,
-                since_ns=since_ns,
-                until_ns=until_ns,
+                service=opts.service,
+                since_ns=opts.since_ns,
+                until_ns=opts.until_ns,
                 first_bad=stats.first_bad,
                 bad_lines=stats.bad_lines,
             )

@@ -34,9 +34,10 @@ import pyarrow.compute as pc
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
+from otel_verl.analysis.read.load_options import LoadOptions
 from otel_verl.analysis.read.part_rows import Part, raw_steps, select_rows, split_rows, trace_ids
 from otel_verl.analysis.read.progress import Bar
-from otel_verl.analysis.read.sources import SOURCE_TYPES, detect_source_type, filter_and_dedupe
+from otel_verl.analysis.read.sources import detect_source_type, filter_and_dedupe
 from otel_verl.analysis.read.span_columns import whole_numbers
 from otel_verl.analysis.read.span_frame import frame_from_parts
 from otel_verl.analysis.read.spill import Spill, SpillEntry, partition
@@ -76,9 +77,7 @@ class StepSource(Protocol):
     def close(self) -> None: ...
 
 
-def _open_source(
-    source: str, kind: str, *, skip_bad_lines: bool, stats: LoadStats, steps: range | None, **remote: Any
-) -> StepSource:
+def _open_source(source: str, kind: str, opts: LoadOptions, *, stats: LoadStats, steps: range | None) -> StepSource:
     if kind in ("spool", "file"):
         path = Path(source)
         if not path.exists():
@@ -88,13 +87,13 @@ def _open_source(
         if path.is_dir() and seed_read.looks_like_seed_dir(path):
             from otel_verl.analysis.read.seed.seed_steps import SeedSteps
 
-            return SeedSteps(path, skip_bad_lines, stats, steps, remote["seed_lines"])
+            return SeedSteps(path, opts.skip_bad_lines, stats, steps, opts.seed_lines)
         from otel_verl.analysis.read.step_files import FileSteps
 
-        return FileSteps(path, skip_bad_lines, stats, steps)
+        return FileSteps(path, opts.skip_bad_lines, stats, steps)
     from otel_verl.analysis.read.remote_steps import RemoteSteps
 
-    return RemoteSteps(source, kind, stats, steps, remote["service"], remote["window"], remote["max_traces"])
+    return RemoteSteps(source, kind, stats, steps, opts.service, (opts.since_ns, opts.until_ns), opts.max_traces)
 
 
 class _Assembler:
@@ -213,47 +212,46 @@ class _Assembler:
 
 def iter_steps(
     source: str | Any,
+    options: LoadOptions | None = None,
     *,
-    source_type: str = "auto",
-    service: str | None = None,
-    since_ns: int | None = None,
-    until_ns: int | None = None,
-    skip_bad_lines: bool = False,
-    progress: bool = False,
     stats: LoadStats | None = None,
-    max_traces: int = 10000,
     steps: range | None = None,
     window: int = 1,
-    seed_lines: bool = False,
     spill_dir: str | None = None,
+    **overrides: Any,
 ) -> Iterator[StepSpans]:
     """The span table of each training step (or of each ``window`` consecutive steps) of SOURCE, in order;
-    then, without ``steps``, the spans of no step. Options as :func:`~otel_verl.analysis.read.load_spans`;
-    ``steps`` keeps only the steps in that range (``range(10, 21)``: steps 10 to 20); ``spill_dir`` is where
-    spans that wait for their step go (a temporary directory, default ``$TMPDIR``).
+    then, without ``steps``, the spans of no step.
 
-    Each table holds exactly the rows ``load_spans(SOURCE)`` would give for those steps (see the module's
-    rule), each row resolved the same way. Raises :class:`AnalysisInputError` on anything unusable, as
-    ``load_spans`` does; a source with no span at all raises after the last step.
+    Each table holds exactly the rows ``load_spans(SOURCE)`` would give for those steps (see the module's rule),
+    each row resolved the same way.
+
+    Args:
+        source: as :func:`~otel_verl.analysis.read.load_spans`.
+        options: how to read it (:class:`LoadOptions`; None: the defaults), ``overrides`` on top, as ``load_spans``.
+        stats: filled with what was read.
+        steps: only the steps in that range (``range(10, 21)``: steps 10 to 20).
+        window: steps per table (at least 1).
+        spill_dir: where spans that wait for their step go (a temporary directory, default ``$TMPDIR``).
+
+    Raises:
+        AnalysisInputError: anything unusable, as ``load_spans``; a source with no span at all raises after the
+            last step.
     """
     t0 = time.perf_counter()
+    opts = LoadOptions.given(options, **overrides)
     stats = stats if stats is not None else LoadStats()
     source = str(source)
-    if source_type not in SOURCE_TYPES:
-        raise AnalysisInputError(f"unknown source type {source_type!r}; valid: {', '.join(SOURCE_TYPES)}")
     if window < 1:
         raise AnalysisInputError(f"step window {window}: must be at least 1")
-    kind = detect_source_type(source) if source_type == "auto" else source_type
+    kind = detect_source_type(source) if opts.source_type == "auto" else opts.source_type
     files = kind in ("spool", "file")
-    src = _open_source(
-        source, kind, skip_bad_lines=skip_bad_lines, stats=stats, steps=steps, seed_lines=seed_lines,
-        service=service, window=(since_ns, until_ns), max_traces=max_traces,
-    )  # fmt: skip
+    src = _open_source(source, kind, opts, stats=stats, steps=steps)
     spill = Spill(spill_dir)
 
     def table(parts: list[Part]) -> pd.DataFrame | None:
         frame, unique_ids = filter_and_dedupe(
-            frame_from_parts(parts), service if files else None, since_ns, until_ns, stats
+            frame_from_parts(parts), opts.service if files else None, opts.since_ns, opts.until_ns, stats
         )
         if frame.empty:
             return None
@@ -265,7 +263,7 @@ def iter_steps(
     released = 0
     yielded = False
     try:
-        show = progress and (not files or src.total_bytes > 20_000_000)
+        show = opts.progress and (not files or src.total_bytes > 20_000_000)
         unit = "bytes" if files else "steps"
         with Bar(show, "reading steps", src.total_bytes if files else None, unit) as bar:
             src.start(spill.dir, asm.register, bar.advance)
@@ -303,10 +301,10 @@ def iter_steps(
         raise AnalysisInputError(
             no_spans_message(
                 source,
-                service=service,
+                service=opts.service,
                 steps=steps,
-                since_ns=since_ns,
-                until_ns=until_ns,
+                since_ns=opts.since_ns,
+                until_ns=opts.until_ns,
                 first_bad=stats.first_bad,
                 bad_lines=stats.bad_lines,
             )
