@@ -207,7 +207,7 @@ import json, sys, time
 t0 = time.perf_counter()
 from otel_verl.analysis.read import LoadStats
 from otel_verl.analysis.read.allocator import use_system_allocator
-from otel_verl.analysis.read.steps import iter_steps
+from otel_verl.analysis.read.step_stream import iter_steps
 from otel_verl.analysis.tables import Tables
 use_system_allocator()
 stats, steps, largest = LoadStats(), 0, 0

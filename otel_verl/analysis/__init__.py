@@ -182,7 +182,7 @@ def analyze(
         "spill_dir": spill_dir,
     }
     if isinstance(source, (str, os.PathLike)):
-        from otel_verl.analysis.read.steps import iter_steps
+        from otel_verl.analysis.read.step_stream import iter_steps
 
         read, report = read_plan(steps, baseline)
         parts = iter_steps(

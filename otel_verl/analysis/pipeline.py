@@ -27,7 +27,7 @@ from otel_verl.analysis.output_paths import prepare_dir, writing
 from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.read.step_split import own_positions, owner_steps, split_by_step, take_rows
-from otel_verl.analysis.read.steps import StepSpans
+from otel_verl.analysis.read.step_stream import StepSpans
 from otel_verl.analysis.report import write_html
 from otel_verl.analysis.step_rows import add_step_rows
 from otel_verl.analysis.stream.collect import RunCollector
@@ -153,7 +153,7 @@ def write_parts(
                 run.add(part, reported=shown)
             del part  # the part's table goes before the next one is read
         # what the last steps freed goes back to the OS before the figure worker forks (it would copy those
-        # pages as it wrote into them); during the read, every few steps (read/steps.py RELEASE_EVERY)
+        # pages as it wrote into them); during the read, every few steps (read/step_stream.py RELEASE_EVERY)
         release_memory()
         if stats is not None:
             stats.seconds = read_s  # the reader's own time, not the per-step analysis it waited for

@@ -15,13 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlparse
 
 import typer
 from rich.console import Console
 
 from otel_verl.analysis.errors import AnalysisInputError
+
+if TYPE_CHECKING:  # pandas stays out of --help: the reader is imported when a command runs
+    from otel_verl.analysis.read.load_options import LoadOptions
 
 console = Console(stderr=True)
 """Progress and summaries of long commands go to stderr, so stdout stays a result a script can read."""
@@ -182,7 +185,7 @@ class SourceOptions:
             since_ns = until_ns - parse_duration(self.lookback)
         return since_ns, until_ns
 
-    def load_options(self, **overrides: Any) -> Any:
+    def load_options(self, **overrides: Any) -> LoadOptions:
         """The :class:`~otel_verl.analysis.read.LoadOptions` these command-line options ask for, ``overrides`` on
         top."""
         from otel_verl.analysis.read.load_options import LoadOptions
@@ -290,7 +293,7 @@ def load_source(src: SourceOptions, stats: Any = None, seed_lines: bool = True, 
     options = src.load_options(progress=interactive(), seed_lines=seed_lines)
     if steps is not None:
         from otel_verl.analysis.read.step_split import concat_steps
-        from otel_verl.analysis.read.steps import iter_steps
+        from otel_verl.analysis.read.step_stream import iter_steps
 
         spans = concat_steps(iter_steps(src.source, options, stats=stats, steps=steps))
     else:

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from otel_verl.analysis.presenting import counted
 from otel_verl.cli.common import console
-from otel_verl.demo import quiet as demo_quiet
+from otel_verl.demo import quiet_logs as demo_quiet
 from otel_verl.demo.plants import ENGINE_KEYS, PLANT_STEP, READY_MADE
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def _ready_made(names: list[str] | None, engine: str, knobs: bool) -> dict[int, 
 
 def _run_with_progress(out: Console, opts: DemoOptions, quiet: bool) -> DemoResult:
     """``run_demo`` with a line per finished step and a spinner meanwhile (both on ``out``), the other libraries'
-    output silenced unless not ``quiet`` (:mod:`otel_verl.demo.quiet`)."""
+    output silenced unless not ``quiet`` (:mod:`otel_verl.demo.quiet_logs`)."""
     from otel_verl.demo.runner import run_demo
 
     what = f"{counted(opts.workers, 'worker')}, {opts.prompts}×{opts.n} requests a step, trainer {opts.trainer}"

@@ -2,19 +2,21 @@
 
 Everything the live account asks of :mod:`otel_verl.analysis` is asked here (a change to the analyzer's
 folders or findings touches this file only), and nothing is computed twice: the step's spans are read by the
-analyzer's own reader, summarized, and diagnosed with the summaries of the steps before it by
-``diagnose_summaries``, the function ``otel-verl analyze`` ends with. The step's account, its top cause and its
-headline are then read from findings.json's shapes (``account_json``, ``Finding.to_json``), as ``analyze``
-writes them.
+analyzer's own reader and summarized; its account is valued against the window's baselines
+(``step_account.valued``) and judged with the accounts of the steps before it, kept as they were valued when each
+was the newest, by ``diagnose_accounts``, the function ``otel-verl analyze`` ends with. The step's account, its top
+cause and its headline are then read from findings.json's shapes (``account_json``, ``Finding.to_json``), as
+``analyze`` writes them.
 
-What differs from ``otel-verl analyze`` (docs/live.md, "Live and offline"): the baselines are the medians over
-the :data:`WINDOW_STEPS` most recent steps up to this one, never later steps; so step N's live account equals
-``analyze``'s account of step N over the steps ``N − WINDOW_STEPS + 1 … N``, and for a run no longer than the
-window, the last step's equals the whole run's. The long tail is measured on the step alone (``analyze``: over
-the run). The data-quality notes (workers cut short, engine spans without our call) are left to ``analyze``.
+What differs from ``otel-verl analyze`` (docs/live.md, "Live and offline"): the baselines are the window's, the
+:data:`WINDOW_STEPS` most recent steps up to this one, never later steps; an earlier step counts as its own row
+showed it (``analyze`` values every step of the run against the same baselines). The step's own numbers (its time,
+each part's seconds) are ``analyze``'s over the window; a part's usual is its median over the rows the tracker
+already shows. The long tail is measured on the step alone (``analyze``: over the run). The data-quality notes
+(workers cut short, engine spans without our call) are left to ``analyze``.
 
 Memory: the window's summaries (each a few rows per worker and phase, plus one row per span occurrence; size in
-docs/performance.md), nothing else between steps.
+docs/performance.md) and their accounts, nothing else between steps.
 """
 
 from __future__ import annotations
@@ -32,9 +34,7 @@ from otel_verl.live.metrics import LiveStep, cause_place, cause_seconds, step_me
 WINDOW_STEPS = 8
 """Steps whose summaries make the baselines (this one included). Why 8: the diagnosis needs 3 for a baseline
 (``Thresholds.min_steps``), its step-to-step spread is calibrated for short runs (``account.warn_level``), and
-each step of the window is diagnosed again every step: at 4,096 trajectories × 8 turns (full detail) that is
-~0.5 s of CPU per window step on this project's 2-core test machine (benchmarks/bench_live.py), beside the
-trainer, not in it."""
+the baselines are measured again every step from every summary of the window (benchmarks/bench_live.py)."""
 
 
 class LiveAccount:
@@ -45,6 +45,8 @@ class LiveAccount:
 
         self.thresholds = Thresholds()
         self._summaries: deque[Any] = deque(maxlen=max(1, window))
+        self._valued: dict[int, Any] = {}
+        """Each window step's account as valued when it was the newest (valuing is most of a step's cost)."""
 
     @property
     def steps(self) -> list[int]:
@@ -67,13 +69,16 @@ class LiveAccount:
         spans = take_rows(spans, np.flatnonzero(owner_steps(spans) == step))
         if spans.empty:
             return None
-        tables = Tables.build(spans)
-        return self._account(tables, step)
+        return self.add_tables(Tables.build(spans), step)
 
-    def _account(self, tables: Any, step: int) -> LiveStep | None:
+    def add_tables(self, tables: Any, step: int) -> LiveStep | None:
+        """Step ``step``'s account from the span tables of its spans (what :meth:`add` reads); None when they hold
+        no training step ``step``."""
         from otel_verl.analysis.findings.account.account_json import account_json
+        from otel_verl.analysis.findings.account.baselines import run_baselines
+        from otel_verl.analysis.findings.account.step_account import valued
         from otel_verl.analysis.findings.common import kinds
-        from otel_verl.analysis.findings.diagnose import diagnose_summaries
+        from otel_verl.analysis.findings.diagnose import diagnose_accounts
         from otel_verl.analysis.findings.patterns.long_tail import long_tail
         from otel_verl.analysis.findings.steps.step_summary import summarize_steps
         from otel_verl.analysis.findings.verdict import headlines
@@ -82,7 +87,11 @@ class LiveAccount:
         if not mine:
             return None
         self._summaries.append(mine[0])
-        diagnosis = diagnose_summaries(list(self._summaries), self.thresholds)
+        window = list(self._summaries)
+        b = run_baselines(window, self.thresholds)
+        self._valued = {s.step: self._valued[s.step] for s in window[:-1] if s.step in self._valued}
+        self._valued[step] = valued(mine[0], b, self.thresholds)
+        diagnosis = diagnose_accounts([self._valued[s.step] for s in window], b, self.thresholds, run_tail=False)
         account = next(a for a in diagnosis.accounts if a.step == step)
         account_doc = account_json(account)
         findings = [f.to_json() for f in diagnosis.findings]

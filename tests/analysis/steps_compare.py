@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.read.step_split import POSITION_COLUMNS, split_by_step
-from otel_verl.analysis.read.steps import StepSpans
+from otel_verl.analysis.read.step_stream import StepSpans
 
 
 def canonical(frame: pd.DataFrame, drop: tuple[str, ...] = ()) -> pd.DataFrame:

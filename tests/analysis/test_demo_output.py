@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from otel_verl.demo.quiet import third_party_quiet
+from otel_verl.demo.quiet_logs import third_party_quiet
 
 NOISE = ("target_num_threads", "engine is not available", "No supported accelerator", "Token authentication",
          "UserWarning", "LLMServerManager:", "validation metrics", "is_fx_tracing")  # fmt: skip

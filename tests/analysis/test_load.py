@@ -12,7 +12,7 @@ from builder import PLANTED, TraceBuilder, build_run
 
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read import LoadOptions, LoadStats, load_spans
-from otel_verl.analysis.read.steps import iter_steps
+from otel_verl.analysis.read.step_stream import iter_steps
 
 
 def test_counts_and_columns_match_builder(planted_spool: Path, planted_spans) -> None:

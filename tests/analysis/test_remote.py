@@ -193,7 +193,7 @@ def test_jaeger_step_by_step_by_attribute(backends, planted_spans) -> None:
     """Jaeger >= 2.19 filters ``/api/v3/traces`` by ``query.attributes``: a step is one search per service."""
     from steps_compare import assert_same_steps
 
-    from otel_verl.analysis.read.steps import iter_steps
+    from otel_verl.analysis.read.step_stream import iter_steps
 
     whole = load_spans(backends["jaeger_attributes"], since_ns=0)
     assert_same_steps(list(iter_steps(backends["jaeger_attributes"], since_ns=0)), whole)

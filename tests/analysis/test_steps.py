@@ -15,9 +15,9 @@ from steps_compare import assert_same_steps
 from benchmarks.gen_seed_logs import write_seed_logs
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read import LoadStats, load_spans
-from otel_verl.analysis.read import steps as steps_module
+from otel_verl.analysis.read import step_stream as steps_module
 from otel_verl.analysis.read.step_split import owner_steps, split_by_step
-from otel_verl.analysis.read.steps import iter_steps
+from otel_verl.analysis.read.step_stream import iter_steps
 from otel_verl.cli.common import parse_step_range
 
 

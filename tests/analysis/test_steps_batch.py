@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read import LoadStats, otlp_batch
 from otel_verl.analysis.read.otlp_json import SpanColumns
-from otel_verl.analysis.read.steps import iter_steps
+from otel_verl.analysis.read.step_stream import iter_steps
 from otel_verl.cli import app
 
 

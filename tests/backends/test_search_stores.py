@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from otel_verl.analysis.read import LoadStats, load_spans
-from otel_verl.analysis.read.steps import iter_steps
+from otel_verl.analysis.read.step_stream import iter_steps
 
 from .conftest import BIN, REPO, free_ports, http_get, replayed_jaeger, start, wait_until
 

@@ -12,7 +12,7 @@ import pytest
 
 from otel_verl.analysis.read import LoadStats, load_spans
 from otel_verl.analysis.read.remote_steps import PROBE_MISSES
-from otel_verl.analysis.read.steps import iter_steps
+from otel_verl.analysis.read.step_stream import iter_steps
 
 from .conftest import REPO, replayed_jaeger
 from .tempo_standin import TempoStandIn

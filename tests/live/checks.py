@@ -1,5 +1,5 @@
 """What every live-account test reads and compares, in one place: verl's file logger's rows, a step's usual and
-excess adding up, and the offline account the live one must equal (docs/live.md, "Live and offline")."""
+excess adding up, and the accounts the live ones must equal (docs/live.md, "Live and offline")."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 
 from otel_verl.live import names as n
-from otel_verl.live.account import WINDOW_STEPS
+from otel_verl.live.account import WINDOW_STEPS, LiveAccount
 from otel_verl.live.metrics import step_metrics, top_cause
+
+ROUNDED = 2e-6
+"""findings.json's 6 decimals: the same sums taken over spans in another order may round one unit apart."""
 
 
 def logged_rows(tmp: Path) -> dict[int, dict[str, Any]]:
@@ -49,3 +52,32 @@ def offline_numbers(spool: Path, step: int, out: Path) -> tuple[dict[str, float]
     (account,) = [s for s in offline.steps if s["step"] == step]
     cause = top_cause([f.to_json() for f in offline.findings], step, tuple(kinds.CAUSES))
     return step_metrics(account, cause), cause
+
+
+def own_numbers(metrics: dict[str, float]) -> dict[str, float]:
+    """The numbers of a step that no other step moves: its time, its rollout's and each part's seconds, its async
+    sides (a part another step of the window ran and this one did not is 0 s, written or not). The staleness of
+    the samples it consumed is the live account's own (read from the update spans; ``analyze`` has no such number)."""
+    own = (n.STEP_S, n.ROLLOUT_S)
+    live_only = (n.STALENESS_MAX, n.STALENESS_MEAN)
+    return {
+        k: v
+        for k, v in metrics.items()
+        if k in own or (k.startswith(n.ASYNC) and k not in live_only) or (k.startswith(n.PART) and v != 0)
+    }
+
+
+def assert_live_is_the_spools(rows: dict[int, dict[str, Any]], spool: Path, steps: int, out: Path) -> None:
+    """Every step's live row (``rows``, as verl's file logger wrote them) is, number for number, what
+    :class:`LiveAccount` makes of the finished spool fed one step at a time (so the collector lost nothing and
+    added nothing); and the step's own numbers (:func:`own_numbers`) are ``analyze``'s, over the same window."""
+    replay = LiveAccount()
+    for step in range(1, steps + 1):
+        expected = replay.add(spool, step)
+        assert expected is not None, step
+        row = rows[step]
+        numbers = {k: v for k, v in row.items() if isinstance(v, float | int) and k.startswith(n.PREFIX)}
+        assert {k: numbers.get(k) for k in expected.metrics} == pytest.approx(expected.metrics, abs=ROUNDED), step
+        assert (row.get(n.CAUSE), row.get(n.VERDICT)) == (expected.texts.get(n.CAUSE), expected.verdict), step
+        offline, _ = offline_numbers(spool, step, out / f"s{step}")
+        assert own_numbers(numbers) == pytest.approx(own_numbers(offline), abs=ROUNDED), step

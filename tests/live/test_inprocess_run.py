@@ -20,7 +20,7 @@ from otel_verl.live import names as n
 from otel_verl.live.account import WINDOW_STEPS
 from otel_verl.live.backends import CONSOLE_PREFIX
 
-from .checks import assert_adds_up, logged_rows, offline_numbers
+from .checks import assert_adds_up, assert_live_is_the_spools, logged_rows
 from .inprocess import Run, train
 
 pytest.importorskip("verl", reason="needs the verl extra")
@@ -147,13 +147,8 @@ def test_mlflow_file_store_read_back(run, monkeypatch: pytest.MonkeyPatch) -> No
     assert text == file_rows[SLOW_STEP][n.VERDICT]
 
 
-def test_live_numbers_agree_with_offline_analyze(run, tmp_path: Path) -> None:
-    """Step N live == ``analyze`` of the spool's steps N−WINDOW+1 … N, its step N (made into numbers by the same
-    function). The one difference by design: the live long tail is the step's alone (``tail/*`` left out)."""
+def test_live_numbers_are_the_spools_accounts(run, tmp_path: Path) -> None:
+    """Every live row is what the live account makes of the finished spool, one step at a time, and each step's
+    own numbers are ``analyze``'s over the same window (docs/live.md, "Live and offline")."""
     result, tmp, _ = run
-    rows = logged_rows(tmp)
-    for step in range(1, STEPS + 1):
-        expected, cause = offline_numbers(Path(result.spool), step, tmp_path / f"s{step}")
-        live = {k: v for k, v in rows[step].items() if k in expected}
-        assert live == pytest.approx(expected, abs=1e-6), step
-        assert (rows[step].get(n.CAUSE) is None) == (cause is None)
+    assert_live_is_the_spools(logged_rows(tmp), Path(result.spool), STEPS, tmp_path)

@@ -11,7 +11,7 @@ The stages, one module each::
     stragglers     a worker or replica slower than its peers at the same work in most steps
     behaviour      a step where the policy asked for much more (tokens, calls), told as behaviour
     trends         step time moving over the run, split into behaviour and infrastructure
-    one_name       what a pattern tells is not told again by the step's own causes
+    fold_patterns  what a pattern tells is not told again by the step's own causes
     long_tail      the tail every run has, measured once, with what over-sampling and partial rollout would do
     bound          asynchronous trainers: generation-bound or train-bound, from each step's two sides
     data quality   workers missing or cut short, engine spans without our call, aborted requests, skipped lines
@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from otel_verl.analysis.findings.account.baselines import Baselines, run_baselines
-from otel_verl.analysis.findings.account.step_account import StepAccount, StepSpread, step_accounts
+from otel_verl.analysis.findings.account.step_account import StepAccount, StepSpread, judged, valued
+from otel_verl.analysis.findings.causes.fold_patterns import fold
 from otel_verl.analysis.findings.causes.naming import name_causes
-from otel_verl.analysis.findings.causes.one_name import fold
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import Finding, sort_findings
 from otel_verl.analysis.findings.common.thresholds import Thresholds
@@ -81,21 +81,40 @@ def diagnose_summaries(
     streamed analysis calls this once every step is summarized). ``baseline``: summaries of other steps of the run,
     read only to judge these against (``--steps`` selects what is reported, not what is known): the norms, the
     spread and the patterns are the whole run's; the accounts and findings only those of ``summaries``' steps."""
-    shown = {s.step for s in summaries}
     every = sorted([*summaries, *baseline], key=lambda s: s.step) if baseline else summaries
     b = run_baselines(every, th)
-    accounts, spread = step_accounts(every, b, th)
+    reported = {s.step for s in summaries} if baseline else None
+    return diagnose_accounts([valued(s, b, th) for s in every], b, th, quality, stats, reported)
+
+
+def diagnose_accounts(
+    accounts: list[StepAccount],
+    b: Baselines,
+    th: Thresholds,
+    quality: list[Finding] | None = None,
+    stats: LoadStats | None = None,
+    reported: set[int] | None = None,
+    run_tail: bool = True,
+) -> Diagnosis:
+    """The diagnosis of steps whose accounts are :func:`~.step_account.valued` (in step order), judged here among
+    each other; ``b``: the baselines the causes are told against. :func:`diagnose_summaries` values every step
+    against the same baselines; the live account passes each step's account as valued when it was the newest
+    (docs/live.md, "Live and offline"). ``reported``: the steps whose accounts and findings are kept (None: all);
+    ``run_tail``: whether to measure the run's long tail (the live account measures its step's alone)."""
+    accounts, spread = judged(accounts, th)
     findings, spread = name_causes(accounts, spread, b, th)
     stragglers, places = find_stragglers(accounts, th)
     shifts, explained = find_behaviour_shifts(accounts, spread, th)
     findings = fold(findings, places, shifts, explained) + stragglers + find_trends(accounts, spread, th)
-    if baseline:
-        findings = reported_only(findings, shown)
-        accounts = [a for a in accounts if a.step in shown]
-    tail = long_tail(accounts, spread.spread)
+    known = len(accounts)
+    if reported is not None:
+        findings = reported_only(findings, reported)
+        accounts = [a for a in accounts if a.step in reported]
+    summaries = [a.summary for a in accounts]
+    tail = long_tail(accounts, spread.spread) if run_tail else None
     found = findings + ([tail] if tail is not None else []) + (quality or [])
     found += find_bound(summaries, th) + find_missing_workers(summaries) + find_missing_data(summaries, stats)
-    return Diagnosis(_capped(sort_findings(found), th), accounts, spread, b, baseline_steps=len(every))
+    return Diagnosis(_capped(sort_findings(found), th), accounts, spread, b, baseline_steps=known)
 
 
 def diagnose(t: Tables, thresholds: Thresholds | None = None) -> list[Finding]:

@@ -2,7 +2,7 @@
 
 A search by ``verl.step = N`` finds every trace that holds a span of step N, whatever its shape: the step's
 own trace, or traces cut per request or per sample group that carry ``verl.step`` on their spans. Each trace
-comes whole (the engine's spans under our calls with it), so :mod:`.steps` can resolve and route it.
+comes whole (the engine's spans under our calls with it), so :mod:`.step_stream` can resolve and route it.
 
 * **Tempo**: TraceQL ``{ span.verl.step = N }`` (Tempo 1.x: the tag search ``verl.step=N``), then each trace
   by id, as :func:`otel_verl.analysis.read.remote.tempo_documents`. The steps come from Tempo's tag values API
@@ -117,7 +117,7 @@ class JaegerSteps:
 
 
 class RemoteSteps:
-    """Jaeger or Tempo as a step source for :func:`otel_verl.analysis.read.steps.iter_steps`."""
+    """Jaeger or Tempo as a step source for :func:`otel_verl.analysis.read.step_stream.iter_steps`."""
 
     total_bytes = 0
 

@@ -20,7 +20,7 @@ class LoadStats:
     warnings: list[str] = field(default_factory=list)
     """Things the user must know about the data (e.g. a backend's trace limit reached); shown and saved."""
     steps: int = 0
-    """Steps read by a step-at-a-time read (:func:`otel_verl.analysis.read.steps.iter_steps`)."""
+    """Steps read by a step-at-a-time read (:func:`otel_verl.analysis.read.step_stream.iter_steps`)."""
     no_step_spans: int = 0
     """Spans of no step (their trace holds no step): yielded once, after the steps."""
     late_spans: int = 0

@@ -14,7 +14,7 @@ How each is split by step:
   spans per reader); each step then reads its own spilled spans back.
 
 Late spans (a ``step_<n>/`` file holding spans of another step) are routed by the step they carry, not by
-the directory; the caller (:mod:`.steps`) decides what is late.
+the directory; the caller (:mod:`.step_stream`) decides what is late.
 """
 
 from __future__ import annotations
@@ -127,35 +127,44 @@ def merge_stats(into: LoadStats, part: LoadStats) -> None:
     into.first_bad.extend(part.first_bad[: max(0, 5 - len(into.first_bad))])
 
 
-class FileSteps:
-    """A spool or collector archive as a step source for :func:`otel_verl.analysis.read.steps.iter_steps`."""
+class StepDirectories:
+    """A step source whose steps are files in ``step_<n>/`` directories (:func:`.step_stream.iter_steps` reads it): each
+    step's files read in forked :class:`Workers` when its turn comes, the next :data:`PREFETCH_STEPS` steps' parsed
+    ahead; the files outside any step directory read first and spilled (:meth:`start`).
 
-    def __init__(self, root: Path, skip_bad_lines: bool, stats: LoadStats, steps: range | None) -> None:
-        files = trace_files(root)
-        self.by_step: dict[int, list[Path]] = {}
-        self.unsorted: list[Path] = []
-        for path in files:
-            m = STEP_DIR.fullmatch(path.parent.name) if root.is_dir() else None
-            if m is not None and (steps is None or int(m.group(1)) in steps):
-                self.by_step.setdefault(int(m.group(1)), []).append(path)
-            elif m is None:
-                self.unsorted.append(path)
-        self.skip_bad_lines, self.stats = skip_bad_lines, stats
+    A format says how a chunk of files is read (:meth:`_read_job`, :meth:`_spill_job`) and how a reader's result is
+    taken in (:meth:`_take`, :meth:`_take_spilled`: its counts into ``stats``, its spans or spill entries out)."""
+
+    def __init__(self, by_step: dict[int, list[Path]], unsorted: list[Path], files: list[Path], stats: LoadStats):
+        self.by_step, self.unsorted, self.stats = by_step, unsorted, stats
         self.total_bytes = sum(f.stat().st_size for f in files)
         self.workers = Workers(parallelism(self.total_bytes, len(files)))
-        self._order = sorted(self.by_step)
-        self._ahead: dict[int, list[Future[Any]]] = {}
+        self._order = sorted(by_step)
+        self._ahead: dict[int, list[tuple[list[Path], Future[Any]]]] = {}
+
+    def _read_job(self, files: list[Path]) -> Future[Any]:
+        raise NotImplementedError
+
+    def _spill_job(self, files: list[Path], spill_dir: Path) -> Future[Any]:
+        raise NotImplementedError
+
+    def _take(self, result: Any, files: list[Path]) -> list[Part]:
+        raise NotImplementedError
+
+    def _take_spilled(self, result: Any, files: list[Path]) -> list[SpillEntry]:
+        raise NotImplementedError
+
+    def _chunks(self, files: list[Path]) -> list[list[Path]]:
+        return byte_chunks(files, self.workers.jobs) if self.workers.jobs > 1 else [files]
 
     def start(self, spill_dir: Path, register: Callable[[SpillEntry], None], advance: Callable[[int], None]) -> None:
         """First pass over the files outside ``step_<n>/``: their spans, grouped by step, go to the spill."""
         if not self.unsorted:
             return
-        chunks = byte_chunks(self.unsorted, self.workers.jobs) if self.workers.jobs > 1 else [self.unsorted]
-        futures = [self.workers.submit(_partition_chunk, c, self.skip_bad_lines, spill_dir) for c in chunks]
+        chunks = self._chunks(self.unsorted)
+        futures = [self._spill_job(c, spill_dir) for c in chunks]
         for chunk, fut in zip(chunks, futures, strict=True):
-            entries, part = fut.result()
-            merge_stats(self.stats, part)
-            for entry in entries:
+            for entry in self._take_spilled(fut.result(), chunk):
                 register(entry)
             advance(sum(f.stat().st_size for f in chunk))
 
@@ -166,27 +175,55 @@ class FileSteps:
     def _submit(self, step: int) -> None:
         if step in self._ahead or step not in self.by_step:
             return
-        files = self.by_step[step]
-        chunks = byte_chunks(files, self.workers.jobs) if self.workers.jobs > 1 else [files]
-        self._ahead[step] = [self.workers.submit(_read_chunk, c, self.skip_bad_lines) for c in chunks]
+        self._ahead[step] = [(chunk, self._read_job(chunk)) for chunk in self._chunks(self.by_step[step])]
 
     def read(self, group: tuple[int, ...], advance: Callable[[int], None]) -> list[Part]:
         """Every span of the step directories of ``group`` (file order kept); the next steps are parsed ahead."""
         for step in group:
             self._submit(step)
         if group:
-            later = [s for s in self._order if s > group[-1]][:PREFETCH_STEPS]
-            for step in later:
+            for step in [s for s in self._order if s > group[-1]][:PREFETCH_STEPS]:
                 self._submit(step)
         parts: list[Part] = []
         for step in group:
-            for fut in self._ahead.pop(step, []):
-                chunk_parts, part = fut.result()
-                parts.extend(chunk_parts)
-                merge_stats(self.stats, part)
+            for chunk, fut in self._ahead.pop(step, []):
+                parts.extend(self._take(fut.result(), chunk))
             advance(sum(f.stat().st_size for f in self.by_step.get(step, [])))
         return parts
 
     def close(self) -> None:
         self._ahead.clear()
         self.workers.close()
+
+
+class FileSteps(StepDirectories):
+    """A spool or collector archive as a step source for :func:`otel_verl.analysis.read.step_stream.iter_steps`."""
+
+    def __init__(self, root: Path, skip_bad_lines: bool, stats: LoadStats, steps: range | None) -> None:
+        files = trace_files(root)
+        by_step: dict[int, list[Path]] = {}
+        unsorted: list[Path] = []
+        for path in files:
+            m = STEP_DIR.fullmatch(path.parent.name) if root.is_dir() else None
+            if m is not None and (steps is None or int(m.group(1)) in steps):
+                by_step.setdefault(int(m.group(1)), []).append(path)
+            elif m is None:
+                unsorted.append(path)
+        super().__init__(by_step, unsorted, files, stats)
+        self.skip_bad_lines = skip_bad_lines
+
+    def _read_job(self, files: list[Path]) -> Future[Any]:
+        return self.workers.submit(_read_chunk, files, self.skip_bad_lines)
+
+    def _spill_job(self, files: list[Path], spill_dir: Path) -> Future[Any]:
+        return self.workers.submit(_partition_chunk, files, self.skip_bad_lines, spill_dir)
+
+    def _take(self, result: tuple[list[Part], LoadStats], files: list[Path]) -> list[Part]:
+        parts, stats = result
+        merge_stats(self.stats, stats)
+        return parts
+
+    def _take_spilled(self, result: tuple[list[SpillEntry], LoadStats], files: list[Path]) -> list[SpillEntry]:
+        entries, stats = result
+        merge_stats(self.stats, stats)
+        return entries

@@ -1,4 +1,4 @@
-"""Split a whole span table by step with the rule of :mod:`.steps`: what ``iter_steps`` yields, from a table
+"""Split a whole span table by step with the rule of :mod:`.step_stream`: what ``iter_steps`` yields, from a table
 already in memory (a run small enough to load whole, or a test comparing the two reads).
 
 The rule: step s holds every span whose resolved step is s, and every span with no step whose trace's first
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from otel_verl.analysis.read.steps import StepSpans
+from otel_verl.analysis.read.step_stream import StepSpans
 
 POSITION_COLUMNS = ("request_span", "worker_span", "turn_span", "step_span")
 """Columns that hold row positions in the table (:func:`~otel_verl.analysis.read.hierarchy.resolve_hierarchy`)."""

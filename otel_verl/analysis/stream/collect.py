@@ -20,7 +20,7 @@ from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.diagnose import part_quality
 from otel_verl.analysis.findings.quality.engine_orphans import merge_engine_orphans
 from otel_verl.analysis.findings.steps.step_summary import StepSummary, summarize_steps
-from otel_verl.analysis.read.steps import StepSpans
+from otel_verl.analysis.read.step_stream import StepSpans
 from otel_verl.analysis.stream.counts import RunCounts
 from otel_verl.analysis.stream.held import OutlierHold, TimelineHold
 from otel_verl.analysis.stream.store import PartStore

@@ -4,7 +4,7 @@
 module              table
 ==================  ==========================================================================
 training_spans      the spans a training analysis looks at (with a step, no validation)
-kinds               the span kind of each row as a code, for the builders' row masks
+kind_codes          the span kind of each row as a code, for the builders' row masks
 steps               one row per step: bounds, rollout window
 workers             one row per (step, worker): rollout window, requests, barrier wait
 requests            one row per request, sampled-out ones included (:mod:`.sampled_out`)
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.tables.events import events_table
-from otel_verl.analysis.tables.kinds import Kinds
+from otel_verl.analysis.tables.kind_codes import Kinds
 from otel_verl.analysis.tables.requests import requests_table
 from otel_verl.analysis.tables.steps import steps_table
 from otel_verl.analysis.tables.training_spans import training_spans

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.read.span_columns import whole_numbers
-from otel_verl.analysis.tables.kinds import Kinds
+from otel_verl.analysis.tables.kind_codes import Kinds
 from otel_verl.analysis.tables.training_spans import training_spans
 
 EVENT_KINDS = ("engine", "tool", "tool_parse", "preprocess", "reward", "other")

@@ -1,4 +1,5 @@
-"""The step's account: where every second of a step went, against what it usually costs (:func:`step_accounts`).
+"""The step's account: where every second of a step went, against what it usually costs: each step
+:func:`valued` against the run's baselines, then all :func:`judged` among each other.
 
 A step's wall time is a sum of parts: the trainer's phases (each top-level ``verl.phase``, with the time no
 earlier phase held), the time outside any phase, and the rollout along its critical path (:mod:`.peel`: what each
@@ -14,7 +15,7 @@ The run's *spread* is the robust spread of the steps' excesses, and how far the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -266,14 +267,18 @@ def _mad(values: np.ndarray) -> float:
     return float(np.median(np.abs(values - np.median(values)))) * 1.4826
 
 
-def step_accounts(summaries: list[StepSummary], b: Baselines, th: Thresholds) -> tuple[list[StepAccount], StepSpread]:
-    """Every step's account and how the run's steps stray (no baseline with fewer than ``th.min_steps`` steps)."""
-    accounts = [_account(s, b, th) for s in summaries]
-    _judge(accounts, th)
-    return accounts, StepSpread.of(accounts, th)
+def judged(accounts: list[StepAccount], th: Thresholds) -> tuple[list[StepAccount], StepSpread]:
+    """Accounts :func:`valued` (each part's seconds), judged among each other: each part's baseline, each step's
+    baseline and excess, the run's spread. Returns judged copies: the accounts given stay as valued, so the live
+    account can judge a step's account again among later steps (``otel_verl.live.account``)."""
+    copies = [replace(a, parts=[replace(p) for p in a.parts], notes=list(a.notes)) for a in accounts]
+    _judge(copies, th)
+    return copies, StepSpread.of(copies, th)
 
 
-def _account(s: StepSummary, b: Baselines, th: Thresholds) -> StepAccount:
+def valued(s: StepSummary, b: Baselines, th: Thresholds) -> StepAccount:
+    """A step's parts and their seconds, its anomalies against ``b`` and what each cost (:mod:`.peel`); no
+    baselines yet (:func:`judged` sets them)."""
     anomalies = step_anomalies(s, b, th)
     path = rollout_path(s, anomalies)
     anomalies = anomalies.assign(cost=path.cost.reindex(anomalies.index).fillna(0.0) if path else 0.0)
