@@ -17,6 +17,9 @@ from benchmarks.diagnosis.run_model import build_run
 from benchmarks.diagnosis.shape import OTLP, OTLP_ENGINE
 from benchmarks.diagnosis.write_otlp import write_spool
 from otel_verl.analysis.findings.common.thresholds import Thresholds
+from otel_verl.analysis.read import load_spans
+from otel_verl.analysis.read.step_split import owner_steps, take_rows
+from otel_verl.analysis.tables import Tables
 from otel_verl.live import names as n
 from otel_verl.live.account import WINDOW_STEPS, LiveAccount
 
@@ -28,16 +31,19 @@ RUNS = plan(2, 43, (OTLP, OTLP_ENGINE))
 
 @pytest.fixture(scope="module", params=RUNS, ids=lambda spec: f"run{spec.index}-{spec.fmt}")
 def live_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    """A simulated run's spool and each step's live row, the account fed one finished step at a time."""
+    """A simulated run's spool and each step's live row, the account fed one finished step at a time (each step's
+    spans split by ``analyze``'s step rule, as the collector hands them over)."""
     spec = request.param
     spool = tmp_path_factory.mktemp("window") / "spool"
     write_spool(build_run(spec.seed, spec.fmt, spec.plants, None, 15_000), spool)
+    spans = load_spans(spool)
+    owners = owner_steps(spans)
     account, rows = LiveAccount(), {}
-    step = 1
-    while (row := account.add(spool, step)) is not None:
+    for step in sorted(int(s) for s in np.unique(owners[owners > 0])):
+        row = account.add_tables(Tables.build(take_rows(spans, np.flatnonzero(owners == step))), step)
+        assert row is not None, step
         rows[step] = row.metrics
         assert account.steps == list(range(max(1, step - WINDOW_STEPS + 1), step + 1)), "the window, no more"
-        step += 1
     return spool, rows
 
 
