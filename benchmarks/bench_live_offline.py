@@ -73,7 +73,7 @@ def compare_run(spool: Path) -> list[dict[str, Any]]:
         account = next(a for a in d.accounts if a.step == step)
         cause = top_cause([f.to_json() for f in d.findings], step, tuple(kinds.CAUSES))
         offline = step_metrics(account_json(account), cause)
-        live_cause = next((c for c in [got.texts.get(n.CAUSE)] if c), None)
+        live_cause = got.texts.get(n.CAUSE)
         offline_cause = f"{cause['kind']} @ {cause_place(cause)}" if cause is not None else None
         severity = {v: k for k, v in n.SEVERITY_LEVEL.items()}.get(int(got.metrics[n.CAUSE_SEVERITY]))
         out.append(
