@@ -6,9 +6,9 @@ What a step costs, where (docs/live.md, "Cost"):
   waiting, one step's account written to the console and file backends, the step marked done;
 * **every process's export thread**: the live exporter's split and encoding of the step's spans (the spool's own
   encoder), beside verl's threads;
-* **beside the trainer** (the collector's process): the step's lines appended to disk, then read, summarized and
-  diagnosed with the window's steps (``LiveAccount``); also its latency (step done → account ready: the lag) and
-  its memory as the run grows past the window.
+* **beside the trainer** (the collector's process): the step's lines appended to disk, then read, summarized,
+  valued and judged among the window's steps (``LiveAccount``); also its latency (step done → account ready: the
+  lag) and its memory as the run grows past the window.
 
 The step: the synthetic spool's generator (benchmarks/gen_spool.py: 8 workers × 512 trajectories × 8 turns,
 lognormal engine and tool times, the instrumentation's span contract), at full detail (every turn, engine call,
