@@ -36,20 +36,7 @@ from otel_verl.analysis.read.step_split import owner_steps, take_rows
 from otel_verl.analysis.tables import Tables
 from otel_verl.live import names as n
 from otel_verl.live.account import WINDOW_STEPS, LiveAccount
-from otel_verl.live.metrics import cause_place, step_metrics, top_cause
-
-OWN = (n.STEP_S, n.ROLLOUT_S)
-
-
-def _own(metrics: dict[str, float]) -> dict[str, float]:
-    """A step's own numbers: its time, its rollout's, every part it ran (a part only other steps ran is 0 s), its
-    async sides but the live account's own staleness."""
-    live_only = (n.STALENESS_MAX, n.STALENESS_MEAN)
-    return {
-        k: v
-        for k, v in metrics.items()
-        if k in OWN or (k.startswith(n.ASYNC) and k not in live_only) or (k.startswith(n.PART) and v != 0)
-    }
+from otel_verl.live.metrics import cause_place, own_numbers, step_metrics, top_cause
 
 
 def _warns(cause: dict[str, Any] | None) -> bool:
@@ -79,7 +66,7 @@ def compare_run(spool: Path) -> list[dict[str, Any]]:
         out.append(
             {
                 "window": len(window),
-                "own_same": _own(got.metrics) == _own(offline),
+                "own_same": own_numbers(got.metrics) == own_numbers(offline),
                 "usual_gap": abs(got.metrics.get(n.USUAL_S, 0.0) - offline.get(n.USUAL_S, 0.0)) / offline[n.STEP_S],
                 "cause_same": live_cause == offline_cause,
                 "severity_same": severity == (cause["severity"] if cause is not None else None),

@@ -2,7 +2,7 @@
 
 Why from findings.json's shapes (a step's ``steps[]`` entry, a finding's ``to_json()``) and not the analyzer's
 objects: they are the analyzer's published format, so the live numbers and those of ``otel-verl analyze`` are
-made by this same function (tests/live/test_offline_agreement.py compares them), and a change inside the
+made by this same function (tests/live/checks.py and test_window.py compare them), and a change inside the
 analyzer does not reach here. Names: :mod:`.names`.
 """
 
@@ -128,3 +128,17 @@ def tail_metrics(details: dict[str, Any] | None) -> dict[str, float]:
 def _near(value: Any, target: float) -> bool:
     v = _num(value)
     return v is not None and abs(v - target) < 1e-9
+
+
+def own_numbers(metrics: dict[str, float]) -> dict[str, float]:
+    """The numbers of a step no other step moves: its time, its rollout's and each part's seconds, its async sides
+    (a part only other steps of the window ran is 0 s here, written or not). What the live account must share with
+    ``otel-verl analyze`` over the same window (docs/live.md, "Live and offline"); the staleness of the samples the
+    step consumed is the live account's own (``analyze`` has no such number)."""
+    own = (n.STEP_S, n.ROLLOUT_S)
+    live_only = (n.STALENESS_MAX, n.STALENESS_MEAN)
+    return {
+        k: v
+        for k, v in metrics.items()
+        if k in own or (k.startswith(n.ASYNC) and k not in live_only) or (k.startswith(n.PART) and v != 0)
+    }

@@ -11,7 +11,7 @@ import pytest
 
 from otel_verl.live import names as n
 from otel_verl.live.account import WINDOW_STEPS, LiveAccount
-from otel_verl.live.metrics import step_metrics, top_cause
+from otel_verl.live.metrics import own_numbers, step_metrics, top_cause
 
 ROUNDED = 2e-6
 """findings.json's 6 decimals: the same sums taken over spans in another order may round one unit apart."""
@@ -52,19 +52,6 @@ def offline_numbers(spool: Path, step: int, out: Path) -> tuple[dict[str, float]
     (account,) = [s for s in offline.steps if s["step"] == step]
     cause = top_cause([f.to_json() for f in offline.findings], step, tuple(kinds.CAUSES))
     return step_metrics(account, cause), cause
-
-
-def own_numbers(metrics: dict[str, float]) -> dict[str, float]:
-    """The numbers of a step that no other step moves: its time, its rollout's and each part's seconds, its async
-    sides (a part another step of the window ran and this one did not is 0 s, written or not). The staleness of
-    the samples it consumed is the live account's own (read from the update spans; ``analyze`` has no such number)."""
-    own = (n.STEP_S, n.ROLLOUT_S)
-    live_only = (n.STALENESS_MAX, n.STALENESS_MEAN)
-    return {
-        k: v
-        for k, v in metrics.items()
-        if k in own or (k.startswith(n.ASYNC) and k not in live_only) or (k.startswith(n.PART) and v != 0)
-    }
 
 
 def assert_live_is_the_spools(rows: dict[int, dict[str, Any]], spool: Path, steps: int, out: Path) -> None:

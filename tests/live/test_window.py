@@ -22,8 +22,9 @@ from otel_verl.analysis.read.step_split import owner_steps, take_rows
 from otel_verl.analysis.tables import Tables
 from otel_verl.live import names as n
 from otel_verl.live.account import WINDOW_STEPS, LiveAccount
+from otel_verl.live.metrics import own_numbers
 
-from .checks import ROUNDED, offline_numbers, own_numbers
+from .checks import ROUNDED, offline_numbers
 
 RUNS = plan(2, 43, (OTLP, OTLP_ENGINE))
 """Two runs drawn by the benchmark's own plan (a seed of this test's): causes of random kinds and places."""
