@@ -20,8 +20,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from benchmarks.bench_diagnosis import plan
 from benchmarks.diagnosis.run_model import build_run
 from benchmarks.diagnosis.shape import OTLP, OTLP_ENGINE
@@ -32,7 +30,7 @@ from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.diagnose import diagnose_summaries
 from otel_verl.analysis.findings.steps.step_summary import summarize_steps
 from otel_verl.analysis.read import load_spans
-from otel_verl.analysis.read.step_split import owner_steps, take_rows
+from otel_verl.analysis.read.step_split import split_by_step
 from otel_verl.analysis.tables import Tables
 from otel_verl.live import names as n
 from otel_verl.live.account import WINDOW_STEPS, LiveAccount
@@ -46,11 +44,13 @@ def _warns(cause: dict[str, Any] | None) -> bool:
 def compare_run(spool: Path) -> list[dict[str, Any]]:
     """Per step: live and offline numbers side by side (what differs, how much)."""
     spans = load_spans(spool)
-    owners = owner_steps(spans)
     th, live, out = Thresholds(), LiveAccount(), []
     summaries = []
-    for step in sorted(int(s) for s in np.unique(owners[owners > 0])):
-        tables = Tables.build(take_rows(spans, np.flatnonzero(owners == step)))
+    for part in split_by_step(spans):
+        if not part.steps:  # the spans of no step come last
+            continue
+        (step,) = part.steps
+        tables = Tables.build(part.spans)
         got = live.add_tables(tables, step)
         summaries += [s for s in summarize_steps(tables) if s.step == step]
         if got is None:

@@ -18,7 +18,7 @@ from benchmarks.diagnosis.shape import OTLP, OTLP_ENGINE
 from benchmarks.diagnosis.write_otlp import write_spool
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.read import load_spans
-from otel_verl.analysis.read.step_split import owner_steps, take_rows
+from otel_verl.analysis.read.step_split import split_by_step
 from otel_verl.analysis.tables import Tables
 from otel_verl.live import names as n
 from otel_verl.live.account import WINDOW_STEPS, LiveAccount
@@ -37,11 +37,12 @@ def live_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     spec = request.param
     spool = tmp_path_factory.mktemp("window") / "spool"
     write_spool(build_run(spec.seed, spec.fmt, spec.plants, None, 15_000), spool)
-    spans = load_spans(spool)
-    owners = owner_steps(spans)
     account, rows = LiveAccount(), {}
-    for step in sorted(int(s) for s in np.unique(owners[owners > 0])):
-        row = account.add_tables(Tables.build(take_rows(spans, np.flatnonzero(owners == step))), step)
+    for part in split_by_step(load_spans(spool)):
+        if not part.steps:  # the spans of no step come last
+            continue
+        (step,) = part.steps
+        row = account.add_tables(Tables.build(part.spans), step)
         assert row is not None, step
         rows[step] = row.metrics
         assert account.steps == list(range(max(1, step - WINDOW_STEPS + 1), step + 1)), "the window, no more"
