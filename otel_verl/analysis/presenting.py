@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from otel_verl.analysis.findings.common.record import number_ranges
+
 SEVERITY_WORDS = {"critical": ("critical", "critical"), "warning": ("warning", "warnings"), "info": ("note", "notes")}
 PERFETTO_UI = "https://ui.perfetto.dev"
 JAEGER_TRACE_URL = "http://JAEGER-HOST:16686/trace/{trace_id}"
@@ -61,20 +63,6 @@ def severity_counts(findings: Iterable[Mapping[str, Any]]) -> str:
         f"{counts[s]} {one if counts[s] == 1 else many}" for s, (one, many) in SEVERITY_WORDS.items() if counts.get(s)
     ]
     return ", ".join(words) or "none"
-
-
-def number_ranges(values: Iterable[Any]) -> str:
-    """``1, 3-5, 9`` from whole numbers (empty for none)."""
-    nums = sorted({int(v) for v in values if v is not None})
-    parts: list[str] = []
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    return ", ".join(parts)
 
 
 def steps_words(steps: Iterable[Any]) -> str:

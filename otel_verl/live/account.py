@@ -81,7 +81,7 @@ class LiveAccount:
         from otel_verl.analysis.findings.diagnose import diagnose_accounts
         from otel_verl.analysis.findings.patterns.long_tail import long_tail
         from otel_verl.analysis.findings.steps.step_summary import summarize_steps
-        from otel_verl.analysis.findings.verdict import headlines
+        from otel_verl.analysis.findings.verdict import step_headline
 
         mine = [s for s in summarize_steps(tables) if s.step == step]
         if not mine:
@@ -101,7 +101,7 @@ class LiveAccount:
         metrics |= _staleness(tables, step)
         metrics[n.BASELINE_STEPS] = float(len(self._summaries))
         metrics[n.SPANS] = float(len(tables.spans))
-        headline = next((h for h in headlines(diagnosis) if h.startswith(f"step {step}:")), None)
+        headline = step_headline(diagnosis, step)
         texts = {n.VERDICT: self._verdict(account_doc, cause, headline)}
         if cause is not None:
             texts[n.CAUSE] = f"{cause['kind']} @ {cause_place(cause)}"

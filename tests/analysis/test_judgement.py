@@ -26,6 +26,7 @@ from otel_verl import analysis
 from otel_verl.analysis.findings.causes.severity import carriers, judge
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.chance import run_chance
+from otel_verl.analysis.findings.common.record import number_ranges
 from otel_verl.analysis.findings.common.series import change_over, mann_kendall_z, theil_sen
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 
@@ -159,7 +160,13 @@ def test_a_persistent_straggler_says_what_the_steps_would_take_at_its_peers_spee
     f = next(f for f in doc["findings"] if f["kind"] == k.STRAGGLER)
     d = f["details"]
     assert d["slower_in"] >= 0.7 * d["judged_in"] and d["at_peers_speed_s"] < d["step_s"]
-    assert "at its peers' speed the steps would take" in f["message"]
+    their = "its peer's" if d["peers_count"] == 1 else "its peers'"
+    assert f"at {their} speed the steps would take" in f["message"]
+    # the ratio it says is the one its two figures give; a cause of several steps is one headline, with its steps
+    assert f"{d['value'] / d['usual']:.1f}× {their}" in f["message"] or " took " in f["message"], f["message"]
+    heads = [h for h in doc["summary"]["headlines"] if f["message"] in h]
+    assert len(heads) == (f["severity"] in SERIOUS), doc["summary"]["headlines"]
+    assert not heads or heads[0].startswith(f"steps {number_ranges(f['steps'])}: "), heads
     # one cause, one name: the straggler's own slow part is not told again at its place beside it
     place = str(expect.worker if expect.scope == k.SCOPE_WORKER else expect.replica)
     again = [

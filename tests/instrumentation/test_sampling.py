@@ -263,10 +263,10 @@ def _analyzed(run_dir: Path):
     return spans, requests_table(spans)
 
 
-@pytest.mark.serial  # compares two runs' wall-clock medians: beside other tests (pytest-xdist) one ran 1.7x slower
 def test_analyzer_percentiles_of_a_sampled_run_are_exact(traced, admitted) -> None:
     """Sampled run: the analyzer's requests and percentiles equal the full truth of the same run;
-    and against an unsampled run of the same seed: same requests, statuses, turns."""
+    and against an unsampled run of the same seed: same requests, statuses, turns, and each run's durations its own
+    truth (two runs' wall-clock durations are not compared: on a loaded CI machine one ran 2.2x slower)."""
     sampled_memory, sampled_dir = traced(sample_ratio=0.1, sample_keep_slowest=0.9)
     worker, _, opts = build_worker(_opts(), _server())
     run_chunk(worker, opts)
@@ -290,12 +290,13 @@ def test_analyzer_percentiles_of_a_sampled_run_are_exact(traced, admitted) -> No
     _, full_dir = traced(sample_ratio=1.0)
     worker, _, opts = build_worker(_opts(), _server())
     run_chunk(worker, opts)
+    full_truth = np.sort([(e - s) / 1e9 for s, e, _ in admitted])
     provider.shutdown_tracing()
     _, full = _analyzed(full_dir)
     assert len(full) == len(req)
     assert Counter(full["request_status"]) == Counter(req["request_status"])
     assert Counter(full["num_turns"].astype(int)) == Counter(req["num_turns"].astype(int))
-    assert full["duration"].median() == pytest.approx(req["duration"].median(), rel=0.5)
+    np.testing.assert_array_equal(np.sort(full["duration"].to_numpy()), full_truth)
 
 
 # ------------------------------------------------------------------ one trace per request

@@ -8,27 +8,47 @@ from __future__ import annotations
 
 import numpy as np
 
+from otel_verl.analysis.findings.account.step_account import StepAccount
 from otel_verl.analysis.findings.common import kinds as k
-from otel_verl.analysis.findings.common.record import Finding, fmt_range, fmt_s
+from otel_verl.analysis.findings.common.record import SEVERITIES, Finding, fmt_range, fmt_s, number_ranges
 from otel_verl.analysis.findings.diagnose import Diagnosis
 
 
 def headlines(d: Diagnosis) -> list[str]:
-    """One line per step with a warning or worse, the step that lost most first."""
-    by_step = {a.step: a for a in d.accounts}
-    rollouts = np.array([a.rollout_s for a in d.accounts], dtype=float)
-    med_rollout = float(np.nanmedian(rollouts)) if np.isfinite(rollouts).any() else float("nan")
-    durations = {a.step: a.duration_s for a in d.accounts}
-    lines: list[tuple[float, str]] = []
-    for step, a in by_step.items():
-        top = _top_cause(d.findings, step)
-        if top is None:
+    """One line per step with a warning or worse, and one for each cause that is the top one of several steps (a
+    straggler that persists is told once, ``steps 1-5: …`` with every step it slowed, not once a step); critical
+    first, then what lost most."""
+    shared: dict[int, tuple[Finding, list[StepAccount]]] = {}
+    for a in d.accounts:
+        top = _top_cause(d.findings, a.step)
+        if top is not None:
+            shared.setdefault(id(top), (top, []))[1].append(a)
+    lines: list[tuple[int, float, str]] = []
+    for top, accounts in shared.values():
+        rank = SEVERITIES.index(top.severity)
+        if len(accounts) > 1:
+            lines.append((rank, top.seconds, f"steps {number_ranges(top.steps)}: {top.message}"))
             continue
-        others = [v for s, v in durations.items() if s != step]
-        took = _took(a.rollout_s, med_rollout, a.duration_s, others, top.kind == k.SLOW_PHASE)
+        a = accounts[0]
         lost = a.excess_s if np.isfinite(a.excess_s) else top.seconds
-        lines.append((lost, f"step {step}: {took}, because {top.message}"))
-    return [line for _, line in sorted(lines, key=lambda x: -x[0])]
+        lines.append((rank, lost, f"step {a.step}: {_step_took(d, a, top)}, because {top.message}"))
+    return [line for _, _, line in sorted(lines, key=lambda x: (x[0], -x[1]))]
+
+
+def step_headline(d: Diagnosis, step: int) -> str | None:
+    """``step 7: rollout took …, because …`` for a step whose top cause is a warning or worse, else ``None``."""
+    top = _top_cause(d.findings, step)
+    a = next((a for a in d.accounts if a.step == step), None)
+    if top is None or a is None:
+        return None
+    return f"step {step}: {_step_took(d, a, top)}, because {top.message}"
+
+
+def _step_took(d: Diagnosis, a: StepAccount, top: Finding) -> str:
+    rollouts = np.array([x.rollout_s for x in d.accounts], dtype=float)
+    med_rollout = float(np.nanmedian(rollouts)) if np.isfinite(rollouts).any() else float("nan")
+    others = [x.duration_s for x in d.accounts if x.step != a.step]
+    return _took(a.rollout_s, med_rollout, a.duration_s, others, top.kind == k.SLOW_PHASE)
 
 
 def verdict(d: Diagnosis, workers: int, requests: int) -> str:
@@ -67,7 +87,7 @@ def _verdict(d: Diagnosis, workers: int, requests: int) -> str:
     if serious:
         where = sorted({s for f in serious for s in f.steps})
         plural = "s" if len(where) > 1 else ""
-        at = f" in step{plural} {', '.join(map(str, where))}" if where else ""
+        at = f" in step{plural} {number_ranges(where)}" if where else ""
         n = len(serious)
         gaps = f"; {_count(len(missing), 'note')} on missing data below" if missing else ""
         return f"{n} problem{'s' if n > 1 else ''}{at}, costing {fmt_s(_lost(d, serious))} of step time{gaps}."
@@ -81,11 +101,14 @@ def _verdict(d: Diagnosis, workers: int, requests: int) -> str:
 
 
 def _lost(d: Diagnosis, serious: list[Finding]) -> float:
-    """The step time the causes cost, each step counted at most once (two causes of one step overlap: never more
-    than the step lost against its usual, or its whole duration without a baseline)."""
+    """The step time the causes cost, each step counted at most once: a step's own causes together never more than
+    it lost against its usual (two causes of one step overlap), a straggler's cost against its peers on top (the
+    usual has it in: it slows every step), the whole never more than the step took."""
     by_step = {a.step: a for a in d.accounts}
-    per: dict[int, float] = {}
+    own: dict[int, float] = {}
+    persistent: dict[int, float] = {}
     for f in serious:
+        per = persistent if f.kind == k.STRAGGLER else own
         split = f.details.get("per_step") or ({str(f.steps[0]): f.seconds} if len(f.steps) == 1 else {})
         for s, v in split.items():
             per[int(s)] = per.get(int(s), 0.0) + float(v)
@@ -93,10 +116,13 @@ def _lost(d: Diagnosis, serious: list[Finding]) -> float:
             for s in f.steps:
                 per[s] = per.get(s, 0.0) + f.seconds / len(f.steps)
     total = 0.0
-    for s, v in per.items():
-        a = by_step.get(s)
-        cap = a.duration_s if a is None or not np.isfinite(a.excess_s) else max(a.excess_s, 0.0)
-        total += min(v, cap) if a is not None else v
+    for s in own.keys() | persistent.keys():
+        v, a = own.get(s, 0.0), by_step.get(s)
+        if a is None:
+            total += v + persistent.get(s, 0.0)
+            continue
+        v = min(v, a.duration_s if not np.isfinite(a.excess_s) else max(a.excess_s, 0.0))
+        total += min(v + persistent.get(s, 0.0), a.duration_s)
     return total
 
 

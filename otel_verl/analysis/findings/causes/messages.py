@@ -116,7 +116,7 @@ def _subject(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     d = f.details
     scope = d.get("scope")
     if scope == k.SCOPE_STEP:
-        return f"all {len(a.summary.workers)} workers"
+        return f"{_all(len(a.summary.workers))} workers"
     if scope == k.SCOPE_WORKER:
         return f"worker {f.worker}"
     if scope == k.SCOPE_REPLICA:
@@ -124,10 +124,14 @@ def _subject(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     ids = _ids(reqs)
     on = _on(f, d, _shared(reqs))
     if scope == k.SCOPE_SAMPLE:
-        return f"all {len(reqs)} rollouts of sample {d.get('sample_index')}{on}"
+        return f"{_all(len(reqs))} rollouts of sample {d.get('sample_index')}{on}"
     if len(ids) == 1:
         return f"request {ids[0]}{on}"
     return f"{len(reqs) or 'several'} requests{on}"
+
+
+def _all(n: int) -> str:
+    return "both" if n == 2 else f"all {n}"
 
 
 def _on(f: Finding, d: dict[str, Any], shared: str) -> str:

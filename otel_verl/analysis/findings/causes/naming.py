@@ -248,19 +248,21 @@ def _places(a: StepAccount, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]
 def _stood_still(a: StepAccount, occ_rows: np.ndarray, x: float) -> float:
     """Seconds nothing moved on the worker while these occurrences held it (two or more requests in flight, the
     stretch inside them and at least half their excess), else 0: a stall of one prompt's rollouts is told by its
-    part, with this as the telling detail."""
+    part, with this as the telling detail. Only the occurrences' own worker's stretches count (another worker's
+    stall at the same time is not theirs: once told of two workers, with the one stall's seconds)."""
     q = a.summary.quiet
     if q.empty or x <= 0:
         return 0.0
     occ = a.summary.occurrences
     starts = occ["start_ns"].to_numpy(dtype=float)[occ_rows]
     ends = occ["end_ns"].to_numpy(dtype=float)[occ_rows]
+    workers = occ["worker"].to_numpy(dtype=float)[occ_rows]
     best = 0.0
     for w in q.itertuples(index=False):
         slack = 0.2 * (w.end_ns - w.start_ns)
         if w.in_flight < 2 or w.seconds < 0.5 * x:
             continue
-        if ((starts <= w.start_ns + slack) & (ends >= w.end_ns - slack)).any():
+        if ((workers == w.worker) & (starts <= w.start_ns + slack) & (ends >= w.end_ns - slack)).any():
             best = max(best, float(w.seconds))
     return best
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,6 +70,20 @@ def sort_findings(items: list[Finding]) -> list[Finding]:
         return (SEVERITIES.index(f.severity), f.kind in kinds.INFORMATION, tail, -(f.peak_s or f.seconds or 0.0))
 
     return sorted(items, key=key)
+
+
+def number_ranges(values: Iterable[Any]) -> str:
+    """``1, 3-5, 9`` from whole numbers (empty for none)."""
+    nums = sorted({int(v) for v in values if v is not None})
+    parts: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ", ".join(parts)
 
 
 def fmt_range(lo: float, hi: float) -> str:
