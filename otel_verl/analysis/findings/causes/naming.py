@@ -246,10 +246,9 @@ def _places(a: StepAccount, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]
 
 
 def _stood_still(a: StepAccount, occ_rows: np.ndarray, x: float) -> float:
-    """Seconds nothing moved on the worker while these occurrences held it (two or more requests in flight, the
+    """Seconds nothing moved on the occurrences' own worker while they held it (two or more requests in flight, the
     stretch inside them and at least half their excess), else 0: a stall of one prompt's rollouts is told by its
-    part, with this as the telling detail. Only the occurrences' own worker's stretches count (another worker's
-    stall at the same time is not theirs: once told of two workers, with the one stall's seconds)."""
+    part, with this as the telling detail (another worker's stretch was once told as theirs)."""
     q = a.summary.quiet
     if q.empty or x <= 0:
         return 0.0
