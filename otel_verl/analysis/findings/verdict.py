@@ -31,7 +31,7 @@ def headlines(d: Diagnosis) -> list[str]:
             continue
         a = accounts[0]
         lost = a.excess_s if np.isfinite(a.excess_s) else top.seconds
-        lines.append((rank, lost, f"step {a.step}: {_step_took(d, a, top)}, because {top.message}"))
+        lines.append((rank, lost, _step_line(d, a, top)))
     return [line for _, _, line in sorted(lines, key=lambda x: (x[0], -x[1]))]
 
 
@@ -41,14 +41,15 @@ def step_headline(d: Diagnosis, step: int) -> str | None:
     a = next((a for a in d.accounts if a.step == step), None)
     if top is None or a is None:
         return None
-    return f"step {step}: {_step_took(d, a, top)}, because {top.message}"
+    return _step_line(d, a, top)
 
 
-def _step_took(d: Diagnosis, a: StepAccount, top: Finding) -> str:
+def _step_line(d: Diagnosis, a: StepAccount, top: Finding) -> str:
     rollouts = np.array([x.rollout_s for x in d.accounts], dtype=float)
     med_rollout = float(np.nanmedian(rollouts)) if np.isfinite(rollouts).any() else float("nan")
     others = [x.duration_s for x in d.accounts if x.step != a.step]
-    return _took(a.rollout_s, med_rollout, a.duration_s, others, top.kind == k.SLOW_PHASE)
+    took = _took(a.rollout_s, med_rollout, a.duration_s, others, top.kind == k.SLOW_PHASE)
+    return f"step {a.step}: {took}, because {top.message}"
 
 
 def verdict(d: Diagnosis, workers: int, requests: int) -> str:
