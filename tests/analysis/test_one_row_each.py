@@ -15,13 +15,16 @@ RATE, USUAL_RATE = 0.309, 0.00163
 """The README demo's stall: a call stalled 20 s decoding 65 tokens, 190× its usual seconds per token."""
 
 
-def _rows(beyond: float, worker_moved: float | None, sample_moved: float) -> pd.DataFrame:
+def _rows(
+    beyond: float, worker_moved: float | None, sample_moved: float, step_moved: float | None = None
+) -> pd.DataFrame:
     """One stalled call, as an outlier (its rate ``beyond`` × its fence) and as a member of its prompt's and
     (when it moved) its worker's rollouts: each shifted group gives back ``value × (1 − 1/moved)``."""
     outlier = anomaly_rows(
         [0], k.SLOW_DECODE, k.PART_DECODE, [STALLED_S], k.SCOPE_REQUEST, "", METRIC_RATE, [RATE], [USUAL_RATE], [beyond]
     )
     groups = [(k.SCOPE_SAMPLE, "3", sample_moved)] + ([(k.SCOPE_WORKER, "0", worker_moved)] if worker_moved else [])
+    groups += [(k.SCOPE_STEP, "", step_moved)] if step_moved else []
     shifts = [
         anomaly_rows(
             [0],
@@ -52,3 +55,20 @@ def test_a_call_its_group_explains_is_told_by_the_broadest_group() -> None:
     """2× its fence while its worker moved 3×: the worker's move (the broadest group) tells it."""
     (row,) = one_row_each(_rows(2.0, 3.0, 3.55)).itertuples()
     assert row.scope == k.SCOPE_WORKER and row.x == STALLED_S * (1 - 1 / 3.0)
+
+
+def test_a_group_that_moved_a_little_does_not_take_a_call_that_moved_far() -> None:
+    """The README demo on 2026-11-29: the whole step decoded 1.43× slower (a short run's step against its others),
+    the stalled calls 190×, 5.1× their fence, their prompt's rollouts 6.5×. The step's move gives back 30 % of each
+    call, the prompt's 85 %: the prompt tells them (the step told them once: "both workers decoded ...: +6.1 s" of a
+    19.4 s excess). With no other row, the step's is still the one."""
+    (row,) = one_row_each(_rows(5.1, None, 6.5, step_moved=1.43)).itertuples()
+    assert row.scope == k.SCOPE_SAMPLE and row.x == STALLED_S * (1 - 1 / 6.5)
+    for step_moved in (1.43, 3.0):
+        step_only = _rows(5.1, None, 6.5, step_moved)
+        step_only = step_only[step_only["scope"] == k.SCOPE_STEP]
+        (row,) = one_row_each(step_only).itertuples()
+        assert row.scope == k.SCOPE_STEP
+    # a step that moved 3× gives back 67 % of the call: it is the story, as the broadest group
+    (row,) = one_row_each(_rows(2.0, None, 6.5, step_moved=3.0)).itertuples()
+    assert row.scope == k.SCOPE_STEP

@@ -35,7 +35,7 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     cost = f": +{fmt_s(f.seconds)}" if f.seconds > 0 else ""
     if d.get("degraded"):
         cost = (
-            f"; it cost the step only {fmt_s(f.seconds)} because requests overlapped: the warning before it costs more"
+            f"; it cost the step only {fmt_s(f.seconds)} because requests overlapped: a warning now, before it costs more"
         )
     turn = d.get("turn_index")
     of_turn = f" in the engine call of turn index {turn}" if isinstance(turn, int) else ""
