@@ -88,7 +88,7 @@ def split_rows(part: Part, mask: np.ndarray) -> tuple[Part | None, Part | None]:
 def merge_parts(parts: list[Part], limit: int) -> list[Part]:
     """Consecutive parts joined while the joined one has at most ``limit`` rows (the same rows, in order).
 
-    Why: the seed reader makes up to four parts a file (:mod:`otel_verl.analysis.read.seed.seed_arrow_spans`);
+    Why: the seed reader makes up to four parts a file (:mod:`otel_verl.analysis.read.seed.seed_sinks`);
     every part costs each later stage a pass of its own."""
     out: list[Part] = []
     run: list[Part] = []

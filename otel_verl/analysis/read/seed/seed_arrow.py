@@ -3,7 +3,7 @@
 Why: the line-by-line reader builds a dict, a datetime and a :class:`~.seed_read.Line` per line, and
 :mod:`.seed_spans` a dict of attributes per span: most of the CPU of ``analyze`` on seed logs
 (docs/performance.md). Arrow parses the fields the spans use into typed columns, and :mod:`.seed_arrow_spans`
-builds the spans from them.
+hands them to the span builder (:mod:`.seed_batch`).
 
 Only the usual file qualifies, so that the answer is the line-by-line reader's to the byte: UTF-8 throughout,
 each line one JSON object starting at its first byte (no blank line), every field the spans read of one JSON
@@ -40,7 +40,7 @@ EXTRA_FIELDS: dict[str, pa.DataType] = {
     "tool": pa.string(),
     "kind": pa.string(),
 }
-"""The fields of a line's ``extra`` the event spans read (:meth:`.seed_spans.WorkerStep._event`, ``_turns``);
+"""The fields of a line's ``extra`` the event and turn spans read (:class:`.seed_batch.StepRows`);
 request and worker lines are read whole, one by one (:meth:`SeedColumns.line`)."""
 SCHEMA = pa.schema(
     [

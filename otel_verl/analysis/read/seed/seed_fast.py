@@ -22,7 +22,7 @@ from otel_verl import semconv as sc
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.otlp_json import FLUSH_SPANS
 from otel_verl.analysis.read.part_rows import merge_parts
-from otel_verl.analysis.read.seed import seed_arrow, seed_arrow_spans, seed_read, seed_spans
+from otel_verl.analysis.read.seed import seed_arrow, seed_arrow_spans, seed_lines, seed_read, seed_spans
 from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
 from otel_verl.export.encoding import document_line, fields_json
 from otel_verl.export.spool import open_private_append
@@ -96,11 +96,11 @@ def _convert(
                 parent = "" if val else seed_spans.gen_span_id(run, step)
                 if cols is not None:  # straight into table columns: no OTLP dicts (see seed_columns)
                     before = cols.n
-                    seed_spans.WorkerStep(run, step, worker, val, rel, parent, cols.add_span).spans(lines)
+                    seed_lines.worker_step_spans(lines, run, rel, (val, step, worker), parent, cols)
                     res.spans += cols.n - before
                     cols.maybe_flush()
                     continue
-                spans = seed_spans.WorkerStep(run, step, worker, val, rel, parent).spans(lines)
+                spans = seed_lines.worker_step_spans(lines, run, rel, (val, step, worker), parent)
                 res.spans += len(spans)
                 sub, fname = spool_file(rel, val, step, worker)
                 for i in range(0, len(spans), SPANS_PER_DOCUMENT):
@@ -128,8 +128,7 @@ def _convert_columns(path: Path, root: Path, run: str, cols: SeedSpanColumns, re
         return False
     parent = "" if got.validate else seed_spans.gen_span_id(run, got.step)
     before = cols.n
-    if not seed_arrow_spans.add_spans(got, run, path.relative_to(root).as_posix(), parent, cols):
-        return False
+    seed_arrow_spans.add_spans(got, run, path.relative_to(root).as_posix(), parent, cols)
     res.spans += cols.n - before
     res.lines += got.n
     if not got.validate:
