@@ -30,7 +30,10 @@ def add_spans(c: SeedColumns, run: str, rel: str, parent: str, cols: SeedSpanCol
 
 def arrow_rows(c: SeedColumns, run: str, rel: str, parent: str) -> StepRows:
     """The file's rows for :func:`.seed_batch.build`, from its columns."""
-    kinds, codes, names = row_kinds(c.event)
+    enc = c.event.dictionary_encode()
+    names: list[str] = enc.dictionary.to_pylist()
+    codes = enc.indices.to_numpy()
+    kinds = row_kinds(codes, names)
     rid = _request_ids(c)
     every = np.arange(c.n)
     turn_col = c.extra["turn"]
@@ -46,7 +49,6 @@ def arrow_rows(c: SeedColumns, run: str, rel: str, parent: str) -> StepRows:
         worker=c.worker,
         validate=c.validate,
         parent=parent,
-        event=c.event,
         kinds=kinds,
         name_codes=codes,
         event_names=names,

@@ -55,15 +55,15 @@ class StepRows:
     validate: bool
     parent: str
     """The gen phase span's id ("" for a validation rollout: its workers are roots)."""
-    event: pa.Array
     kinds: np.ndarray
     """:data:`KINDS` index per row (:func:`row_kinds`)."""
     name_codes: np.ndarray
+    """Each row's event name as a code into ``event_names`` (the names in the order they first appear)."""
     event_names: list[str]
     start: np.ndarray
     end: np.ndarray
     lineno: np.ndarray
-    rid: pa.Array
+    rid: Column
     """Request id per row (:func:`.seed_spans.request_id`), null where none."""
     turn: np.ndarray
     """A turn line's own turn (``extra.turn``, :func:`.seed_spans.turn_index`) as an int64 key (where ``has_turn``)."""
@@ -112,20 +112,18 @@ class SpanBatch:
     """Span position → attributes, for the worker and request spans (in write order, None values included)."""
 
 
-def row_kinds(event: pa.Array) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(kind per row, event name per row as a code, the names), where the worker-step's other lines decide.
+def row_kinds(codes: np.ndarray, names: list[str]) -> np.ndarray:
+    """The :data:`KINDS` index of each row, whose event name is ``names[codes[row]]``, where the worker-step's
+    other lines decide.
 
     Why: ``async_generate_duration`` is the worker's whole rollout; with request lines beside it, it is the
     worker span (counting it as engine time would double the engine); alone (seed 000's worker-level logs) it
     is the only engine time there is. ``engine_async_generate_actual`` sits inside ``turn_engine_call`` and is
     left generic where both were written; turn lines without requests are generic too.
     """
-    enc = event.dictionary_encode()
-    names: list[str] = enc.dictionary.to_pylist()
-    codes = enc.indices.to_numpy()
-    name_kind = np.array([KINDS.index(le.kind_of(e)) for e in names], dtype=np.int8)
-    kinds = name_kind[codes]
-    has_req = bool(np.isin(name_kind, (REQUEST, ABORTED)).any())
+    name_kinds = [_kind_index(e) for e in names]
+    kinds = np.array(name_kinds, dtype=np.int8)[codes]
+    has_req = REQUEST in name_kinds or ABORTED in name_kinds
     if has_req and le.ASYNC_GENERATE in names:
         rows = np.flatnonzero(codes == names.index(le.ASYNC_GENERATE))
         kinds[rows] = OTHER
@@ -133,9 +131,22 @@ def row_kinds(event: pa.Array) -> tuple[np.ndarray, np.ndarray, list[str]]:
             kinds[rows[0]] = WORKER
     if le.ENGINE_ACTUAL in names and le.TURN_ENGINE in names:
         kinds[codes == names.index(le.ENGINE_ACTUAL)] = OTHER
-    if not has_req:
+    if not has_req and TURN in name_kinds:
         kinds[kinds == TURN] = OTHER
-    return kinds, codes, names
+    return kinds
+
+
+_KIND_INDEX: dict[str, int] = {}
+
+
+def _kind_index(event: str) -> int:
+    """:data:`KINDS` index of an event name, remembered (a run has a few dozen names)."""
+    kind = _KIND_INDEX.get(event)
+    if kind is None:
+        if len(_KIND_INDEX) > 4096:
+            _KIND_INDEX.clear()
+        kind = _KIND_INDEX[event] = KINDS.index(le.kind_of(event))
+    return kind
 
 
 def build(r: StepRows) -> SpanBatch:
@@ -174,8 +185,10 @@ def build(r: StepRows) -> SpanBatch:
 
     # requests: a request id seen twice keeps its first place and its last line (a dict's update)
     req_rows = np.flatnonzero(is_req)
-    requests: dict[str, tuple[int, int, dict[str, Any]]] = {}
-    for pos, row in enumerate(req_rows.tolist(), start=1 + len(extra_workers)):
+    requests: dict[str, tuple[int, int, list[float]]] = {}
+    first = 1 + len(extra_workers)
+    req_sid_list, aborted = sids[req_rows].tolist(), (k[req_rows] == ABORTED).tolist()
+    for pos, row in enumerate(req_rows.tolist(), start=first):
         d = r.obj(row)
         e = extra_of(d)
         rid = request_id(d) or f"{base:016x}:{int(r.lineno[row])}"
@@ -184,7 +197,7 @@ def build(r: StepRows) -> SpanBatch:
             sc.VERL_STEP: step,
             sc.VERL_WORKER_RANK: worker,
             sc.VERL_REQUEST_ID: rid,
-            sc.VERL_REQUEST_STATUS: e.get("status") or ("aborted" if k[row] == ABORTED else "completed"),
+            sc.VERL_REQUEST_STATUS: e.get("status") or ("aborted" if aborted[pos - first] else "completed"),
             sc.VERL_REQUEST_NUM_TURNS: e.get("turns", len(timings) if timings else None),
             sc.VERL_REWARD_SCORE: e.get("reward_score"),
             sc.VERL_REQUEST_RESPONSE_TOKENS: e.get("response_tokens", e.get("response_length")),
@@ -194,7 +207,7 @@ def build(r: StepRows) -> SpanBatch:
             sc.VERL_LEGACY_LINE: _raw(r, row),
             **flag,
         }
-        requests[rid] = (int(sids[row]), row, e)
+        requests[rid] = (req_sid_list[pos - first], row, timings)
     keys = list(requests)
     req_sids = np.array([v[0] for v in requests.values()], dtype=np.uint64)
     req_of = _positions(r.rid, keys)
@@ -203,17 +216,17 @@ def build(r: StepRows) -> SpanBatch:
     cand = np.flatnonzero((k == TURN) & (req_of >= 0) & r.has_turn)
     used_rows = np.empty(0, dtype=np.int64)
     if len(cand):
-        pairs = np.stack((req_of[cand], r.turn[cand]))
-        used_rows = cand[np.sort(np.unique(pairs, axis=1, return_index=True)[1])]
+        cand_keys = _keys(req_of[cand], r.turn[cand], np.unique(r.turn[cand]))
+        used_rows = cand[np.sort(np.unique(cand_keys, return_index=True)[1])]
     with_lines = set(req_of[used_rows].tolist())
 
     # turns laid out end to end from turn_timings, for the requests with no turn lines of their own
     t_req, t_sid, t_start, t_end, t_turn = [], [], [], [], []
-    for pos, (req_sid, row, e) in enumerate(requests.values()):
+    for pos, (req_sid, row, timings) in enumerate(requests.values()):
         if pos in with_lines:
             continue
         cur, lineno = int(r.start[row]), int(r.lineno[row])
-        for i, td in enumerate(turn_durations(e.get("turn_timings"))):
+        for i, td in enumerate(timings):
             t_end.append(cur + int(td * 1e9))
             t_sid.append((req_sid + 2 + i) & _MASK if i < 254 else int(stable_id(8, base, lineno, "turn", i), 16))
             t_req.append(pos)
@@ -325,10 +338,13 @@ def _keys(request: np.ndarray, turn: np.ndarray, space: np.ndarray) -> np.ndarra
     return (request.astype(np.int64) << 32) | np.searchsorted(space, turn).astype(np.int64)
 
 
-def _positions(values: pa.Array, keys: list[str]) -> np.ndarray:
+def _positions(values: Column, keys: list[str]) -> np.ndarray:
     """Position of each value in ``keys`` (the requests), -1 where absent or null."""
     if not keys:
         return np.full(len(values), -1, dtype=np.int64)
+    if isinstance(values, list):
+        position = {key: i for i, key in enumerate(keys)}
+        return np.array([position.get(v, -1) for v in values], dtype=np.int64)
     return pc.index_in(values, value_set=pa.array(keys, pa.string())).fill_null(-1).to_numpy().astype(np.int64)
 
 

@@ -10,6 +10,7 @@ lines, goes through :func:`emit_rows` into ``add_span``, which converts each val
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from otel_verl.analysis.read.seed.seed_batch import (
     SpanBatch,
 )
 from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns, constant_columns
-from otel_verl.analysis.read.seed.seed_spans import LEGACY_SERVICE, SpanSink
+from otel_verl.analysis.read.seed.seed_spans import LEGACY_SERVICE
 from otel_verl.analysis.read.span_columns import ATTR_COLUMNS
 
 _ORIGIN, _LINE, _STEP, _WORKER = sc.VERL_EVENT_ORIGIN, sc.VERL_LEGACY_LINE, sc.VERL_STEP, sc.VERL_WORKER_RANK
@@ -40,20 +41,23 @@ def _values(col: Column | np.ndarray) -> list[Any]:
     return col if isinstance(col, list) else col.tolist() if isinstance(col, np.ndarray) else col.to_pylist()
 
 
-def emit_rows(b: SpanBatch, sink: SpanSink) -> None:
-    """Hand every span of ``b`` to ``sink``, in order, attributes as dicts (None values included: sinks skip them)."""
+def emit_rows(b: SpanBatch, sink: Callable[..., Any]) -> list[Any]:
+    """Hand every span of ``b`` to ``sink`` (a :data:`.seed_spans.SpanSink`, or
+    :func:`~otel_verl.export.encoding.fields_json`), in order, attributes as dicts (None values included: sinks
+    skip them); returns what ``sink`` returned for each."""
     r = b.rows
     trace, step, worker, raw = b.trace, r.step, r.worker, r.raw
-    sids = [f"{x:016x}" for x in b.sid.tolist()]
-    parents = [f"{x:016x}" for x in b.parent.tolist()]
+    sids, parents = _hex_list(b.sid), _hex_list(b.parent)
     parents[0] = b.worker_parent
     names, event_names = b.names, r.event_names
-    codes = r.name_codes.tolist()
+    row_event = [event_names[c] for c in r.name_codes.tolist()]
     tool = pre = out = inp = turn_value = None
+    results: list[Any] = []
+    add = results.append
     starts, ends, rows, forms, kinds, outers = (a.tolist() for a in (b.start, b.end, b.row, b.form, b.kind, b.outer))
     for i, (name, form, row, k) in enumerate(zip(b.name.tolist(), forms, rows, kinds, strict=True)):
         if form == FORM_EVENT:
-            attrs: dict[str, Any] = {_ORIGIN: event_names[codes[row]]}
+            attrs: dict[str, Any] = {_ORIGIN: row_event[row]}
             if raw is not None and raw[row] is not None:  # left out rather than None: one attribute fewer to skip
                 attrs[_LINE] = raw[row]
             if k == BARRIER:
@@ -81,12 +85,13 @@ def emit_rows(b: SpanBatch, sink: SpanSink) -> None:
             if turn_value is None:
                 turn_value = _values(r.turn_value)
             line = raw[row] if raw is not None else None
-            attrs = {sc.VERL_TURN_INDEX: turn_value[row], _ORIGIN: event_names[codes[row]], _LINE: line}
+            attrs = {sc.VERL_TURN_INDEX: turn_value[row], _ORIGIN: row_event[row], _LINE: line}
         elif form == FORM_TIMED:
             attrs = {sc.VERL_TURN_INDEX: int(b.timed_turn[i])}
         else:
             attrs = b.attrs[i]
-        sink(trace, sids[i], parents[i], names[name], starts[i], ends[i], attrs)
+        add(sink(trace, sids[i], parents[i], names[name], starts[i], ends[i], attrs))
+    return results
 
 
 def add_to_table(b: SpanBatch, cols: SeedSpanColumns) -> None:
@@ -123,7 +128,10 @@ def _part(b: SpanBatch, at: np.ndarray) -> dict[str, Any]:
     out, inp = r.output_tokens.take(take), r.input_tokens.take(take)
     none = np.zeros(n, dtype=bool)
     attrs: dict[str, tuple[Any, np.ndarray]] = {
-        "event_origin": (r.event.take(take), form != FORM_TIMED),
+        "event_origin": (
+            pa.array(r.event_names, pa.string()).take(pa.array(r.name_codes).take(take)),
+            form != FORM_TIMED,
+        ),
         "turn_index": (turns, turn | (form == FORM_TIMED)),
         "step": (np.full(n, float(r.step or 0)), outer if r.step is not None else none),
         "worker": (np.full(n, float(r.worker or 0)), outer if r.worker is not None else none),
@@ -154,6 +162,12 @@ def _part(b: SpanBatch, at: np.ndarray) -> dict[str, Any]:
         else:
             part[col] = (idx, values.take(pa.array(idx)) if len(idx) else pa.array([], type=pa.string()))
     return part
+
+
+def _hex_list(ids: np.ndarray) -> list[str]:
+    """uint64 ids as 16-digit lower-case hex strings (``f"{x:016x}"``), cut from one hex dump."""
+    text = ids.astype(">u8").tobytes().hex()
+    return [text[i : i + 16] for i in range(0, len(text), 16)]
 
 
 def _valid(arr: pa.Array) -> np.ndarray:
