@@ -45,6 +45,8 @@ def step_headline(d: Diagnosis, step: int) -> str | None:
 
 
 def _step_line(d: Diagnosis, a: StepAccount, top: Finding) -> str:
+    if top.details.get("degraded"):  # a warning at little cost: not why the step took what it took
+        return f"step {a.step}: {top.message}"
     rollouts = np.array([x.rollout_s for x in d.accounts], dtype=float)
     med_rollout = float(np.nanmedian(rollouts)) if np.isfinite(rollouts).any() else float("nan")
     others = [x.duration_s for x in d.accounts if x.step != a.step]
