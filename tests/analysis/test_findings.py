@@ -110,3 +110,19 @@ def test_a_recurring_cause_is_one_finding(tmp_path) -> None:
     assert (f.steps, f.worker, f.details["scope"]) == ([4, 6, 8], 2, k.SCOPE_WORKER), f.message
     assert f.seconds == pytest.approx(sum(f.details["per_step"].values()), abs=1e-3) and f.seconds > 20
     assert f.message.startswith("worker 2 started its first request")
+
+
+def test_the_long_tail_what_if_is_the_median_steps_not_a_fault_counted_again(tmp_path) -> None:
+    """A 60 s reward in one of 8 steps is a cause of its own: the over-sampling and partial-rollout what-ifs are the
+    median step's, the same as the clean twin's (the mean of steps once said "would have saved 6.5 s per step" of a
+    demo whose steps took 2 s: its 20 s stall counted again)."""
+
+    def what_if(d):
+        (tail,) = [f for f in d.findings if f.kind == k.LONG_TAIL]
+        return tail.details["what_if"]["oversample"]
+
+    clean = what_if(_diagnosis(tmp_path / "clean", Plan()))
+    slow = what_if(_diagnosis(tmp_path / "slow", Plan(slow_reward=(4, 2, 3, 60.0))))
+    for a, b in zip(clean, slow, strict=True):
+        assert b["saved_s_per_step"] == pytest.approx(a["saved_s_per_step"], abs=0.2), (a, b)
+        assert b["saved_s_per_step"] < 5.0 and b["samples_dropped_per_step"] == a["samples_dropped_per_step"]
