@@ -52,8 +52,12 @@ def test_a_call_far_beyond_its_groups_moves_is_its_own_whatever_else_moved() -> 
 
 
 def test_a_call_its_group_explains_is_told_by_the_broadest_group() -> None:
-    """2× its fence while its worker moved 3×: the worker's move (the broadest group) tells it."""
+    """2× its fence while its worker moved 3×: the worker's move (the broadest group) tells it, with the call's own
+    20 s (the worker's share of it, ``1 − 1/3``, is 13.3 s); a call within its fence gives the group's share."""
     (row,) = one_row_each(_rows(2.0, 3.0, 3.55)).itertuples()
+    assert row.scope == k.SCOPE_WORKER and row.x == STALLED_S
+    within = _rows(2.0, 3.0, 3.55)
+    (row,) = one_row_each(within[within["via"] == "shift"]).itertuples()
     assert row.scope == k.SCOPE_WORKER and row.x == STALLED_S * (1 - 1 / 3.0)
 
 
@@ -61,9 +65,10 @@ def test_a_group_that_moved_a_little_does_not_take_a_call_that_moved_far() -> No
     """The README demo on 2026-11-29: the whole step decoded 1.43× slower (a short run's step against its others),
     the stalled calls 190×, 5.1× their fence, their prompt's rollouts 6.5×. The step's move gives back 30 % of each
     call, the prompt's 85 %: the prompt tells them (the step told them once: "both workers decoded ...: +6.1 s" of a
-    19.4 s excess). With no other row, the step's is still the one."""
+    19.4 s excess), with each call's own 20 s (the prompt's share is 17 s). With no other row, the step's is still
+    the one."""
     (row,) = one_row_each(_rows(5.1, None, 6.5, step_moved=1.43)).itertuples()
-    assert row.scope == k.SCOPE_SAMPLE and row.x == STALLED_S * (1 - 1 / 6.5)
+    assert row.scope == k.SCOPE_SAMPLE and row.x == STALLED_S
     for step_moved in (1.43, 3.0):
         step_only = _rows(5.1, None, 6.5, step_moved)
         step_only = step_only[step_only["scope"] == k.SCOPE_STEP]
