@@ -19,7 +19,7 @@ from otel_verl.analysis.read.seed import seed_events as le
 from otel_verl.analysis.read.seed.seed_arrow import SeedColumns
 from otel_verl.analysis.read.seed.seed_batch import BARRIER, ENGINE, StepRows, build, row_kinds
 from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
-from otel_verl.analysis.read.seed.seed_sinks import add_to_table
+from otel_verl.analysis.read.seed.seed_sinks import add_to_table, valid_mask
 from otel_verl.analysis.read.seed.seed_spans import extra_of, request_id, turn_index
 
 
@@ -35,11 +35,10 @@ def arrow_rows(c: SeedColumns, run: str, rel: str, parent: str) -> StepRows:
     codes = enc.indices.to_numpy()
     kinds = row_kinds(codes, names)
     rid = _request_ids(c)
-    every = np.arange(c.n)
     turn_col = c.extra["turn"]
     turn = turn_col.fill_null(0).to_numpy()
-    event_turn, has_event_turn = _either(c, every, "turn", "turn_index", _valid(rid) & (kinds != BARRIER), turn_index)
-    tokens, has_tokens = _either(c, every, "output_tokens", "generated_tokens", kinds == ENGINE, lambda v: v)
+    event_turn, has_event_turn = _either(c, "turn", "turn_index", valid_mask(rid) & (kinds != BARRIER), turn_index)
+    tokens, has_tokens = _either(c, "output_tokens", "generated_tokens", kinds == ENGINE, lambda v: v)
     ex = c.extra
     by_event = pa.array([le.PREPROCESS_KIND_OF.get(e) for e in names], pa.string()).take(pa.array(codes))
     return StepRows(
@@ -57,7 +56,7 @@ def arrow_rows(c: SeedColumns, run: str, rel: str, parent: str) -> StepRows:
         lineno=np.arange(1, c.n + 1, dtype=np.int64),
         rid=rid,
         turn=turn,
-        has_turn=_valid(turn_col),
+        has_turn=valid_mask(turn_col),
         turn_value=turn,
         event_turn=event_turn,
         has_event_turn=has_event_turn,
@@ -70,10 +69,6 @@ def arrow_rows(c: SeedColumns, run: str, rel: str, parent: str) -> StepRows:
     )
 
 
-def _valid(arr: pa.Array) -> np.ndarray:
-    return arr.is_valid().to_numpy(zero_copy_only=False)
-
-
 def _filled(arr: pa.Array) -> pa.Array:
     """Where a string is truthy in Python: neither null nor empty (``e.get("tool_name") or e.get("tool")``)."""
     return pc.fill_null(pc.not_equal(arr, ""), False)
@@ -82,7 +77,7 @@ def _filled(arr: pa.Array) -> pa.Array:
 def _request_ids(c: SeedColumns) -> pa.Array:
     """Each row's request id: ``extra.request_id``, else the top-level one where ``extra`` has no such key."""
     rid = c.extra["request_id"]
-    unsure = np.flatnonzero(~_valid(rid) & _valid(c.request_id))
+    unsure = np.flatnonzero(~valid_mask(rid) & valid_mask(c.request_id))
     if not len(unsure):
         return rid
     values = rid.to_pylist()
@@ -92,22 +87,22 @@ def _request_ids(c: SeedColumns) -> pa.Array:
 
 
 def _either(
-    c: SeedColumns, rows: np.ndarray, key: str, alt: str, wanted: np.ndarray, clean: Callable[[Any], Any]
+    c: SeedColumns, key: str, alt: str, wanted: np.ndarray, clean: Callable[[Any], Any]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``e.get(key, e.get(alt))`` for ``rows`` (int values, and where there is one) where ``wanted``. Where ``key`` is
-    null and ``alt`` is not, Arrow cannot tell a null ``key`` (no value) from a missing one (``alt``'s value):
+    """``e.get(key, e.get(alt))`` for every row (int values, and where there is one) where ``wanted``. Where ``key``
+    is null and ``alt`` is not, Arrow cannot tell a null ``key`` (no value) from a missing one (``alt``'s value):
     those rows are read back from their lines."""
-    first, second = c.extra[key].take(pa.array(rows)), c.extra[alt].take(pa.array(rows))
-    has_first, has_second = _valid(first), _valid(second)
+    first, second = c.extra[key], c.extra[alt]
+    has_first, has_second = valid_mask(first), valid_mask(second)
     values = first.fill_null(0).to_numpy().copy()
     present = has_first.copy()
     unsure = wanted & ~has_first & has_second
     if unsure.any():  # where the line never names ``key``, it is missing: ``alt``'s value, no parse needed
-        absent = unsure & ~c.mentions(key)[rows]
+        absent = unsure & ~c.mentions(key)
         values[absent], present[absent] = second.fill_null(0).to_numpy()[absent], True
         unsure &= ~absent
     for i in np.flatnonzero(unsure):
-        extra = extra_of(c.line(int(rows[i])))
+        extra = extra_of(c.line(int(i)))
         value = clean(extra[key] if key in extra else extra.get(alt))
         if value is not None:
             values[i], present[i] = value, True

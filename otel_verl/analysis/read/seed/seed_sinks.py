@@ -136,10 +136,10 @@ def _part(b: SpanBatch, at: np.ndarray) -> dict[str, Any]:
         "step": (np.full(n, float(r.step or 0)), outer if r.step is not None else none),
         "worker": (np.full(n, float(r.worker or 0)), outer if r.worker is not None else none),
         "operation": (pa.array(np.where(engine, _TEXT_COMPLETION, sc.GEN_AI_OP_EXECUTE_TOOL)), engine | tool),
-        "output_tokens": (out.fill_null(0).to_numpy(), engine & _valid(out)),
-        "input_tokens": (inp.fill_null(0).to_numpy(), engine & _valid(inp)),
-        "tool_name": (tools, tool & _valid(tools)),
-        "preprocess_kind": (pre_kinds, pre & _valid(pre_kinds)),
+        "output_tokens": (out.fill_null(0).to_numpy(), engine & valid_mask(out)),
+        "input_tokens": (inp.fill_null(0).to_numpy(), engine & valid_mask(inp)),
+        "tool_name": (tools, tool & valid_mask(tools)),
+        "preprocess_kind": (pre_kinds, pre & valid_mask(pre_kinds)),
     }
     part: dict[str, Any] = {
         "n": n,
@@ -170,7 +170,8 @@ def _hex_list(ids: np.ndarray) -> list[str]:
     return [text[i : i + 16] for i in range(0, len(text), 16)]
 
 
-def _valid(arr: pa.Array) -> np.ndarray:
+def valid_mask(arr: pa.Array) -> np.ndarray:
+    """Where an Arrow array has a value (not null), as a numpy bool array."""
     return arr.is_valid().to_numpy(zero_copy_only=False)
 
 
