@@ -5,15 +5,17 @@ Lines come from every process's :class:`~otel_verl.live.span_feed.LiveSpanExport
 batch, already sorted by ``verl.step`` as the spool sorts them) and are appended to ``<root>/step_<n>/spans.jsonl``
 at once: memory holds no span between steps. Spans of no step (an engine's own ``llm_request``) go to the
 segment of the step the trainer is in when they arrive (``<root>/no_step/<n>.jsonl``); the account of step n
-reads every segment from step n−1 on with its own file, and keeps those whose trace holds a span of step n, as
-``otel-verl analyze`` does. Why every later segment: a process's batch processor sends every
-``OTEL_BSP_SCHEDULE_DELAY`` (2 s), so where steps are shorter than that, a step's engine spans arrive two or three
-steps later (seen on the legacy demo: step 2's engine spans filed under step 3 or later were missed).
+reads every segment from step n−1 on (n−2 on for the asynchronous trainers) with its own file, and keeps those
+whose trace holds a span of step n, as ``otel-verl analyze`` does. Why every later segment: a process's batch
+processor sends every ``OTEL_BSP_SCHEDULE_DELAY`` (2 s), so where steps are shorter than that, a step's engine spans
+arrive two or three steps later (seen on the legacy demo: step 2's engine spans filed under step 3 or later were
+missed).
 
 When a step is done: the trainer says so (:meth:`step_done`, from verl's ``Tracking.log`` of that step), with
 how many steps later its spans may still arrive (``lag``: 0 for the synchronous trainers; 1 for the asynchronous
 ones, whose sample groups dispatched in step n generate into step n+1). The step is computed once that many later
-steps are done too and no line of it arrived for :data:`SETTLE_S`. Lines of a step already computed are counted
+steps are done too and no line of it arrived for :data:`SETTLE_S`; steps are computed in order, each after the one
+before it. Lines of a step already computed are counted
 (``late``) and dropped; so are lines past :data:`MAX_STEP_BYTES` of one step (``dropped``).
 
 Bounds: disk, the files of the steps not yet computed (at most :data:`MAX_STEP_BYTES` each, removed once
@@ -90,6 +92,7 @@ class LiveCollector:
         self._computed: set[int] = set()
         self._done: set[int] = set()
         self._last_done: int | None = None
+        self._max_lag = 0
         self._finishing = False
         self._closed = False
         self._busy = False
@@ -143,6 +146,7 @@ class LiveCollector:
             entry = self._steps.setdefault(step, _Step())
             entry.done_at = entry.done_at or self._clock()
             entry.lag = max(0, lag)
+            self._max_lag = max(self._max_lag, entry.lag)
             self._lock.notify_all()
 
     def finish(self) -> None:
@@ -191,18 +195,23 @@ class LiveCollector:
 
     # -- the computing thread
     def _ready(self, now: float) -> int | None:
-        """The lowest step ready to compute, if any."""
-        for step in sorted(self._steps):
-            if step in self._computed:
-                continue
-            e = self._steps[step]
-            if now - max(e.last_line, e.done_at or 0.0) < self._settle:
-                continue
-            later_done = sum(1 for d in self._done if d > step)
-            if e.done_at is not None and (later_done >= e.lag or self._finishing):
-                return step
-            if self._finishing or later_done >= FORCE_AFTER_STEPS:
-                return step
+        """The lowest step not computed, if it is ready. Steps are computed in order, never a later one first: each
+        account is judged among the window's earlier ones (:class:`.LiveAccount`), so a step computed before the
+        one before it would be judged without it (seen on a loaded machine: an async step 2 settled before step 1
+        and both rows differed from ``analyze``'s). A step ``FORCE_AFTER_STEPS`` later steps are done past is
+        computed whether or not it settled."""
+        pending = [s for s in self._steps if s not in self._computed]
+        if not pending:
+            return None
+        step = min(pending)
+        e = self._steps[step]
+        later_done = sum(1 for d in self._done if d > step)
+        if later_done >= FORCE_AFTER_STEPS + e.lag:
+            return step
+        if now - max(e.last_line, e.done_at or 0.0) < self._settle:
+            return None
+        if self._finishing or (e.done_at is not None and later_done >= e.lag):
+            return step
         return None
 
     def _run(self) -> None:
@@ -216,8 +225,8 @@ class LiveCollector:
                     continue
                 self._computed.add(step)
                 self._busy = True
-                del self._steps[step]
                 source = self._gather(step)
+                del self._steps[step]
             result = self._compute(step, source)
             shutil.rmtree(source, ignore_errors=True)
             with self._lock:
@@ -228,17 +237,24 @@ class LiveCollector:
                     self._results.append((self._seq, result))
                 self._lock.notify_all()
 
+    def _lag(self, step: int) -> int:
+        entry = self._steps.get(step)
+        return entry.lag if entry is not None else 0
+
     def _gather(self, step: int) -> Path:
-        """The step's files, with the segments of no step that may hold its spans, in a directory of their own."""
+        """The step's files, with the segments of no step that may hold its spans, in a directory of their own: from
+        the step before it on, and one more per step of ``lag`` (an async step's groups start generating in the step
+        before it, their engine spans filed there)."""
         src = self.root / f"step_{step}"
         work = self.root / f"computing_{step}"
         work.mkdir(parents=True, exist_ok=True)
         if (src / "spans.jsonl").exists():
             (src / "spans.jsonl").rename(work / "spans.jsonl")
         shutil.rmtree(src, ignore_errors=True)
+        first = step - 1 - self._lag(step)
         for path in (self.root / "no_step").glob("*.jsonl"):
             seg = int(path.stem) if path.stem.isdigit() else -1  # only ours are there, each named by its step
-            if seg >= step - 1:
+            if seg >= first:
                 try:
                     (work / f"no_step_{seg}.jsonl").hardlink_to(path)
                 except OSError:
@@ -261,10 +277,11 @@ class LiveCollector:
         return result
 
     def _forget_before(self, step: int) -> None:
-        """Segments of no step older than ``step − 1`` and marks of steps long computed go."""
+        """Segments of no step the next step will not read (older than ``step − 1``, one more per step of lag) and
+        marks of steps long computed go."""
         for path in (self.root / "no_step").glob("*.jsonl"):
             try:
-                if int(path.stem) < step - 1:
+                if int(path.stem) < step - 1 - self._max_lag:
                     path.unlink()
             except (ValueError, OSError):
                 continue
