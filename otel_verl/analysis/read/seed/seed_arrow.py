@@ -40,7 +40,7 @@ EXTRA_FIELDS: dict[str, pa.DataType] = {
     "tool": pa.string(),
     "kind": pa.string(),
 }
-"""The fields of a line's ``extra`` the event and turn spans read (:class:`.seed_batch.StepRows`);
+"""The fields of a line's ``extra`` the event and turn spans read (:class:`.seed_rows.StepRows`);
 request and worker lines are read whole, one by one (:meth:`SeedColumns.line`)."""
 SCHEMA = pa.schema(
     [

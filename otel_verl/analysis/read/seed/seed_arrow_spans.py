@@ -1,5 +1,5 @@
 """The Arrow reader's front end of the one seed span builder: a file's columns (:mod:`.seed_arrow`) →
-:class:`.seed_batch.StepRows`, whose batch goes into the span table as whole parts.
+:class:`.seed_rows.StepRows`, whose batch goes into the span table as whole parts.
 
 The columns are typed (Arrow took the file only where every field the spans read has one JSON type), so the
 ``extra`` fields are arrays with nulls. Where a field's value depends on a key being absent rather than null
@@ -17,8 +17,9 @@ import pyarrow.compute as pc
 
 from otel_verl.analysis.read.seed import seed_events as le
 from otel_verl.analysis.read.seed.seed_arrow import SeedColumns
-from otel_verl.analysis.read.seed.seed_batch import BARRIER, ENGINE, StepRows, build, row_kinds
+from otel_verl.analysis.read.seed.seed_batch import build
 from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
+from otel_verl.analysis.read.seed.seed_rows import BARRIER, ENGINE, StepRows, row_kinds
 from otel_verl.analysis.read.seed.seed_sinks import add_to_table, valid_mask
 from otel_verl.analysis.read.seed.seed_spans import extra_of, request_id, turn_index
 

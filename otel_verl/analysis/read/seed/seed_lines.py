@@ -1,4 +1,4 @@
-"""The line reader's front end of the one seed span builder: a worker-step's lines → :class:`.seed_batch.StepRows`.
+"""The line reader's front end of the one seed span builder: a worker-step's lines → :class:`.seed_rows.StepRows`.
 
 Every file the Arrow reader refuses comes here (damaged, unusual, or with its lines kept for ``import-legacy``
 and ``export-legacy``): the ``extra`` values the spans carry stay as the line has them, of any JSON type
@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from otel_verl.analysis.read.seed import seed_events as le
-from otel_verl.analysis.read.seed.seed_batch import ENGINE, PREPROCESS, TOOL, TURN, StepRows, build, row_kinds
+from otel_verl.analysis.read.seed.seed_batch import build
 from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
 from otel_verl.analysis.read.seed.seed_read import Line
+from otel_verl.analysis.read.seed.seed_rows import ENGINE, PREPROCESS, TOOL, TURN, StepRows, row_kinds
 from otel_verl.analysis.read.seed.seed_sinks import add_to_table, emit_rows
 from otel_verl.analysis.read.seed.seed_spans import turn_index
 from otel_verl.export.encoding import fields_json

@@ -17,18 +17,9 @@ import numpy as np
 import pyarrow as pa
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.read.seed.seed_batch import (
-    BARRIER,
-    ENGINE,
-    FORM_EVENT,
-    FORM_TIMED,
-    FORM_TURN,
-    PREPROCESS,
-    TOOL,
-    Column,
-    SpanBatch,
-)
+from otel_verl.analysis.read.seed.seed_batch import FORM_EVENT, FORM_TIMED, FORM_TURN, SpanBatch
 from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns, constant_columns
+from otel_verl.analysis.read.seed.seed_rows import BARRIER, ENGINE, PREPROCESS, TOOL, Column
 from otel_verl.analysis.read.seed.seed_spans import LEGACY_SERVICE
 from otel_verl.analysis.read.span_columns import ATTR_COLUMNS
 
