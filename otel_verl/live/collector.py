@@ -15,8 +15,8 @@ When a step is done: the trainer says so (:meth:`step_done`, from verl's ``Track
 how many steps later its spans may still arrive (``lag``: 0 for the synchronous trainers; 1 for the asynchronous
 ones, whose sample groups dispatched in step n generate into step n+1). The step is computed once that many later
 steps are done too and no line of it arrived for :data:`SETTLE_S`; steps are computed in order, each after the one
-before it. Lines of a step already computed are counted
-(``late``) and dropped; so are lines past :data:`MAX_STEP_BYTES` of one step (``dropped``).
+before it. Lines of a step already computed are counted (``late``) and dropped; so are lines past
+:data:`MAX_STEP_BYTES` of one step (``dropped``).
 
 Bounds: disk, the files of the steps not yet computed (at most :data:`MAX_STEP_BYTES` each, removed once
 computed); memory, the account's window (:mod:`.account`) and the last :data:`MAX_RESULTS` results.

@@ -67,7 +67,7 @@ def assert_live_is_the_spools(rows: dict[int, dict[str, Any]], spool: Path, step
         differ = {
             k: (numbers.get(k), v)
             for k, v in expected.metrics.items()
-            if numbers.get(k) is None or abs(numbers[k] - v) > ROUNDED
+            if numbers.get(k) is None or not abs(numbers[k] - v) <= ROUNDED  # NaN differs
         }
         assert not differ, f"step {step}, (live, the spool's): {differ}; live verdict {row.get(n.VERDICT)!r}"
         assert (row.get(n.CAUSE), row.get(n.VERDICT)) == (expected.texts.get(n.CAUSE), expected.verdict), step
