@@ -1,7 +1,7 @@
 """One cause, one name: what a pattern across steps or peers tells is not told again by the step's own causes.
 
 * a persistent straggler (:mod:`.stragglers`) is the cause of its worker's (replica's) slow part in every step:
-  that place's findings of that part go;
+  that place's findings of that part go, but in a step where the part ran beyond the pattern (a cause of its own);
 * a step where the policy behaved differently (:mod:`.behaviour_shift`) explains its parts that behaviour drives:
   the step's findings there that are its usual path running long or its move as a whole step go; an outlier of one
   request or worker stays (it is more than the step's new habit);
@@ -20,13 +20,16 @@ from otel_verl.analysis.findings.common.record import Finding, fmt_s
 
 def fold(
     findings: list[Finding],
-    stragglers: Iterable[tuple[str, str, str]],
+    stragglers: Iterable[tuple[str, str, str, frozenset[int]]],
     shifts: list[Finding],
     explained: Iterable[tuple[int, frozenset[str], bool]],
 ) -> list[Finding]:
-    """``findings`` less those a straggler (scope, place, part) or a behaviour shift (step, parts it explains,
-    whether its answers grew) already tells, with the ``shifts`` (a whole step's longer answers told once)."""
-    places = set(stragglers)
+    """``findings`` less those a straggler (scope, place, part; but in the steps beyond its pattern) or a behaviour
+    shift (step, parts it explains, whether its answers grew) already tells, with the ``shifts`` (a whole step's
+    longer answers told once)."""
+    places: dict[tuple[str, str, str], frozenset[int]] = {}
+    for scope, place, part, beyond in stragglers:
+        places[(scope, place, part)] = places.get((scope, place, part), frozenset()) | beyond
     by_step = {step: (parts, tokens) for step, parts, tokens in explained}
     out = []
     for f in findings:
@@ -36,7 +39,7 @@ def fold(
             continue
         scope, part = d.get("scope"), d.get("part")
         place = str(d.get("replica")) if scope == k.SCOPE_REPLICA else str(f.worker)
-        if (scope, place, part) in places:
+        if (scope, place, part) in places and not set(f.steps) & places[(scope, place, part)]:
             continue
         if len(f.steps) == 1 and f.steps[0] in by_step:
             parts, _ = by_step[f.steps[0]]

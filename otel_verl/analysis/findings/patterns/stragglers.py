@@ -14,7 +14,11 @@ the step take without the straggler):
   slow one; :mod:`.chance`);
 * what it cost a step: the rollout peeled (:func:`.peel.rollout_path`) with its occurrences of that part brought to
   its peers' speed — how much sooner the step would have ended. Told once, with that per step; its severity from
-  the mean over those steps and its persistence (the run's step-to-step spread is no yardstick: it moves it).
+  the mean over those steps and its persistence (the run's step-to-step spread is no yardstick: it moves it);
+* a step where the group was slower than the pattern's own variation allows (its log ratio beyond the median by
+  ``shift_z`` times the noise) has a cause of its own: the step's finding at that place and part is told, and the
+  pattern's cost is that of the steps it explains (seen in CI: a worker 1.1× slower at tool calls took a one-off
+  8 s tool plant of one step into its mean, "cost 2.3 s a step", and hid the plant).
 """
 
 from __future__ import annotations
@@ -107,9 +111,11 @@ def peer_ratios(groups: pd.DataFrame) -> pd.DataFrame:
     return agg.drop(columns=["w", "wm", "wp"])
 
 
-def find_stragglers(accounts: list[StepAccount], th: Thresholds) -> tuple[list[Finding], list[tuple[str, str, str]]]:
-    """The run's persistent stragglers (module docstring), and the (scope, place, part) of each, so the step's
-    causes at that place and part are not told again beside them."""
+def find_stragglers(
+    accounts: list[StepAccount], th: Thresholds
+) -> tuple[list[Finding], list[tuple[str, str, str, frozenset[int]]]]:
+    """The run's persistent stragglers (module docstring), and the (scope, place, part, steps beyond the pattern) of
+    each, so the step's causes at that place and part are not told again beside them but in those steps."""
     n_steps = len(accounts)
     least = max(MIN_STEPS, int(np.ceil(0.5 * n_steps)))
     if n_steps < MIN_STEPS:
@@ -140,10 +146,12 @@ def find_stragglers(accounts: list[StepAccount], th: Thresholds) -> tuple[list[F
         if med < np.log(th.shift_min_ratio) or (lr > 0).mean() < STRAGGLER_SHARE or z < th.shift_z:
             continue
         chance = float(run_chance(z, tested))
-        f = _finding(gt, group, part, metric, t, by_step, chance, th)
+        fence = med + th.shift_z * noise[(gt, part, metric)]
+        f = _finding(gt, group, part, metric, t, by_step, chance, th, fence)
         if f is not None:
             found.append(f)
-            places.append((JUDGED[gt], group, part))
+            beyond = frozenset(step for step, x in t.ratios.items() if x > fence)
+            places.append((JUDGED[gt], group, part, beyond))
     return found, places
 
 
@@ -160,11 +168,13 @@ def _finding(
     by_step: dict[int, StepAccount],
     chance: float,
     th: Thresholds,
+    fence: float,
 ) -> Finding | None:
-    """The straggler as one finding: what it cost each step it was slower in, judged by its mean over them."""
+    """The straggler as one finding: what it cost each step it was slower in, but those beyond ``fence`` (a cause
+    of their own), judged by its mean over them."""
     cost: dict[int, float] = {}
     for step, lr in t.ratios.items():
-        if lr > 0:
+        if 0 < lr <= fence:
             cost[step] = _cost(by_step[step], gt, group, part, 1.0 - float(np.exp(-lr)))
     if not cost or max(cost.values()) <= 0:
         return None
@@ -196,6 +206,7 @@ def _finding(
         "peers_count": int(peers_count),
         "ratio": ratio,
         "slower_in": int(sum(1 for x in t.ratios.values() if x > 0)),
+        "beyond_pattern": sorted(s for s, x in t.ratios.items() if x > fence),
         "judged_in": len(t.ratios),
         "per_step": {str(s): round(c, 3) for s, c in zip(steps, per_step, strict=True)},
         "typical_s": round(typical, 6),
