@@ -147,10 +147,10 @@ def find_stragglers(
             continue
         chance = float(run_chance(z, tested))
         fence = med + th.shift_z * noise[(gt, part, metric)]
-        f = _finding(gt, group, part, metric, t, by_step, chance, th, fence)
+        beyond = frozenset(step for step, x in t.ratios.items() if x > fence)
+        f = _finding(gt, group, part, metric, t, by_step, chance, th, beyond)
         if f is not None:
             found.append(f)
-            beyond = frozenset(step for step, x in t.ratios.items() if x > fence)
             places.append((JUDGED[gt], group, part, beyond))
     return found, places
 
@@ -168,13 +168,13 @@ def _finding(
     by_step: dict[int, StepAccount],
     chance: float,
     th: Thresholds,
-    fence: float,
+    beyond: frozenset[int],
 ) -> Finding | None:
-    """The straggler as one finding: what it cost each step it was slower in, but those beyond ``fence`` (a cause
-    of their own), judged by its mean over them."""
+    """The straggler as one finding: what it cost each step it was slower in, but those ``beyond`` its pattern (a
+    cause of their own), judged by its mean over them."""
     cost: dict[int, float] = {}
     for step, lr in t.ratios.items():
-        if 0 < lr <= fence:
+        if lr > 0 and step not in beyond:
             cost[step] = _cost(by_step[step], gt, group, part, 1.0 - float(np.exp(-lr)))
     if not cost or max(cost.values()) <= 0:
         return None
@@ -206,7 +206,7 @@ def _finding(
         "peers_count": int(peers_count),
         "ratio": ratio,
         "slower_in": int(sum(1 for x in t.ratios.values() if x > 0)),
-        "beyond_pattern": sorted(s for s, x in t.ratios.items() if x > fence),
+        "beyond_pattern": sorted(beyond),
         "judged_in": len(t.ratios),
         "per_step": {str(s): round(c, 3) for s, c in zip(steps, per_step, strict=True)},
         "typical_s": round(typical, 6),
