@@ -60,6 +60,12 @@ SPAN_WEIGHT_SYNC: Final = "verl.weight_sync"
 """One parameter sync (``CheckpointEngineManager.update_weights``): the new policy version into the rollout
 replicas; seconds are the span's, bytes where the engine reports them (:data:`VERL_SYNC_BYTES`)."""
 
+SPAN_GENERATE: Final = "verl.generate"
+"""A fully-async client's engine round trip (``FullyAsyncLLMServerClient.generate``, which resumes after aborts):
+its attempts are its children, each one engine submission and the GenAI ``text_completion <model>`` span with its
+own ``gen_ai.usage``. It carries :data:`VERL_REQUEST_NUM_RESUMES` and no ``gen_ai.*``, so a sum over GenAI spans
+counts each engine call once. A plain client's round trip has no attempts: it is the GenAI span itself."""
+
 GEN_AI_OP_TEXT_COMPLETION: Final = "text_completion"
 GEN_AI_OP_EXECUTE_TOOL: Final = "execute_tool"
 
@@ -70,7 +76,7 @@ def phase_span_name(phase: str) -> str:
 
 
 def generate_span_name(model: str | None) -> str:
-    """GenAI span name for one engine round trip: ``text_completion <model>``."""
+    """GenAI span name for one engine call (a plain round trip, or one attempt of :data:`SPAN_GENERATE`)."""
     return f"{GEN_AI_OP_TEXT_COMPLETION} {model}" if model else GEN_AI_OP_TEXT_COMPLETION
 
 

@@ -1,8 +1,11 @@
-"""Engine round trips (``text_completion <model>``), in the AgentLoopWorker.
+"""Engine calls (``text_completion <model>``), in the AgentLoopWorker: one GenAI span per engine submission.
 
-``LLMServerClient.generate`` is one GenAI span under the current turn; ``FullyAsyncLLMServerClient``
-resumes after aborts appear as child attempts. When the rollout server is SGLang or vLLM, the round trip
-hands its span's carrier on to the engine: see :mod:`otel_verl.instrumentation.engine_link`.
+``LLMServerClient.generate`` is one GenAI span under the current turn. ``FullyAsyncLLMServerClient.generate``
+resumes after aborts by calling it again: its round trip is a ``verl.generate`` span (the resumes counted, no
+``gen_ai.*``) and each attempt under it is the GenAI span with its own usage. So each engine call is counted
+once by any sum over GenAI spans, and the engine's own span (handed the attempt's carrier) nests under the call
+it answered. When the rollout server is SGLang or vLLM, the GenAI span hands its carrier on to the engine: see
+:mod:`otel_verl.instrumentation.engine_link`.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class _ClientNames(NamedTuple):
     config: Any
     settings: OtelVerlConfig
     span_name: str
+    """The GenAI span's name (a plain round trip, or an attempt of a fully-async one)."""
     linked: bool
     """The engine is SGLang or vLLM and ``OTEL_VERL_ENGINE_LINK`` is on: hand it the carrier."""
     attributes: dict[str, Any]
@@ -117,6 +121,8 @@ def _start_generate(recorder: Any, names: _ClientNames, kwargs: dict) -> Event:
         outer_attributes[_ATTEMPTS] = attempts + 1
     if not recorder.events:  # below full detail the round trip is counted, not recorded
         return recorder.detached()
+    if outer is None and names.fully_async:  # the round trip holding the attempts: no GenAI span itself
+        return recorder.start(semconv.SPAN_GENERATE, attributes={})
     attributes = names.attributes.copy()
     prompt_ids = kwargs.get("prompt_ids")
     if prompt_ids is not None:
@@ -144,7 +150,9 @@ def _finish_reasons(stop: str) -> tuple[str]:
     return reasons
 
 
-def _finish_generate(recorder: Any, names: _ClientNames, node: Event, output: Any) -> None:
+def _finish_generate(recorder: Any, names: _ClientNames, node: Event, output: Any, holder: bool) -> None:
+    """End the span: a GenAI span with its usage, or (``holder``) a fully-async round trip's ``verl.generate``
+    with the final stop reason and the resumes, and no ``gen_ai.*`` (its attempts carry them)."""
     stop = getattr(output, "stop_reason", None)
     if stop is not None:
         stop = recorder.last_stop_reason = str(stop)
@@ -152,6 +160,12 @@ def _finish_generate(recorder: Any, names: _ClientNames, node: Event, output: An
     if not recorder.events:
         return
     attrs: dict[str, Any] = {}
+    if holder:
+        if stop is not None:
+            attrs[semconv.VERL_ENGINE_STOP_REASON] = stop
+        attrs[semconv.VERL_REQUEST_NUM_RESUMES] = max(attempts - 1, 0)
+        recorder.end(node, attrs)
+        return
     token_ids = getattr(output, "token_ids", None)
     if token_ids is not None:
         attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = len(token_ids)
@@ -165,8 +179,6 @@ def _finish_generate(recorder: Any, names: _ClientNames, node: Event, output: An
     version = extra.get("global_steps") if isinstance(extra, dict) else None
     if isinstance(version, int) and not isinstance(version, bool):  # the weights the engine served
         attrs[semconv.VERL_POLICY_VERSION] = version
-    if attempts > 1:
-        attrs[semconv.VERL_REQUEST_NUM_RESUMES] = attempts - 1
     if names.settings.capture_content and token_ids is not None:
         completion = capture_text(" ".join(map(str, token_ids)), names.settings)
         if completion is not None:
@@ -235,13 +247,16 @@ async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: t
     (``_generate_node``): its attempts nest inside it; a plain client's never do, and it pays no context
     variable. As in :func:`_counted_generate`, the arguments are let go before the engine is awaited."""
     node = token = names = None
+    holder = False
     call_kwargs = kwargs
     try:
         names = _client_names(instance)
+        holder = names.fully_async and _generate_node.get() is None
         node = _start_generate(recorder, names, kwargs)
-        if names.fully_async:
+        if holder:
             token = _generate_node.set(node)
-        if names.linked and isinstance(kwargs.get("sampling_params"), dict):
+        # the engine is handed the GenAI span's carrier: an attempt's, never the round trip holding them
+        if names.linked and not holder and isinstance(kwargs.get("sampling_params"), dict):
             call_kwargs = with_carrier(kwargs, recorder.carrier(node))
     except Exception:
         call_failed(CLIENT_GENERATE)
@@ -259,7 +274,7 @@ async def _recorded_generate(recorder: Any, wrapped: Any, instance: Any, args: t
             _generate_node.reset(token)
     if node is not None and names is not None:
         try:
-            _finish_generate(recorder, names, node, output)
+            _finish_generate(recorder, names, node, output, holder)
         except Exception:
             call_failed(CLIENT_GENERATE)
     return output

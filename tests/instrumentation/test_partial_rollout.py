@@ -1,4 +1,5 @@
-"""Partial rollout: FullyAsyncLLMServerClient resumes aborted generations; attempts stay visible."""
+"""Partial rollout: FullyAsyncLLMServerClient resumes aborted generations: one ``verl.generate`` round trip, each
+attempt (one engine submission) the GenAI span with its own usage."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ class AbortOnceHandle(LocalHandle):
     def __init__(self, server: Any) -> None:
         super().__init__(server)
         self.aborted: list[tuple[int, ...]] = []
+        self.tokens_returned = 0
+        """Every token the engine handed back, aborted submissions' included: what was generated."""
 
     async def _generate(self, **kwargs: Any) -> Any:
         from verl.workers.rollout.replica import TokenOutput
@@ -25,12 +28,16 @@ class AbortOnceHandle(LocalHandle):
         match = next((p for p in self.aborted if len(prompt) > len(p) and prompt[: len(p)] == p), None)
         if match is None:
             self.aborted.append(prompt)
-            return TokenOutput(token_ids=list(prompt[-3:]), stop_reason="aborted", num_preempted=0, extra_fields={})
-        self.aborted.remove(match)
-        return await self.server.generate(**kwargs)
+            output = TokenOutput(token_ids=list(prompt[-3:]), stop_reason="aborted", num_preempted=0, extra_fields={})
+        else:
+            self.aborted.remove(match)
+            output = await self.server.generate(**kwargs)
+        self.tokens_returned += len(output.token_ids)
+        return output
 
 
-def test_resumed_generation_is_one_round_trip_with_attempts(spans_of, monkeypatch):
+def _resumed_run(spans_of, monkeypatch) -> tuple[list, AbortOnceHandle, Any]:
+    """A chunk of single-turn requests through verl's real ``FullyAsyncLLMServerClient``, each aborted once."""
     from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient
 
     from otel_verl.demo.sim_server import SimServerConfig
@@ -48,19 +55,42 @@ def test_resumed_generation_is_one_round_trip_with_attempts(spans_of, monkeypatc
 
     worker.llm_client = Client(worker.config)
     run_chunk(worker, opts)
-    spans = spans_of()
-    generates = [s for s in spans if s.name.startswith("text_completion")]
-    by_id = {s.context.span_id: s for s in generates}
-    outer = [s for s in generates if s.parent.span_id not in by_id]
-    attempts = [s for s in generates if s.parent.span_id in by_id]
+    return spans_of(), aborting, opts
+
+
+def test_resumed_generation_is_one_round_trip_with_attempts(spans_of, monkeypatch):
+    spans, _, opts = _resumed_run(spans_of, monkeypatch)
+    by_id = {s.context.span_id: s for s in spans}
+    trips = [s for s in spans if s.name == semconv.SPAN_GENERATE]
+    attempts = [s for s in spans if s.name.startswith(semconv.GEN_AI_OP_TEXT_COMPLETION)]
     requests = [s for s in spans if s.name == semconv.SPAN_REQUEST]
-    assert len(outer) == len(requests) == opts.prompts * opts.n  # one round trip per (single) turn
-    assert len(attempts) == 2 * len(outer)  # aborted attempt + resumed attempt
+    assert len(trips) == len(requests) == opts.prompts * opts.n  # one round trip per (single) turn
+    assert all(by_id[t.parent.span_id].name == semconv.SPAN_TURN for t in trips)
+    assert all(a.parent.span_id in {t.context.span_id for t in trips} for a in attempts)
+    assert len(attempts) == 2 * len(trips)  # aborted attempt + resumed attempt
     assert {a.attributes[semconv.VERL_ENGINE_STOP_REASON] for a in attempts} == {"aborted", "completed"}
-    assert all(o.attributes[semconv.VERL_REQUEST_NUM_RESUMES] == 1 for o in outer)
+    assert all(t.attributes[semconv.VERL_REQUEST_NUM_RESUMES] == 1 for t in trips)
     assert all(r.attributes[semconv.VERL_REQUEST_NUM_RESUMES] == 1 for r in requests)
     # the resumed request ended normally, so it is not counted as aborted
     assert {r.attributes[semconv.VERL_REQUEST_STATUS] for r in requests} <= {"completed", "truncated"}
+
+
+def test_each_engine_submission_is_the_one_genai_span_with_its_usage(spans_of, monkeypatch):
+    """Issue 50: a sum over spans of ``gen_ai.usage.output_tokens`` is the tokens generated (the round trip
+    carried its attempts' tokens again), and the engine's own span nests under the attempt it answered."""
+    spans, handle, _ = _resumed_run(spans_of, monkeypatch)
+    genai = [s for s in spans if semconv.GEN_AI_OPERATION_NAME in s.attributes]
+    attempts = [s for s in spans if s.name.startswith(semconv.GEN_AI_OP_TEXT_COMPLETION) and s.parent]
+    assert genai and {s.context.span_id for s in genai} == {s.context.span_id for s in attempts}
+    assert not any(k.startswith("gen_ai.") for t in spans if t.name == semconv.SPAN_GENERATE for k in t.attributes)
+    usage = [s.attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS) for s in spans]
+    assert sum(u for u in usage if u is not None) == handle.tokens_returned > 0
+    # each submission carried its attempt's context to the engine (SGLang here), never the round trip's
+    handed = {int(c["sampling_params"][semconv.CARRIER_KEY]["traceparent"].split("-")[2], 16) for c in handle.calls}
+    assert handed == {s.context.span_id for s in genai}
+    engine = [s for s in spans if s.name == semconv.ENGINE_SPAN_REQUEST]
+    completed = {s.context.span_id for s in genai if s.attributes[semconv.VERL_ENGINE_STOP_REASON] != "aborted"}
+    assert engine and {s.parent.span_id for s in engine} == completed  # no engine span for an aborted request
 
 
 def _fast_sleep(real_sleep):

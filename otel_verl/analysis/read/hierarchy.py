@@ -32,6 +32,7 @@ KIND_BY_NAME = {
     sc.SPAN_PREPROCESS: "preprocess",
     sc.SPAN_REWARD: "reward",
     sc.SPAN_BARRIER: "barrier",
+    sc.SPAN_GENERATE: "generate",  # a fully-async round trip: a container of engine calls, as a turn is
 }
 
 
@@ -81,6 +82,22 @@ def engine_request_mask(spans: pd.DataFrame, kind: np.ndarray | None = None) -> 
     if phase.any():
         own |= spans["span_id"].isin(set(spans["parent_id"].to_numpy()[phase])).to_numpy()
     return legacy | (named & own)
+
+
+def holders_of_engine_calls(kind: np.ndarray, parent_idx: np.ndarray) -> np.ndarray:
+    """``kind`` with each engine call that holds engine calls made ``generate``: spools written before
+    ``verl.generate`` named a fully-async round trip ``text_completion`` too, its attempts under it. The attempt
+    is the engine call (the engine's span nests under it, its usage is its own); counting the round trip as well
+    gave it the attempt's time and tokens twice."""
+    engine = kind == "engine"
+    parents = parent_idx[engine]
+    parents = parents[parents >= 0]
+    holders = parents[kind[parents] == "engine"]
+    if len(holders) == 0:
+        return kind
+    kind = kind.copy()
+    kind[holders] = "generate"
+    return kind
 
 
 def _ancestor(parent_idx: np.ndarray, is_target: np.ndarray) -> np.ndarray:
@@ -159,6 +176,10 @@ def resolve_hierarchy(spans: pd.DataFrame, unique_span_ids: bool | None = None) 
     parent_idx = lookup(parent_key, keys)
     kind = spans["kind"].to_numpy()
     parent_idx = adopt_linked_requests(kind, spans["links"], lambda k: lookup(k, keys), parent_idx, composite)
+    held = holders_of_engine_calls(kind, parent_idx)
+    if held is not kind:
+        kind = held
+        spans["kind"] = pd.Series(kind, index=spans.index, dtype=object)
     for target, col in (
         ("request", "request_span"),
         ("worker", "worker_span"),
