@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from otel_verl.analysis.findings.common.record import number_ranges
+from otel_verl.invocation import otel_verl_command
 
 SEVERITY_WORDS = {"critical": ("critical", "critical"), "warning": ("warning", "warnings"), "info": ("note", "notes")}
 PERFETTO_UI = "https://ui.perfetto.dev"
@@ -96,14 +97,15 @@ def trace_link(trace_url: str | None, trace_id: str) -> str | None:
 
 def open_step_command(source: str | None, steps: Iterable[Any]) -> str:
     """The command that writes these steps for ui.perfetto.dev: ``otel-verl export-perfetto SRC --steps 7:7 --out
-    step7.pftrace`` (Perfetto's protobuf format: every request's lane named)."""
+    step7.pftrace`` (Perfetto's protobuf format: every request's lane named), ``otel-verl`` spelled so it runs
+    in the user's shell (:mod:`otel_verl.invocation`)."""
     nums = sorted({int(s) for s in steps if s is not None})
     src = shlex.quote(str(source)) if source else "SOURCE"
     if not nums:
-        return f"otel-verl export-perfetto {src} --out trace.pftrace"
+        return f"{otel_verl_command()} export-perfetto {src} --out trace.pftrace"
     lo, hi = nums[0], nums[-1]
     name = f"step{lo}" if lo == hi else f"steps{lo}-{hi}"
-    return f"otel-verl export-perfetto {src} --steps {lo}:{hi} --out {name}.pftrace"
+    return f"{otel_verl_command()} export-perfetto {src} --steps {lo}:{hi} --out {name}.pftrace"
 
 
 def missing_parts(summary: Mapping[str, Any]) -> list[str]:

@@ -84,7 +84,10 @@ def replay(
     extra = f"; {', '.join(notes)}" if notes else ""
     console.print(f"sent {stats.sent} of {stats.spans} spans ({stats.lines} lines from {stats.files} files){extra}")
     if stats.sent == 0 and stats.spans:
-        console.print("nothing to send: every span was already delivered")
+        console.print(
+            "nothing to send: every span was already delivered (into a backend that lost them, e.g. a Jaeger "
+            "started again, --ignore-journal sends them again)"
+        )
     if stats.journal_failed:
         print(
             f"warning: {stats.journal_failed} sent spans could not be journaled (read-only spool?); "

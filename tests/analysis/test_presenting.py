@@ -6,6 +6,7 @@ from accounts import new_findings, new_summary
 
 from otel_verl.analysis import presenting
 from otel_verl.analysis.findings.common.record import Finding
+from otel_verl.invocation import otel_verl_command
 
 
 def test_severity_counts_in_words() -> None:
@@ -40,5 +41,5 @@ def test_missing_parts_and_the_open_command() -> None:
     assert missing[1] == "no worker spans in steps 11-12: the rollout there is unseen"
     assert presenting.missing_parts({"load": {"bad_lines_skipped": 0}, "missing": {}}) == []
     assert presenting.open_step_command("/runs/my spool", [7]) == (
-        "otel-verl export-perfetto '/runs/my spool' --steps 7:7 --out step7.pftrace"
-    )
+        f"{otel_verl_command()} export-perfetto '/runs/my spool' --steps 7:7 --out step7.pftrace"
+    )  # otel-verl spelled as the user's shell runs it: tests/analysis/test_hint_commands.py

@@ -18,6 +18,7 @@ from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.otlp_batch import LineBatch, read_lines
 from otel_verl.analysis.read.otlp_json import SpanColumns
 from otel_verl.analysis.read.stats import LoadStats
+from otel_verl.invocation import otel_verl_command
 
 TRACE_SUFFIXES = (".jsonl", ".json")
 READ_BUFFER = 1 << 20
@@ -148,7 +149,7 @@ def read_parallel(
 
 SEED_HINT = (
     "analyze reads seed logs from the directory that holds their step_<n>/ directories (and nothing else); "
-    "or convert them: otel-verl import-legacy LOGDIR --spool DIR"
+    "or convert them: {otel_verl} import-legacy LOGDIR --spool DIR"
 )
 
 
@@ -170,7 +171,8 @@ def _why(raw: bytes, exc: Exception, whole_file: Path | None = None) -> str:
             return f"truncated last line ({exc.msg}); was the writer killed?"
         return f"not JSON ({exc.msg} at column {exc.colno})"
     if _is_seed_line(raw):
-        return f"a seed SGLangLogManager log line (timestamp/event/duration_sec), not OTLP/JSON; {SEED_HINT}"
+        hint = SEED_HINT.format(otel_verl=otel_verl_command())
+        return f"a seed SGLangLogManager log line (timestamp/event/duration_sec), not OTLP/JSON; {hint}"
     return f"not an OTLP/JSON trace line ({exc})"
 
 

@@ -17,14 +17,17 @@ from typing import Any
 import orjson
 
 from otel_verl.analysis.read.span_columns import INT64_LIMIT
+from otel_verl.invocation import otel_verl_command
 
 VALIDATION_PREFIX = "val_"
 """``val_step_<n>/``: a validation rollout's logs (``export-legacy`` writes them there, each line with
 ``"validate": true``), kept apart so the seed's scripts, which read ``step_<n>/``, never count them."""
 OTLP_HINT = (
     "an OTLP/JSON trace line (a spool or a collector export), not a seed log; analyze it directly: "
-    "otel-verl analyze DIR --out OUT"
+    "{otel_verl} analyze DIR --out OUT"
 )
+"""``{otel_verl}``: how the user's shell runs it (:func:`otel_verl.invocation.otel_verl_command`), filled in when
+raised."""
 _NUM = re.compile(r"(\d+)")
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -96,7 +99,7 @@ def _check(raw: bytes, dir_step: int | None, file_worker: int | None) -> tuple[d
     d = _loads(raw)
     if not isinstance(d, dict) or "event" not in d or "timestamp" not in d:
         if isinstance(d, dict) and ("resourceSpans" in d or "resourceSpans" in (d.get("result") or {})):
-            raise ValueError(OTLP_HINT)
+            raise ValueError(OTLP_HINT.format(otel_verl=otel_verl_command()))
         raise ValueError("not a seed log line (needs 'timestamp' and 'event')")
     if not isinstance(d["event"], str):
         raise ValueError(f"'event' is {type(d['event']).__name__}, not a string")

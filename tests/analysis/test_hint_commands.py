@@ -1,0 +1,65 @@
+"""The commands the CLI prints for the user to run do run, as printed, in the user's shell (issue 51).
+
+``bash scripts/demo.sh`` runs the CLI through ``uv run``, whose PATH (its child's alone) starts with ``.venv/bin``;
+the hints said ``otel-verl …`` and the user's shell answered "command not found". Here ``otel-verl analyze`` runs
+from a shell without the venv on its PATH, through ``uv run`` as demo.sh does and by the venv's path, and the
+command it prints (write the slow step for Perfetto) runs in that same shell.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from otel_verl.invocation import otel_verl_command, user_path
+from tests.clean_shell import ROOT, VENV_BIN, shell, user_env
+
+OPEN_HINT = re.compile(r"open #1's steps elsewhere: (.+?), then Open trace file", re.S)
+
+
+def _printed_hint(stdout: str) -> str:
+    found = OPEN_HINT.search(stdout)
+    assert found, stdout[-3000:]
+    return " ".join(found.group(1).split())  # the terminal may wrap it
+
+
+@pytest.mark.parametrize("how", ["uv run --frozen otel-verl", "venv path"])
+def test_printed_command_runs_in_the_users_shell(how: str, planted_spool: Path, tmp_path: Path) -> None:
+    env = user_env()
+    if how.startswith("uv") and not shutil.which("uv", path=env["PATH"]):
+        pytest.skip("uv is not on the PATH")
+    cli = how if how.startswith("uv") else str((VENV_BIN / "otel-verl").relative_to(ROOT))
+    done = shell(f"{cli} analyze {planted_spool / 'run1'} --out {tmp_path / 'report'} --no-html", env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    hint = _printed_hint(done.stdout)
+    assert hint.startswith(".venv/bin/otel-verl export-perfetto "), hint  # the checkout's venv, from its root
+    written = ROOT / hint.rsplit("--out ", 1)[1]
+    assert not written.exists(), f"{written} is in the way"
+    try:
+        ran = shell(hint, env)
+        assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+        assert written.stat().st_size > 1000
+    finally:
+        written.unlink(missing_ok=True)
+    # what failed before: the name alone is not a command in that shell
+    assert shell("otel-verl --help", env).returncode == 127
+
+
+def test_spelling_follows_the_users_path(tmp_path: Path) -> None:
+    venv_bin = str(VENV_BIN)
+    rest = os.pathsep.join(["/usr/local/bin", "/usr/bin", "/bin"])
+    in_venv = {"PATH": os.pathsep.join([venv_bin, rest])}
+    activated = {"PATH": os.pathsep.join([venv_bin, rest]), "VIRTUAL_ENV": str(VENV_BIN.parent)}
+    uv_run = {**activated, "UV_RUN_RECURSION_DEPTH": "1"}  # what `uv run` hands its child
+    uv_run_activated = {**uv_run, "PATH": os.pathsep.join([venv_bin, venv_bin, rest])}
+    assert otel_verl_command(in_venv) == otel_verl_command(activated) == "otel-verl"
+    assert user_path(uv_run) == rest and user_path(uv_run_activated) == os.pathsep.join([venv_bin, rest])
+    assert otel_verl_command(uv_run_activated) == "otel-verl"  # activated, then uv run: the shell has it
+    script = VENV_BIN / "otel-verl"
+    assert otel_verl_command(uv_run, cwd=VENV_BIN.parent.parent) == str(script.relative_to(VENV_BIN.parent.parent))
+    assert otel_verl_command(uv_run, cwd=tmp_path) == str(script)  # not below the working directory: absolute
+    assert otel_verl_command({"PATH": rest}, cwd=tmp_path) == str(script)
