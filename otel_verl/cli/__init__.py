@@ -23,27 +23,29 @@ import sys
 import typer
 
 from otel_verl.cli import analyze, common, demo, formats, replay, seams
+from otel_verl.cli.help_format import Command, Group
 
 app = typer.Typer(
     name="otel-verl",
     help=(
         "OpenTelemetry tracing for multi-turn RL training with verl.\n\n"
-        "Trace a real run: add `+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook="
-        "otel_verl.activate.setup` to the verl command line and set OTEL_EXPORTER_OTLP_ENDPOINT "
-        "(or nothing: spans then go to ./otel-verl-spool). Try it without a GPU: `otel-verl demo`."
+        "Trace a real run: add the override printed at the end of this help to the verl command line and set "
+        "OTEL_EXPORTER_OTLP_ENDPOINT (or nothing: spans then go to ./otel-verl-spool). Try it without a GPU: "
+        "`otel-verl demo`."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
+    cls=Group,
 )
 
-app.command("demo")(demo.demo)
-app.command("replay")(replay.replay)
-app.command("analyze", help=analyze.ANALYZE_HELP)(analyze.analyze)
-app.command("import-legacy", help=formats.IMPORT_LEGACY_HELP)(formats.import_legacy)
-app.command("export-legacy", help=formats.EXPORT_LEGACY_HELP)(formats.export_legacy)
-app.command("export-perfetto", help=formats.EXPORT_PERFETTO_HELP)(formats.export_perfetto)
-app.command("check-seams", help=seams.CHECK_SEAMS_HELP)(seams.check_seams)
+app.command("demo", cls=Command)(demo.demo)
+app.command("replay", cls=Command)(replay.replay)
+app.command("analyze", cls=Command, help=analyze.ANALYZE_HELP)(analyze.analyze)
+app.command("import-legacy", cls=Command, help=formats.IMPORT_LEGACY_HELP)(formats.import_legacy)
+app.command("export-legacy", cls=Command, help=formats.EXPORT_LEGACY_HELP)(formats.export_legacy)
+app.command("export-perfetto", cls=Command, help=formats.EXPORT_PERFETTO_HELP)(formats.export_perfetto)
+app.command("check-seams", cls=Command, help=seams.CHECK_SEAMS_HELP)(seams.check_seams)
 
 
 def main() -> None:

