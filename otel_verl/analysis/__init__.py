@@ -142,8 +142,8 @@ def analyze(
 ) -> Analysis:
     """Diagnose a run and write ``findings.json``, ``report.html`` and one PNG per figure under ``out``.
 
-    A source is read a step at a time (``read.steps.iter_steps``: memory holds a window of steps, not the run);
-    tables or a span table already in memory are analysed step by step the same way.
+    A source is read a step at a time (:func:`~otel_verl.analysis.read.step_stream.iter_steps`: memory holds a
+    window of steps, not the run); tables or a span table already in memory are analysed step by step the same way.
 
     Args:
         source: anything :func:`load` reads, or tables or a span table.

@@ -229,9 +229,10 @@ class ExporterLogGate(logging.Filter):
     """Filter for the OTLP SDK exporters' loggers: at most one WARNING-or-worse line per ``interval``.
 
     The SDK exporters log every retry and every failed batch; while a collector is down that is a line
-    every few seconds per process. Inside :meth:`capture` (the journaling exporter's call into the SDK
-    exporter) such records are held back and their last message handed to the caller, which reports
-    it in its own rate-limited warning; elsewhere they are rate-limited here. Lower levels pass.
+    every few seconds per process. Between :meth:`begin_capture` and :meth:`end_capture` (around the journaling
+    exporter's call into the SDK exporter) such records are held back and their last message handed to the
+    caller, which reports it in its own rate-limited warning; elsewhere they are rate-limited here. Lower levels
+    pass.
     """
 
     def __init__(self, interval: float = 60.0) -> None:

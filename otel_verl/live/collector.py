@@ -11,8 +11,8 @@ processor sends every ``OTEL_BSP_SCHEDULE_DELAY`` (2 s), so where steps are shor
 arrive two or three steps later (seen on the legacy demo: step 2's engine spans filed under step 3 or later were
 missed).
 
-When a step is done: the trainer says so (:meth:`step_done`, from verl's ``Tracking.log`` of that step), with
-how many steps later its spans may still arrive (``lag``: 0 for the synchronous trainers; 1 for the asynchronous
+When a step is done: the trainer says so (:meth:`LiveCollector.step_done`, from verl's ``Tracking.log`` of that step),
+with how many steps later its spans may still arrive (``lag``: 0 for the synchronous trainers; 1 for the asynchronous
 ones, whose sample groups dispatched in step n generate into step n+1). The step is computed once that many later
 steps are done too and no line of it arrived for :data:`SETTLE_S`; steps are computed in order, each after the one
 before it. Lines of a step already computed are counted (``late``) and dropped; so are lines past

@@ -3,7 +3,7 @@
 Delivery runs one way, as in the SDK (processor → exporter, never back): the recorder builds spans and
 hands them on; it never imports the exporters, the hold or the tracing state. The export side
 (:func:`otel_verl.export.provider.setup_tracing`) installs a :class:`Delivery` once per process, and
-the recorder reads it when a request's spans are emitted (:meth:`RequestRecorder.emit`) and built.
+the recorder reads it when a request's spans are emitted (:meth:`~.recorder.RequestRecorder.emit`) and built.
 
 Installed per process and checked against the pid, like the tracing state: a forked child sees none
 until its own setup installs one, and never writes through its parent's exporter threads.

@@ -27,7 +27,7 @@ def compute_aborted(spans: pd.DataFrame, tables: Tables | None = None) -> pd.Dat
 
 
 def part_aborted(tables: Tables) -> pd.DataFrame:
-    """One part's frame: the figure is per step (:mod:`.parts`)."""
+    """One part's frame: the figure is per step (:mod:`.by_part`)."""
     return compute_aborted(tables.spans, tables=tables)
 
 

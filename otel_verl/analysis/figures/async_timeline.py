@@ -55,7 +55,7 @@ TITLE = "Who waited for whom: the trainer (top) and each rollout replica (below)
 
 
 def part_async_timeline(t: Tables) -> pd.DataFrame:
-    """One part of a run's rows (:mod:`.parts`): absolute times, so the parts' rows concatenate. A part's rollout
+    """One part of a run's rows (:mod:`.by_part`): absolute times, so the parts' rows concatenate. A part's rollout
     lanes see only its own spans: samples a step dispatched that run on into the next part are drawn from both."""
     return compute_async_timeline(t.spans, t)
 

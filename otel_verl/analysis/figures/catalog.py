@@ -1,5 +1,5 @@
 """Every figure of the report, in report order: (name, compute, plot, plotly) per :data:`FIGURES` entry, and
-how each is built a part of a run at a time (:data:`PARTS`, :mod:`.parts`).
+how each is built a part of a run at a time (:data:`PARTS`, :mod:`.by_part`).
 
 Adding a figure: a module here with ``compute_x(spans, tables=None) -> DataFrame``, ``part_x(tables)`` and
 ``combine_x(parts) -> DataFrame`` (``compute_x`` of a whole run equals ``combine_x`` of its steps' parts:

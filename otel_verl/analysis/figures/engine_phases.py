@@ -36,7 +36,7 @@ def compute_engine_phases(spans: pd.DataFrame, tables: Tables | None = None) -> 
 
 
 def part_engine_phases(t: Tables) -> pd.DataFrame:
-    """One part's engine turns reduced (:mod:`.parts`): per turn index, each column's sum and count of values
+    """One part's engine turns reduced (:mod:`.by_part`): per turn index, each column's sum and count of values
     (``group="turn index"``, the counts as ``n_<column>``), and per step the sums (``group="step"``)."""
     turns = t.engine_turns
     if turns.empty:

@@ -38,7 +38,7 @@ def compute_event_share(spans: pd.DataFrame, tables: Tables | None = None) -> pd
 
 
 def part_event_share(tables: Tables) -> pd.DataFrame:
-    """One part's frame: the figure is per step (:mod:`.parts`)."""
+    """One part's frame: the figure is per step (:mod:`.by_part`)."""
     return compute_event_share(tables.spans, tables=tables)
 
 

@@ -28,7 +28,7 @@ def compute_step_timing(spans: pd.DataFrame, k: float = 5.0, tables: Tables | No
 
 
 def part_step_timing(tables: Tables) -> pd.DataFrame:
-    """One part's steps: start, duration, rollout (:mod:`.parts`)."""
+    """One part's steps: start, duration, rollout (:mod:`.by_part`)."""
     return _rows(tables.steps)
 
 

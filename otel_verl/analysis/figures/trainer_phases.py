@@ -42,7 +42,7 @@ def compute_trainer_phases(spans: pd.DataFrame, tables: Tables | None = None) ->
 
 
 def part_trainer_phases(t: Tables) -> PhasesPart:
-    """One part's seconds per (step, phase) and its phases' first starts (:mod:`.parts`)."""
+    """One part's seconds per (step, phase) and its phases' first starts (:mod:`.by_part`)."""
     sp = t.spans
     none = (pd.DataFrame(columns=ROW_COLUMNS), pd.Series(dtype=np.int64))
     if sp.empty or "phase" not in sp:

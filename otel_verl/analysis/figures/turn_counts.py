@@ -30,7 +30,7 @@ def compute_turn_counts(spans: pd.DataFrame, tables: Tables | None = None) -> pd
 
 
 def part_turn_counts(tables: Tables) -> pd.DataFrame:
-    """One part's frame: the figure is per step (:mod:`.parts`)."""
+    """One part's frame: the figure is per step (:mod:`.by_part`)."""
     return compute_turn_counts(tables.spans, tables=tables)
 
 

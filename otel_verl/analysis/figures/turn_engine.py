@@ -31,7 +31,7 @@ def compute_turn_engine(spans: pd.DataFrame, tables: Tables | None = None) -> pd
 
 
 def part_turn_engine(tables: Tables) -> pd.DataFrame:
-    """One part's frame: the figure is per step (:mod:`.parts`)."""
+    """One part's frame: the figure is per step (:mod:`.by_part`)."""
     return compute_turn_engine(tables.spans, tables=tables)
 
 

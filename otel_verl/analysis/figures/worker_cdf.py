@@ -28,7 +28,7 @@ def compute_worker_cdf(spans: pd.DataFrame, step: int | None = None, tables: Tab
 
 
 def part_worker_cdf(tables: Tables) -> pd.DataFrame:
-    """One part's requests with a worker timeline, ranked within their (step, worker) (:mod:`.parts`; a step's
+    """One part's requests with a worker timeline, ranked within their (step, worker) (:mod:`.by_part`; a step's
     requests are never split between parts)."""
     return _ranked(_rows(tables.requests))
 

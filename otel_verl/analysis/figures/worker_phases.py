@@ -63,7 +63,7 @@ def compute_worker_phases(spans: pd.DataFrame, tables: Tables | None = None) -> 
 
 
 def part_worker_phases(tables: Tables) -> pd.DataFrame:
-    """One part's frame: the figure is per step (:mod:`.parts`)."""
+    """One part's frame: the figure is per step (:mod:`.by_part`)."""
     return compute_worker_phases(tables.spans, tables=tables)
 
 

@@ -58,7 +58,7 @@ class Values:
 
 
 def general_value(raw: bytes) -> Any:
-    """One attribute's ``value`` text read as :meth:`SpanColumns._add` reads it (string member first, then
+    """One attribute's ``value`` text read as :meth:`~.otlp_json.SpanColumns._add` reads it (string member first, then
     int, then the first member in the text's key order); :class:`Irregular` where that raises."""
     try:
         v = (orjson.loads(raw) if raw else None) or {}

@@ -1,4 +1,5 @@
-"""Rows of span-table parts (:meth:`SpanColumns.take_parts`): which step and trace each row has, and a subset.
+"""Rows of span-table parts (:meth:`~.otlp_json.SpanColumns.take_parts`): which step and trace each row has, and
+a subset.
 
 Why on parts and not on the DataFrame: a step reader routes freshly parsed spans (to this step, a later one,
 or the spans waiting for their trace's step) before any table is built, and parts pickle as plain buffers

@@ -100,7 +100,7 @@ def _ids_clean(arr: pa.Array, nbytes: int) -> bool:
 
 
 def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
-    """Concatenate parts (from one or several :class:`SpanColumns`) into the span table, in order."""
+    """Concatenate parts (from one or several :class:`~.otlp_json.SpanColumns`) into the span table, in order."""
     n = sum(p["n"] for p in parts)
     offsets = np.cumsum([0] + [p["n"] for p in parts])[:-1]
     data: dict[str, Any] = {}

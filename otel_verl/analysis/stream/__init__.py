@@ -4,11 +4,11 @@ diagnosis and the report from what the parts left behind; the whole span table i
 ==============  ================================================================================================
 module          job
 ==============  ================================================================================================
-store           :class:`PartStore`: what each part leaves for the end, pickled in one temporary directory
-summaries       :class:`SpilledSummary`: a step's summary whose per-occurrence frames wait in the store
-counts          :class:`RunCounts`: the counts of findings.json's ``summary``, added up part by part
+store           :class:`~.store.PartStore`: what each part leaves for the end, pickled in one temporary directory
+summaries       :class:`~.summaries.SpilledSummary`: a step's summary whose per-occurrence frames wait in the store
+counts          :class:`~.counts.RunCounts`: the counts of findings.json's ``summary``, added up part by part
 held            what the report draws of a few parts only: the timelines' steps, the outlier requests
-collect         :class:`RunCollector`: one part in, everything above out
+collect         :class:`~.collect.RunCollector`: one part in, everything above out
 ==============  ================================================================================================
 
 :func:`otel_verl.analysis.pipeline.write_parts` drives it: parts in, findings.json, PNGs and report.html out.

@@ -4,8 +4,9 @@ Tail sampling (:mod:`otel_verl.recording.sampling`) and ``OTEL_VERL_DETAIL=worke
 put every dropped request's start/end/status/turns/tokens on its worker span as parallel arrays.
 :func:`sampled_out_requests` turns them back into rows of the requests table, so CDFs, percentiles
 and tail detectors count every request. With ``OTEL_VERL_TRACE_PER_REQUEST`` a request is the root
-of its own trace with a link to its worker span; :func:`adopt_linked_requests` treats that link as
-the parent, so the request still sits below its worker (step/worker attribution, idle gaps).
+of its own trace with a link to its worker span;
+:func:`~otel_verl.analysis.read.hierarchy.adopt_linked_requests` treats that link as the parent, so the request
+still sits below its worker (step/worker attribution, idle gaps).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ def steps_table(spans: pd.DataFrame, *, sp: pd.DataFrame | None = None, kinds: K
     """One row per step: step span bounds and the rollout window (gen phase, else worker span bounds).
 
     ``sp``: :func:`training_spans` of ``spans`` when the caller already has it (every table builder takes it);
-    ``kinds``: :class:`~.kinds.Kinds` of ``sp`` likewise.
+    ``kinds``: :class:`~.kind_codes.Kinds` of ``sp`` likewise.
     """
     sp = training_spans(spans) if sp is None else sp
     if sp.empty:

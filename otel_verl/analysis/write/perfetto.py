@@ -184,9 +184,10 @@ def perfetto_events(spans: pd.DataFrame) -> list[dict]:
 
 
 def select_steps(spans: pd.DataFrame, steps: range | None) -> pd.DataFrame:
-    """The spans of ``steps`` (all when None) by the analyzer's rule (:func:`~otel_verl.analysis.read.step_split.
-    owner_steps`): a span without a step of its own (a weight sync, an engine span) goes with its trace's first
-    step; a span whose trace has no step at all belongs to none and is left out."""
+    """The spans of ``steps`` (all when None) by the analyzer's rule
+    (:func:`~otel_verl.analysis.read.step_split.owner_steps`): a span without a step of its own (a weight sync, an
+    engine span) goes with its trace's first step; a span whose trace has no step at all belongs to none and is left
+    out."""
     if steps is None:
         return spans
     owner = owner_steps(spans)

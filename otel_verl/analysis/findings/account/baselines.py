@@ -103,14 +103,14 @@ class Baselines:
         return found.count if found is not None else 0
 
     def replica_norm(self, part: str, key: str, replica: object, metric: str) -> Norm | None:
-        """The norm of ``part`` on one replica (:func:`~.step_summary.replica_keys`) when it has enough values,
+        """The norm of ``part`` on one replica (:func:`~.step_statistics.replica_keys`) when it has enough values,
         else :meth:`norm` of its key."""
         found = self.norms.get((part, replica_key(key, replica), metric))
         return found if found is not None and found.count >= MIN_KEY_COUNT else self.norm(part, key, metric)
 
 
 def is_replica_key(key: tuple[str, str, str]) -> bool:
-    """Whether (part, key, metric) is an engine queue's per-replica key (:func:`~.step_summary.replica_keys`)."""
+    """Whether (part, key, metric) is an engine queue's per-replica key (:func:`~.step_statistics.replica_keys`)."""
     return key[0] == k.PART_ENGINE_QUEUE and REPLICA_KEY in key[1]
 
 

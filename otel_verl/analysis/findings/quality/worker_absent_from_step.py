@@ -1,7 +1,7 @@
 """missing_worker: a worker rank that sent spans in other steps of the run sent none in this one.
 
 Why: an AgentLoopWorker holds its finished request spans in memory while its rollout chunk is open
-(:mod:`otel_verl.recording.hold`), so a worker killed mid-chunk (OOM, node loss) leaves no worker or
+(:mod:`otel_verl.export.hold`), so a worker killed mid-chunk (OOM, node loss) leaves no worker or
 request span of that step at all, not even orphans (request spans without their worker span are
 ``incomplete_worker``). Without this finding such a step just looks as if it had fewer workers.
 No trainer-side span records how many workers a run has, so the expected ranks are the ones seen in

@@ -40,7 +40,7 @@ class FileResult:
     documents: list[tuple[str, str, bytes]] = field(default_factory=list)
     """(step dir, file name, one OTLP/JSON line with its newline) for ``import-legacy``."""
     parts: list[dict[str, Any]] = field(default_factory=list)
-    """Span-table parts (:class:`SpanColumns`) for ``analyze``."""
+    """Span-table parts (:class:`~otel_verl.analysis.read.otlp_json.SpanColumns`) for ``analyze``."""
     bounds: dict[int | None, tuple[int, int]] = field(default_factory=dict)
     """Training step → (earliest start, latest end) of its lines in these files."""
     spans: int = 0
