@@ -1,0 +1,91 @@
+"""scripts/bootstrap.sh tells a first run what it does (issue 51: one line, then ~2 minutes of silence).
+
+The script runs for real, in a copy of the checkout's layout (scripts/bootstrap.sh beside a uv.lock), with a
+stand-in ``uv`` first on the PATH that records its arguments and takes a few seconds: what is tested is the
+script's own talk (what it says, when uv is told to be quiet), not uv's downloads, which take minutes and ~3 GB.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from tests.clean_shell import ROOT
+
+STAND_IN_UV = """#!/usr/bin/env bash
+echo "$*" >> "$(dirname "$0")/uv.calls"
+sleep 3
+"""
+
+
+def _layout(tmp_path: Path) -> tuple[Path, Path]:
+    checkout, tools = tmp_path / "checkout", tmp_path / "bin"
+    (checkout / "scripts").mkdir(parents=True)
+    tools.mkdir()
+    shutil.copy(ROOT / "scripts" / "bootstrap.sh", checkout / "scripts" / "bootstrap.sh")
+    (checkout / "uv.lock").write_text("version = 1\n")
+    (checkout / ".venv").mkdir()
+    (tools / "uv").write_text(STAND_IN_UV)
+    (tools / "uv").chmod(0o755)
+    return checkout, tools
+
+
+def _env(tools: Path) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}", "BOOTSTRAP_HEARTBEAT_S": "1"}
+
+
+def test_first_run_says_what_it_does_then_a_warm_run_is_silent(tmp_path: Path) -> None:
+    checkout, tools = _layout(tmp_path)
+    started = time.monotonic()
+    first = subprocess.run(
+        ["bash", "scripts/bootstrap.sh"], cwd=checkout, env=_env(tools), capture_output=True, text=True, timeout=60
+    )
+    took = time.monotonic() - started
+    assert first.returncode == 0, first.stderr
+    lines = first.stderr.splitlines()
+    assert first.stdout == ""  # the demo's own output stays on stdout alone
+    assert lines[0].startswith("bootstrap: setting up ") and "~3 GB" in first.stderr, lines
+    assert any(line.startswith("bootstrap: still installing (") for line in lines), lines  # no terminal: a heartbeat
+    assert lines[-1].startswith("bootstrap: .venv ready in "), lines
+    assert took < 10, f"the heartbeat kept the caller waiting: {took:.1f} s"
+    (call,) = (tools / "uv.calls").read_text().splitlines()
+    assert call.split()[:4] == ["sync", "--frozen", "--extra", "verl"] and "--quiet" in call.split(), call
+    assert list(checkout.glob(".venv/.otel-verl-bytecode-*")), "no stamp: every run would compile again"
+
+    warm = subprocess.run(
+        ["bash", "scripts/bootstrap.sh"], cwd=checkout, env=_env(tools), capture_output=True, text=True, timeout=60
+    )
+    assert warm.returncode == 0 and warm.stdout == warm.stderr == "", warm.stderr
+
+
+def test_on_a_terminal_uv_shows_its_progress(tmp_path: Path) -> None:
+    checkout, tools = _layout(tmp_path)
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            ["bash", "scripts/bootstrap.sh"], cwd=checkout, env=_env(tools), stdout=subprocess.DEVNULL,
+            stderr=follower, timeout=60,
+        )  # fmt: skip
+        os.close(follower)
+        follower = -1
+        said = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal's other end closed: all read
+                break
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert done.returncode == 0
+    assert b"~3 GB" in said and b"still installing" not in said, said
+    (call,) = (tools / "uv.calls").read_text().splitlines()
+    assert "--quiet" not in call.split(), call
