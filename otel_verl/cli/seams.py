@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
 from otel_verl.cli.common import console
+from otel_verl.cli.prose import Prose
 
 CHECK_SEAMS_HELP = (
-    "Check every seam otel_verl wraps against a verl: the installed one, or a source tree (`--verl-source`, "
+    "Check every seam (a verl function or method that otel_verl wraps to record its spans) against a verl: "
+    "the installed one, or a source tree (`--verl-source`, "
     "e.g. a clone of verl's main; imported with this environment's other packages). Prints one line per seam "
     "that does not fit, with what is then not recorded, and a summary; exit 1 when any seam does not fit. "
     "Seams of engines that are not installed (SGLang, vLLM) are skipped."
@@ -34,6 +37,25 @@ def _from_source(source: Path) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _from_installed() -> dict[str, Any]:
+    """The check against the installed verl, quiet: importing verl's modules logs, prints and warns (``warnings``:
+    torchtitan, veomni, megatron... engines not installed) about what it lacks here, which is not the answer."""
+    import contextlib
+    import io
+    import logging
+    import warnings
+
+    from otel_verl.instrumentation.seam_check import check_all, verl_identity
+
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return {"verl": verl_identity(), "seams": [fit.as_dict() for fit in check_all()]}
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def check_seams(
     verl_source: Annotated[
         Path | None,
@@ -47,31 +69,25 @@ def check_seams(
             raise typer.Exit(code=2)
         result = _from_source(verl_source.resolve())
     else:
-        import contextlib
-        import io
-        import logging
-
-        from otel_verl.instrumentation.seam_check import check_all, verl_identity
-
-        logging.disable(logging.WARNING)  # importing verl's modules logs (and prints) what it lacks here
-        with contextlib.redirect_stdout(io.StringIO()):
-            result = {"verl": verl_identity(), "seams": [fit.as_dict() for fit in check_all()]}
-        logging.disable(logging.NOTSET)
+        result = _from_installed()
     if as_json:
         print(json.dumps(result, indent=2))
     seams = result["seams"]
     misfits = [s for s in seams if s["status"] == "misfit"]
     absent = [s for s in seams if s["status"] == "absent"]
     if not as_json:
+        answer = Console()  # the answer, on stdout (a script may grep it); errors alone on stderr
         for s in misfits:
-            console.print(f"[bold red]misfit[/] {s['module']}.{s['method']}: {s['why']} → not recorded: {s['records']}")
+            answer.print(f"[bold red]misfit[/] {s['module']}.{s['method']}: {s['why']} → not recorded: {s['records']}")
         verl = result["verl"]
-        console.print(
-            f"verl {verl['version']} ({verl['path']}): {len(seams) - len(misfits) - len(absent)} of {len(seams)} "
-            f"seams fit, {len(misfits)} do not, {len(absent)} skipped (an engine not installed, or another name "
-            "of the seam wrapped instead)"
+        answer.print(
+            Prose(
+                f"verl {verl['version']} ({verl['path']}): {len(seams) - len(misfits) - len(absent)} of "
+                f"{len(seams)} seams fit, {len(misfits)} do not, {len(absent)} skipped (an engine not installed, "
+                "or another name of the seam wrapped instead)"
+            )
         )
-        console.print(_live_line(seams))
+        answer.print(Prose(_live_line(seams)))
     if misfits:
         raise typer.Exit(code=1)
 

@@ -108,3 +108,15 @@ def test_cli_says_whether_the_live_accounts_seams_fit() -> None:
     assert result.exit_code == 0
     needed = sum(1 for t in TARGETS if t.kind in LIVE_KINDS)
     assert f"{needed} of {needed} seams it needs fit" in " ".join(result.output.split())
+
+
+def test_the_answer_comes_alone_on_stdout() -> None:
+    """verl's imports warned ten lines (torchtitan, veomni, megatron... engines not installed) on stderr before the
+    answer: the real script prints its answer on stdout and nothing else."""
+    import subprocess
+
+    exe = Path(sys.executable).with_name("otel-verl")
+    done = subprocess.run([str(exe), "check-seams"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr
+    assert "seams fit" in done.stdout and "warn" not in done.stdout.lower()

@@ -76,6 +76,8 @@ def _read_file(
         try:
             add(loads(raw))
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            if lineno == 1 and _is_findings_file(path):  # no line of it is a span: skipping lines cannot help
+                raise AnalysisInputError(f"{path}: {FINDINGS_FILE}") from None
             msg = f"{path}:{lineno}: {_why(raw, exc, path if lineno == 1 else None)}"
             if not skip_bad_lines:
                 raise AnalysisInputError(msg + " (use --skip-bad-lines to skip it)") from None
@@ -153,6 +155,14 @@ SEED_HINT = (
 )
 
 
+FINDINGS_FILE = (
+    "an otel-verl findings file (what analyze writes), not spans: analyze the trace source it was made from "
+    "(a spool dir, a collector file export, a Jaeger or Tempo URL); its report is report.html beside it"
+)
+"""Why: given findings.json, analyze called it a pretty-printed JSON document and hinted ``jq -c``, whose output
+failed again as 'not an OTLP/JSON trace line'."""
+
+
 MULTILINE_CHECK_BYTES = 256 << 20
 """A file whose first line is not JSON is parsed whole, up to this size, to tell a pretty-printed document apart."""
 
@@ -186,6 +196,17 @@ def _one_multiline_document(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return data.strip().count(b"\n") > 0
+
+
+def _is_findings_file(path: Path) -> bool:
+    """The file is a findings.json of ``otel-verl analyze`` (pretty-printed or on one line)."""
+    try:
+        if path.stat().st_size > MULTILINE_CHECK_BYTES:
+            return False
+        doc = _loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and {"findings", "summary"} <= doc.keys() and "resourceSpans" not in doc
 
 
 def _is_seed_line(raw: bytes) -> bool:
