@@ -253,6 +253,42 @@ def test_updates_link_the_groups_they_consumed_and_groups_link_their_dispatch(mo
     assert consumed <= set(groups)
 
 
+def test_one_genai_span_per_engine_call(mode_run) -> None:
+    """Issue 50: summed ``gen_ai.usage.output_tokens`` over every span in Jaeger is the tokens generated (the
+    engine's own count of each submission it answered, plus what aborted submissions returned): one GenAI span
+    per engine call, in every mode. Under the async trainers a round trip is ``verl.generate`` (no ``gen_ai.*``)
+    and each attempt the GenAI span the engine's ``llm_request`` nests under."""
+    mode, got = mode_run
+    spans = _all(got)
+    genai = {
+        sid: s
+        for sid, s in spans.items()
+        if s["attrs"].get(sc.GEN_AI_OPERATION_NAME) == sc.GEN_AI_OP_TEXT_COMPLETION
+        and s["name"] != sc.ENGINE_SPAN_REQUEST
+    }
+    assert genai and all(sid in genai for sid, s in spans.items() if sc.GEN_AI_USAGE_OUTPUT_TOKENS in s["attrs"])
+    assert not any(
+        spans.get(s["parent"], {}).get("name", "").startswith(sc.GEN_AI_OP_TEXT_COMPLETION) for s in genai.values()
+    )
+    engine = [s for s in spans.values() if s["name"] == sc.ENGINE_SPAN_REQUEST]
+    for e in engine:  # the engine answered a GenAI span, and counted what it recorded
+        assert (
+            genai[e["parent"]]["attrs"][sc.GEN_AI_USAGE_OUTPUT_TOKENS] == e["attrs"][sc.ENGINE_USAGE_COMPLETION_TOKENS]
+        )
+    answered = {e["parent"] for e in engine}
+    unanswered = [s for sid, s in genai.items() if sid not in answered]
+    assert all(s["attrs"][sc.VERL_ENGINE_STOP_REASON] == "aborted" for s in unanswered)  # vLLM makes no span then
+    generated = sum(e["attrs"][sc.ENGINE_USAGE_COMPLETION_TOKENS] for e in engine)
+    generated += sum(s["attrs"][sc.GEN_AI_USAGE_OUTPUT_TOKENS] for s in unanswered)
+    assert sum(s["attrs"].get(sc.GEN_AI_USAGE_OUTPUT_TOKENS, 0) for s in spans.values()) == generated > 0
+    trips = [s for s in spans.values() if s["name"] == sc.SPAN_GENERATE]
+    if mode in ("v1-colocate-async", "v1-separate-async"):  # FullyAsyncLLMServerClient
+        assert trips and not any(key.startswith("gen_ai.") for t in trips for key in t["attrs"])
+        assert all(spans[s["parent"]]["name"] == sc.SPAN_GENERATE for s in genai.values())
+    else:
+        assert not trips and all(spans[s["parent"]]["name"] == sc.SPAN_TURN for s in genai.values())
+
+
 def test_live_account_reaches_the_console_and_the_file_logger(mode_demo) -> None:
     mode, tmp, out = mode_demo
     ours = [" ".join(x.split()) for x in out.splitlines() if x.startswith(CONSOLE_PREFIX)]
