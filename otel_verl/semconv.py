@@ -263,8 +263,6 @@ VERL_PROCESS_ROLE: Final = "verl.process.role"
 VERL_RUN_ID: Final = "verl.run.id"
 """Resource attribute: one id for all processes of a run (spool directory name)."""
 
-VERL_TRUNCATED_TEXT: Final = "verl.text.truncated"
-
 # ---------------------------------------------------------------- pinned GenAI names
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"

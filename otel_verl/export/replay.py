@@ -46,7 +46,6 @@ class ReplayStats:
     """Spans skipped because the delivery journal lists them (live export or an earlier replay)."""
     duplicates: int = 0
     """Spans that appeared more than once in the source; sent once."""
-    journal_files: int = 0
     journal_failed: int = 0
     """Sent spans the journal could not record (a read-only spool): a later replay would resend them."""
 
@@ -264,7 +263,7 @@ def replay(
     stats = ReplayStats()
     delivered: set[int] = set()
     if not ignore_journal:
-        delivered, stats.journal_files = read_delivered(run_dirs)
+        delivered, _ = read_delivered(run_dirs)
     send = make_sender(endpoint, protocol)
     stamp = f"replay-{os.getpid()}-{time.strftime('%Y%m%dT%H%M%S')}{JOURNAL_SUFFIX}"
     journals: dict[Path, DeliveryJournal] = {}

@@ -83,7 +83,6 @@ class SpoolSpanExporter(SpanExporter):
         self._lock = threading.Lock()
         self._shutdown = False
         self._last_warning = float("-inf")
-        self.lines_written = 0
         self.spans_written = 0
         self.spans_failed = 0
 
@@ -148,7 +147,6 @@ class SpoolSpanExporter(SpanExporter):
                         raise
                     self._torn.discard(path)
                     self._dirty.add(path)
-                    self.lines_written += 1
                     self.spans_written += len(group)
                 except Exception as exc:  # disk full, permissions, bad value: never raise
                     self.spans_failed += len(group)

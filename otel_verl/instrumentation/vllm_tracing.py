@@ -51,8 +51,6 @@ from otel_verl.wrapping.signatures import call_failed
 logger = logging.getLogger(__name__)
 
 VLLM_OTEL_MODULE = "vllm.tracing.otel"
-VLLM_ASYNC_LLM_MODULE = "vllm.v1.engine.async_llm"
-VLLM_LLM_ENGINE_MODULE = "vllm.v1.engine.llm_engine"
 VLLM_OUTPUT_PROCESSOR_MODULE = "vllm.v1.engine.output_processor"
 VLLM_SERVER_MODULE = "verl.workers.rollout.vllm_rollout.vllm_async_server"
 

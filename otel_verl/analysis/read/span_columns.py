@@ -88,12 +88,3 @@ BASE_COLUMNS: Final = (
 )
 """``duration`` is in seconds; ``links`` is ``"trace:span,..."`` or empty; ``extra`` is a JSON
 object of non-contract attributes (kept so exports lose nothing)."""
-
-INT_COLUMNS: Final = tuple(c for c, k in ATTR_COLUMNS.values() if k == "int")
-FLOAT_COLUMNS: Final = tuple(c for c, k in ATTR_COLUMNS.values() if k == "float")
-BOOL_COLUMNS: Final = tuple(c for c, k in ATTR_COLUMNS.values() if k == "bool")
-STR_COLUMNS: Final = tuple(c for c, k in ATTR_COLUMNS.values() if k in ("str", "strlist"))
-ALL_COLUMNS: Final = BASE_COLUMNS + tuple(c for c, _ in ATTR_COLUMNS.values())
-
-# Derived columns added by :func:`otel_verl.analysis.read.sources.resolve_hierarchy`.
-DERIVED_COLUMNS: Final = ("kind", "request_span", "worker_span")

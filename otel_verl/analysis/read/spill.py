@@ -93,11 +93,9 @@ class Spill:
         self.dir = Path(tempfile.mkdtemp(prefix="otel-verl-steps-", dir=directory))
         self._by_step: dict[int, list[Path]] = {}
         self._no_step: list[_NoStep] = []
-        self.spilled_spans = 0
 
     def register(self, entry: SpillEntry) -> None:
         """Keep a part some reader wrote (:func:`spill_parts`)."""
-        self.spilled_spans += entry.n
         if entry.step is None:
             traces = entry.traces if entry.traces is not None else pc.unique(trace_ids(read_part(entry.path)))
             self._no_step.append(_NoStep(entry.path, traces, np.zeros(entry.n, dtype=bool)))

@@ -45,14 +45,6 @@ if TYPE_CHECKING:
 PHASES = ("before", "queue", "prefill", "decode", "other", "after")
 """The parts of one engine call, in time order; column ``engine_<phase>_s`` each."""
 PHASE_COLUMNS = tuple(f"engine_{p}_s" for p in PHASES)
-PHASE_LABELS = {
-    "before": "before the engine (Ray hops, load balancer)",
-    "queue": "queued in the engine",
-    "prefill": "prefill",
-    "decode": "decode",
-    "other": "other engine time",
-    "after": "after the engine (answer's way back)",
-}
 
 _NUMBERS = {
     "engine_e2e_s": sc.ENGINE_LATENCY_E2E,

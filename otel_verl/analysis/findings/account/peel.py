@@ -33,9 +33,8 @@ class RolloutPath:
     """Part → seconds of the rollout it owns (anomaly costs + the counterfactual path)."""
     cost: pd.Series = field(default_factory=lambda: pd.Series(dtype=float))
     """Anomaly row → seconds of the rollout it cost."""
-    critical_worker: int | None = None
-    """The worker the barrier waited for (its last request ended last)."""
     critical_request: int | None = None
+    """The request that ended the rollout last (on the worker the barrier waited for)."""
     usual_worker: int | None = None
     """The worker and request that end the rollout once the anomalies are taken away."""
     usual_request: int | None = None
@@ -78,7 +77,6 @@ def rollout_path(s: StepSummary, anomalies: pd.DataFrame) -> RolloutPath | None:
     crit = int(np.argmax(np.where(done, ends, -np.inf))) if done.any() else int(np.argmax(ends))
     path = RolloutPath(
         cost=pd.Series(cost, index=a.index),
-        critical_worker=_int(items["worker"].iat[crit]),
         critical_request=_int(items["request_span"].iat[crit]),
         usual_worker=_int(items["worker"].iat[usual]),
         usual_request=_int(items["request_span"].iat[usual]),

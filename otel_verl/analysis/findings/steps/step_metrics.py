@@ -23,8 +23,6 @@ from otel_verl.analysis.findings.common import kinds as k
 
 MEDIAN_SE = 1.2533
 """The standard error of a median, in standard deviations per 1/√n (a normal's)."""
-BEHAVIOUR = ("tokens_per_call", "calls_per_request", "tool_calls_per_request", "turns_per_request")
-"""Per-step means that say what the policy asked for."""
 INFRASTRUCTURE = {
     "s_per_token": k.PART_DECODE,
     "queue_s": k.PART_ENGINE_QUEUE,

@@ -46,12 +46,11 @@ TOTAL_STEP: Final = "total_step_duration"
 WORKER_STEP_EVENTS: Final = (PREPROCESS, ASYNC_GENERATE, BARRIER, TOTAL_STEP)
 """The four per-worker-step events the seed's step scripts read (overview, per-step bars, event shares)."""
 
-# The seed logger's per-turn events (``_async_rollout_a_request``, "added for each turn").
+# The seed logger's per-turn events (``_async_rollout_a_request``, "added for each turn"; also ``turn_tool_parsing``
+# and ``turn_post_process``, which :func:`kind_of` names by its rules: tool_parse, other).
 TURN_END: Final = "turn_end"
 TURN_ENGINE: Final = "turn_engine_call"
 TURN_PRE_PROCESS: Final = "turn_pre_process"
-TURN_TOOL_PARSING: Final = "turn_tool_parsing"
-TURN_POST_PROCESS: Final = "turn_post_process"
 ENGINE_ACTUAL: Final = "engine_async_generate_actual"
 FINISH_REASON_PREFIX: Final = "FinishReasonTypeEnum."
 """The seed writes ``str(FinishReasonTypeEnum.STOP)``; its scripts keep what follows the last dot."""
