@@ -13,6 +13,7 @@ import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pandas as pd
 
@@ -34,7 +35,7 @@ td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;vertical-align:top}
 .caption{color:#555;font-size:13px;max-width:60em;margin-top:-.4em}.note{color:#555;font-style:italic}
 code.trace{font-size:11px;white-space:nowrap}
 .open{font-size:11px;color:#555;margin-top:.3em}code.cmd{overflow-wrap:anywhere}code.cmd .w{white-space:nowrap}
-td.num{text-align:right;white-space:nowrap}#step-table a{color:inherit}
+td.num{text-align:right;white-space:nowrap}td.where{min-width:13em}#step-table a{color:inherit}
 svg.timeline{max-width:100%;height:auto}.plotly-graph-div{width:100%}
 .swatch{display:inline-block;width:.9em;height:.9em;margin-right:.4em;vertical-align:-.1em;border:1px solid #aaa}
 #noplotly{background:#fdd;padding:.4em 1em}details{font-size:12px}"""
@@ -72,11 +73,12 @@ def write_html(
     missing = presenting.missing_parts(summary)
     serious = [f for f in found if f.get("severity") != "info"]
     clean = not summary.get("headlines") and not serious and not missing
+    name = html.escape(run_name(source))
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'><title>otel_verl analysis</title>"
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>otel_verl analysis</h1>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{name + ' · ' if name else ''}otel_verl analysis</title><style>{_CSS}</style></head><body>",
+        f"<h1>otel_verl analysis{': ' + name if name else ''}</h1>",
         plotly_embed.note_html(),
         f"<p>{presenting.counted(summary.get('spans', 0), 'span')}, "
         f"{presenting.counted(len(summary.get('steps', [])), 'step')}, "
@@ -110,19 +112,35 @@ def write_html(
             "records them.</p>"
         )
     share = frames.get("event_share")
-    if share is not None and not share.empty:
-        parts.append(_event_share_table(share))
-    for name, fragment in figs:
-        title, caption = TITLES.get(name, (name.replace("_", " "), ""))
-        parts.append(f"<h2 id='{html.escape(name)}'>{html.escape(title)}</h2>")
+    share_table = _event_share_table(share) if share is not None and not share.empty else ""
+    if share_table and "event_share" not in dict(figs):  # else under its figure: one title, one caption
+        title, caption = TITLES["event_share"]
+        parts.append(f"<h2 id='event_share'>{html.escape(title)}</h2><p class='caption'>{html.escape(caption)}</p>")
+        parts.append(share_table)
+    for fig, fragment in figs:
+        title, caption = TITLES.get(fig, (fig.replace("_", " "), ""))
+        parts.append(f"<h2 id='{html.escape(fig)}'>{html.escape(title)}</h2>")
         if caption:
             parts.append(f"<p class='caption'>{html.escape(caption)}</p>")
         parts.append(fragment)
+        if fig == "event_share":
+            parts.append(share_table)
     parts.append(plotly_embed.loader_html())
     parts.append("</body></html>")
     with writing(path):
         path.write_text("\n".join(parts))
     return path
+
+
+def run_name(source: str | None) -> str:
+    """What the page is about, for its title: the run's folder (``demo-20261207-…``), the file's name, or the
+    backend's host; empty when unknown. Why: every report's tab read "otel_verl analysis"."""
+    if not source:
+        return ""
+    text = str(source).rstrip("/")
+    if text.startswith(("http://", "https://")):
+        return urlparse(text).hostname or text
+    return Path(text).name
 
 
 def _account(accounts: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -171,7 +189,7 @@ def _causes(found: list[dict[str, Any]], trace_url: str | None, source: str | No
         rows.append(
             f"<tr id='cause-{i}' class='{html.escape(severity)}'><td>{i}</td><td>{html.escape(severity)}</td>"
             f"<td>{html.escape(presenting.number_ranges(f['steps']))}</td>"
-            f"<td>{html.escape(presenting.where(f))}</td>"
+            f"<td class='where'>{html.escape(presenting.where(f))}</td>"
             f"<td class='num'>{html.escape(presenting.seconds_words(seconds)) if seconds else ''}</td>"
             f"<td>{html.escape(str(f.get('message', '')))}{more}{_opener(f, trace_url, source)}</td>"
             f"<td>{_traces(f, trace_url)}</td></tr>"
@@ -293,11 +311,9 @@ def _event_share_table(share: pd.DataFrame) -> str:
         f"<td style='text-align:right'>{p:.1f} %</td></tr>"
         for e, p in zip(tab["event"], tab["avg_percent"], strict=True)
     )
-    title, caption = TITLES["event_share"]
     return (
-        f"<h2 id='event-share-table'>{html.escape(title)}, averaged over steps</h2>"
-        f"<p class='caption'>{html.escape(caption)}</p>"
-        f"<table id='event-share'><tr><th>what the workers did</th><th>average % of step time</th></tr>{rows}</table>"
+        "<table id='event-share'><tr><th>what the workers did</th><th>average % of step time, over steps</th></tr>"
+        f"{rows}</table>"
     )
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.findings.common import kinds as k
-from otel_verl.analysis.findings.common.record import Finding, fmt_s
+from otel_verl.analysis.findings.common.record import Finding, fmt_per_token, fmt_s
 
 if TYPE_CHECKING:
     from otel_verl.analysis.findings.account.step_account import StepAccount
@@ -161,11 +160,7 @@ def _steps(steps: list[int]) -> str:
 
 
 def _rate(v: Any) -> str:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return "?"
-    return f"{x:.3g} s/token" if np.isfinite(x) else "?"
+    return fmt_per_token(v)
 
 
 def _tail(d: dict[str, Any]) -> str:

@@ -91,6 +91,16 @@ def fmt_range(lo: float, hi: float) -> str:
     return fmt_s(hi) if fmt_s(lo) == fmt_s(hi) else f"{fmt_s(lo)[:-2]}-{fmt_s(hi)}"
 
 
+def fmt_per_token(seconds: Any) -> str:
+    """A decode rate in milliseconds: ``0.917 ms/token``, ``10.1 ms/token`` (``? ms/token`` when unknown). Why not
+    seconds: a rate read ``0.000917 s/token``, four zeros before the figure that matters."""
+    try:
+        x = float(seconds)
+    except (TypeError, ValueError):
+        return "? ms/token"
+    return f"{x * 1e3:.3g} ms/token" if math.isfinite(x) else "? ms/token"
+
+
 def fmt_s(seconds: float) -> str:
     """Seconds in plain words: 0.25 s, 12.3 s, 140 s (``?`` when unknown)."""
     if seconds is None or seconds != seconds:

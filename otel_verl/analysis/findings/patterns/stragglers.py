@@ -34,7 +34,7 @@ from otel_verl.analysis.findings.account.step_account import StepAccount
 from otel_verl.analysis.findings.causes.severity import judge
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.chance import run_chance
-from otel_verl.analysis.findings.common.record import Finding, fmt_s
+from otel_verl.analysis.findings.common.record import Finding, fmt_per_token, fmt_s
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.steps.step_statistics import (
     GROUP_REPLICA,
@@ -255,7 +255,7 @@ def _message(f: Finding) -> str:
     who = f"worker {f.worker}" if d["scope"] == k.SCOPE_WORKER else f"replica {d['replica']}"
     what = WHAT.get(d["part"], f"took its {d['part'].replace('_', ' ')}")
     rate = d["metric"] == METRIC_RATE
-    value, usual = (f"{d[x]:.3g} s/token" if rate else fmt_s(d[x]) for x in ("value", "usual"))
+    value, usual = (fmt_per_token(d[x]) if rate else fmt_s(d[x]) for x in ("value", "usual"))
     how = f"at {value}" if rate else f"{'for' if d['part'] == k.PART_ENGINE_QUEUE else 'in'} {value} (median)"
     one = d.get("peers_count") == 1
     peers, their = ("its peer", "its peer's") if one else ("its peers", "its peers'")
