@@ -162,8 +162,8 @@ def _causes(found: list[dict[str, Any]], trace_url: str | None, source: str | No
         if trace_url
         else "To open a cause's traces: write its steps for <a href='https://ui.perfetto.dev'>ui.perfetto.dev</a> "
         "with the command in its row, then <i>Open trace file</i> there (the page reads the file in your browser), "
-        "or analyze again with <code>--trace-url "
-        f"'{html.escape(presenting.JAEGER_TRACE_URL)}'</code> to link every trace id to Jaeger."
+        "or, once the traces are in a Jaeger (docs/backends.md, <i>See the demo in Jaeger</i>), analyze again with "
+        f"<code>--trace-url '{html.escape(presenting.JAEGER_TRACE_URL)}'</code> to link every trace id to it."
     )
     rows = [
         "<h2 id='causes-title'>Causes, by step time lost</h2>",

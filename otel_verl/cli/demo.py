@@ -287,12 +287,16 @@ def demo(
         return
     out = report or Path("otel-verl-report") / result.run_id
     try:
+    from otel_verl.cli.jaeger_hint import see_in_jaeger
+    from otel_verl.invocation import otel_verl_command
+
         run_analysis(result.spool_dir, out)
     except (AnalysisInputError, OSError) as exc:
         why = f"{exc.filename or ''}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
         print(
             f"error: analysis failed: {why} (the traces are kept in {result.spool_dir}; "
-            f"analyze them with: otel-verl analyze {result.spool_dir} --out DIR)",
+            f"analyze them with: {otel_verl_command()} analyze {result.spool_dir} --out DIR)",
             file=sys.stderr,
         )
         raise typer.Exit(code=2) from None
+    print("\n".join(see_in_jaeger(Path(result.spool_dir))))

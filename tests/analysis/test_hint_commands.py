@@ -63,3 +63,18 @@ def test_spelling_follows_the_users_path(tmp_path: Path) -> None:
     assert otel_verl_command(uv_run, cwd=VENV_BIN.parent.parent) == str(script.relative_to(VENV_BIN.parent.parent))
     assert otel_verl_command(uv_run, cwd=tmp_path) == str(script)  # not below the working directory: absolute
     assert otel_verl_command({"PATH": rest}, cwd=tmp_path) == str(script)
+
+
+def test_demo_jaeger_lines_follow_the_ports_and_the_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from otel_verl.cli import jaeger_hint
+
+    monkeypatch.setenv("OTEL_VERL_OTLP_GRPC_PORT", "5317")
+    monkeypatch.setenv("JAEGER_QUERY_HTTP_PORT", "17686")
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    lines = jaeger_hint.see_in_jaeger(Path("traces/run 1"), cwd=ROOT)
+    assert lines[1].startswith("  bash scripts/jaeger.sh up ")
+    assert lines[2] == f"  {otel_verl_command(cwd=ROOT)} replay 'traces/run 1' --endpoint http://127.0.0.1:5317"
+    assert "open http://127.0.0.1:17686: Search, Service verl," in lines[3] and lines[3].endswith("jaeger.sh down")
+    monkeypatch.setattr(jaeger_hint, "JAEGER_SCRIPT", tmp_path / "absent.sh")  # an installed wheel: no scripts/
+    lines = jaeger_hint.see_in_jaeger(Path("traces/run"), cwd=ROOT)
+    assert lines[1].startswith("  docker compose up -d ") and lines[3].endswith("docker compose down")

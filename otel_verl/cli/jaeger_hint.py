@@ -1,0 +1,49 @@
+"""The demo's last lines: how to see its spool in Jaeger, with Docker and without, as commands that run as printed.
+
+Why: the demo writes a spool and nothing else; a Jaeger link alone pointed at a Jaeger that held nothing (issue
+51). Without Docker, ``scripts/jaeger.sh up`` starts the collector and Jaeger this project builds (when the
+package runs from a checkout, which has the script); with Docker, ``docker compose up -d``. Either listens for
+OTLP on the collector's port, ``OTEL_VERL_OTLP_GRPC_PORT`` (4317), which the replay command names, and serves
+Jaeger on ``JAEGER_QUERY_HTTP_PORT`` (16686): the variables both stacks' configs read.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from otel_verl.export.provider import DEFAULT_SERVICE_NAME
+from otel_verl.invocation import otel_verl_command
+
+JAEGER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "jaeger.sh"
+"""Present in a checkout, absent from an installed wheel."""
+
+
+def see_in_jaeger(spool: Path, cwd: Path | None = None) -> list[str]:
+    """Lines for the user: a heading, then each command on its own line (two spaces in, a ``#`` comment after)."""
+    here = (cwd or Path.cwd()).resolve()
+    grpc = os.environ.get("OTEL_VERL_OTLP_GRPC_PORT") or "4317"
+    query = os.environ.get("JAEGER_QUERY_HTTP_PORT") or "16686"
+    service = os.environ.get("OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME
+    replay = f"{otel_verl_command(cwd=here)} replay {shlex.quote(str(spool))} --endpoint http://127.0.0.1:{grpc}"
+    if JAEGER_SCRIPT.is_file():
+        script = shlex.quote(_shown(JAEGER_SCRIPT, here))
+        start = f"  bash {script} up   # the collector and Jaeger, no Docker (or: docker compose up -d)"
+        stop = f"bash {script} down"
+    else:
+        start = "  docker compose up -d   # in otel_verl's repository; without Docker: docs/backends.md"
+        stop = "docker compose down"
+    return [
+        "see the traces in Jaeger:",
+        start,
+        f"  {replay}",
+        f"  # then open http://127.0.0.1:{query}: Search, Service {service}, Find Traces; stop them: {stop}",
+    ]
+
+
+def _shown(path: Path, here: Path) -> str:
+    try:
+        return str(path.relative_to(here))
+    except ValueError:
+        return str(path)
