@@ -285,11 +285,11 @@ def demo(
     out.print(f"traces: [bold]{result.spool_dir}[/]")
     if no_report:
         return
-    out = report or Path("otel-verl-report") / result.run_id
-    try:
     from otel_verl.cli.jaeger_hint import see_in_jaeger
     from otel_verl.invocation import otel_verl_command
 
+    out = report or Path("otel-verl-report") / result.run_id
+    try:
         run_analysis(result.spool_dir, out)
     except (AnalysisInputError, OSError) as exc:
         why = f"{exc.filename or ''}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
