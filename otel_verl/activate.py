@@ -7,8 +7,8 @@ Add to the verl command line (one hydra override)::
 Ray runs the hook in each worker process (TaskRunner, AgentLoopWorkers, reward and rollout-server
 actors) before any task. The tracer provider itself is built lazily, by the first wrapper that
 fires, so the process knows its role (trainer, agent_loop_worker, reward, server) by then; the
-OTLP exporter's modules (gRPC: ~0.3 s) are imported here on a background thread, so that first
-wrapper — in an AgentLoopWorker, on the rollout's event loop — does not wait for them.
+OTLP exporter's modules (gRPC's are slow to import: docs/performance.md) are imported here on a background
+thread, so that first wrapper — in an AgentLoopWorker, on the rollout's event loop — does not wait for them.
 """
 
 from __future__ import annotations

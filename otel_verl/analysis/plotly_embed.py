@@ -74,7 +74,8 @@ def loader_html() -> str:
 
 @functools.cache
 def packed_plotly() -> str:
-    """plotly.min.js of the installed plotly, gzipped (level 9) and base64-encoded (once per process: ~0.4 s)."""
+    """plotly.min.js of the installed plotly, gzipped (level 9) and base64-encoded (once per process: it is not free,
+    docs/performance.md)."""
     js = pkgutil.get_data("plotly", "package_data/plotly.min.js")
     if js is None:  # pragma: no cover - plotly always ships it
         raise FileNotFoundError("plotly/package_data/plotly.min.js")

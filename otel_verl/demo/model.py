@@ -77,7 +77,8 @@ def write_model_dir(path: str | Path) -> Path:
 class EngineTokenizer:
     """The tokenizer of a model directory :func:`write_model_dir` wrote, as the simulated engine uses it (decode,
     encode, end of sequence), on ``tokenizers`` alone: the same ids and text as :func:`build_tokenizer`'s, without
-    importing transformers, whose import loads torch (~5 s of CPU in the engine's actor, each demo run)."""
+    importing transformers, whose import loads torch (seconds of CPU in the engine's actor each demo run:
+    docs/performance.md)."""
 
     def __init__(self, model_path: str | Path) -> None:
         from tokenizers import Tokenizer

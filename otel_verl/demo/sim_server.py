@@ -82,8 +82,8 @@ def _verl_token_output(fields: dict[str, Any]) -> Any:
 
 class TokenReply:
     """verl's ``TokenOutput`` as it travels: unpickled (in the AgentLoopWorker, which has verl loaded) as verl's own
-    class. Why: importing verl in the simulated engine's actor took ~20 s of CPU a demo run (torch, tensordict), a
-    sixth of a small run's CPU on 2 cores (docs/testing.md)."""
+    class. Why: importing verl in the simulated engine's actor (torch, tensordict) was a sixth of a small run's CPU on
+    2 cores (docs/testing.md, docs/performance.md)."""
 
     __slots__ = ("fields",)
 

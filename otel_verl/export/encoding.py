@@ -3,8 +3,8 @@ written by :func:`encode_span`, as one ``ExportTraceServiceRequest`` line of tex
 
 Pure functions, written as text directly, not as a dict tree for ``json``. Why: a verl worker's heap holds
 millions of objects, and ~20 fresh dicts and lists per span make the cyclic GC run over and over on the
-export thread, which then holds the GIL the rollout's event loop needs (~38 µs of CPU per span with dicts in a
-real AgentLoopWorker; docs/performance.md). Strings are not tracked by the GC, so this costs a few µs per span.
+export thread, which then holds the GIL the rollout's event loop needs. Strings are not tracked by the GC, so text
+costs a fraction of that (both measured: docs/performance.md).
 Scalars are formatted inline; anything else (arrays, maps, bytes) goes through :func:`encode_value` and orjson.
 
 The format is the collector ``file`` exporter's: ids are lowercase hex (OTLP/JSON, not protobuf JSON's
@@ -97,7 +97,7 @@ FRAGMENT_CACHE_SIZE = 1024
 """Entries kept before the cache starts over. Small on purpose: a request's spans are encoded one
 after the other, so its id is reused while it is fresh, and every request brings new values (its id,
 token counts, durations) that never come back. A large cache keeps each of them for thousands of
-requests: a worker's memory grew ~10 KiB per step until it was full (16,384 entries, ~4 MiB)."""
+requests: a worker's memory grew step after step until it was full (docs/performance.md)."""
 
 
 def _fragment(key: str, value: Any, t: type) -> str | None:

@@ -10,7 +10,7 @@ the event loop: :mod:`otel_verl.export.hold`).
 
 Why tuples: a request's events live until its chunk ends, across many young-generation collections of
 the cyclic GC, and every tracked object that does is promoted to the oldest generation, whose growth
-sets off full collections of the worker's whole heap (~0.3 s each with verl loaded; see
+sets off full collections of the worker's whole heap (long pauses with verl loaded: docs/performance.md,
 ``benchmarks/bench_demo_overhead.py``). The GC stops tracking a tuple of strings and ints at its first
 pass (not one holding a dict, even an untracked one) and never tracks a dict made as a literal that
 holds only such values. So the events are such tuples and their attributes such dicts, kept apart by

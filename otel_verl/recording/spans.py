@@ -108,8 +108,9 @@ class RecordedSpan(ReadableSpan):
 
     A request's own node is made when it starts; its turns and events are recorded as plain tuples and
     become nodes (:meth:`completed`) when the spans are built, off the event loop.
-    ``SpanContext`` objects (~1 µs each) are made only if an exporter asks for ``context``/``parent``
-    (the SDK's OTLP encoder does, on its export thread; the spool's encoder reads the ids directly).
+    ``SpanContext`` objects (costly to make: docs/performance.md) are made only if an exporter asks for
+    ``context``/``parent`` (the SDK's OTLP encoder does, on its export thread; the spool's encoder reads the ids
+    directly).
     ``ReadableSpan.__init__`` is deliberately not called: every property it backs is overridden here.
     """
 

@@ -35,8 +35,8 @@ def exempt(ctx: otel_context.Context) -> None:
     """Do not carry ``ctx`` itself into threads (contexts made from it still are).
 
     A rollout chunk's context: the one current in every trajectory (the worker span's; request spans are
-    recorded, never attached), from which verl hands tokenization to executor threads (~5 submits per
-    trajectory, ~0.5 % of the rollout's time on the CPU demo to carry). The contexts user code runs in,
+    recorded, never attached), from which verl hands tokenization to executor threads (several submits per
+    trajectory, a measurable share of the rollout's time to carry: docs/performance.md). The contexts user code runs in,
     and that its own spans should nest under (``execute_tool``, ``verl.reward.compute``, a trainer
     phase), are other contexts and are carried as before. What is lost: spans that a custom agent loop's
     own executor work makes outside any tool start traces of their own.

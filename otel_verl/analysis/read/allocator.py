@@ -14,8 +14,8 @@ def use_system_allocator() -> None:
     ``ARROW_DEFAULT_MEMORY_POOL`` says otherwise. Called by the command line, not by the library.
 
     Why: pyarrow's default pool (mimalloc in today's wheels) gave freed pages back to the kernel at once
-    here, and touching fresh pages again cost ~1 s of kernel time in ``analyze`` of 273 MB of seed logs
-    (docs/performance.md). jemalloc does as well as malloc, but not every pyarrow build has it.
+    here, and touching fresh pages again cost kernel time (docs/performance.md). jemalloc does as well as
+    malloc, but not every pyarrow build has it.
     """
     if os.environ.get(POOL_ENV):
         return

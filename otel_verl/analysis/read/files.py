@@ -65,7 +65,7 @@ def _read_file(
     stats.files += 1
     try:
         # closed below, read line by line for file:line errors; a 1 MiB buffer, as a spool line is up to ~2 MB
-        # (one batch): 8 KiB reads cost ~3x the CPU a span (docs/performance.md)
+        # (one batch): 8 KiB reads cost more CPU a span (docs/performance.md)
         fh = open(path, "rb", buffering=READ_BUFFER)  # noqa: SIM115
     except OSError as exc:
         raise AnalysisInputError(f"{path}: cannot open: {exc.strerror}") from None
@@ -109,7 +109,7 @@ def parallelism(total_bytes: int, n_files: int) -> int:
     """Worker processes for a load: ``OTEL_VERL_LOAD_JOBS``, else one per CPU (at most 4) for loads ≥ 64 MiB.
 
     Workers return compact parts (Arrow strings, numpy numbers) that pickle as buffers, so a 2-core
-    machine gets ~2x on a large spool (pickling whole pandas frames used to eat the gain).
+    machine gains on a large spool (pickling whole pandas frames used to eat the gain: docs/performance.md).
     """
     env = os.environ.get("OTEL_VERL_LOAD_JOBS", "").strip()
     if env:

@@ -59,7 +59,7 @@ def engine_request_mask(spans: pd.DataFrame, kind: np.ndarray | None = None) -> 
     if spans.empty:
         return np.zeros(0, dtype=bool)
     # the names' tests run once per distinct name (a step has a few dozen), then spread by code: six string
-    # kernels over every row of a 167k-span step were ~2 % of the main process's time
+    # kernels over every row of a step were a visible share of the main process's time (docs/performance.md)
     codes, uniques = pd.factorize(spans["name"], use_na_sentinel=True)
     names = arrow_strings(pd.Series(uniques, dtype=object))
 
@@ -71,7 +71,7 @@ def engine_request_mask(spans: pd.DataFrame, kind: np.ndarray | None = None) -> 
     if not named.any():
         return legacy
     own = np.zeros(len(spans), dtype=bool)
-    rows = np.flatnonzero(named)  # only they can be the engine's (the whole columns' text: ~1 % of a step)
+    rows = np.flatnonzero(named)  # only they can be the engine's (reading every row's text cost more)
     if "extra" in spans:
         extra = arrow_strings(spans["extra"].iloc[rows].fillna(""))
         own[rows] |= pc.match_substring(extra, "gen_ai.latency.").fill_null(False).to_numpy(zero_copy_only=False)

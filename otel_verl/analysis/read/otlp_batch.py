@@ -1,6 +1,6 @@
 """Lines of OTLP/JSON (spool, collector file archive) to parts of the span table, a batch of lines at a time.
 
-Why: the general decoder (:class:`~otel_verl.analysis.read.otlp_json.SpanColumns`) spends ~7.5 µs of CPU a span
+Why: the general decoder (:class:`~otel_verl.analysis.read.otlp_json.SpanColumns`) spends most of a load's CPU
 on a real-size step: orjson's dicts, a Python loop over every attribute, lists turned into arrays long after
 their objects left the cache. Here msgspec decodes each line into structs whose leaves stay raw JSON
 (:mod:`.otlp_types`); while the line is in cache, each field's raws of all its spans are joined into one
@@ -36,8 +36,9 @@ from otel_verl.analysis.read.span_frame import normalize_id
 Part = dict[str, Any]
 
 BATCH_SPANS = 16384
-"""Spans gathered before they become a part: a part costs ~100 array calls (~0.5 ms), so batches this size
-spend ~0.03 µs a span on them; what a batch holds is compact (joined bytes), not decoded objects."""
+"""Spans gathered before they become a part: a part costs ~100 array calls, so batches this size make that
+fixed cost negligible a span (docs/performance.md); what a batch holds is compact (joined bytes), not decoded
+objects."""
 
 _FIELDS = ("traceId", "spanId", "parentSpanId", "name", "startTimeUnixNano", "endTimeUnixNano", "status", "links")
 _COLUMNS = list(ATTR_COLUMNS.values())

@@ -191,8 +191,8 @@ class SpanColumns:
     def flush(self) -> None:
         """Turn the Python lists of the spans added since the last flush into one compact part.
 
-        Why: a span's Python objects cost ~1 kB; converted every ``FLUSH_SPANS`` spans, a 2M-span load
-        holds a few hundred MB of arrays instead of GBs of lists, and a worker process returns parts
+        Why: a span's Python objects are large (docs/performance.md); converted every ``FLUSH_SPANS`` spans, a
+        large load holds compact arrays instead of GBs of lists, and a worker process returns parts
         that pickle as plain buffers.
         """
         n = self.n - self._flushed

@@ -78,8 +78,8 @@ def _ids_clean(arr: pa.Array, nbytes: int) -> bool:
     """Every id already lower-case hex of ``2 * nbytes`` characters (or empty): nothing to normalize.
 
     Read from the Arrow buffers with numpy (lengths from the offsets, a byte scan for A-F): Arrow's
-    ``utf8_length`` and a regex over the three id columns took ~9x as long. Ids with nulls or non-ASCII bytes
-    take the Arrow kernels, whose answer counts characters."""
+    ``utf8_length`` and a regex over the three id columns took far longer (docs/performance.md). Ids with nulls
+    or non-ASCII bytes take the Arrow kernels, whose answer counts characters."""
     wide = pa.types.is_large_string(arr.type)
     if arr.null_count == 0 and (wide or pa.types.is_string(arr.type)):
         _, offsets_buf, data_buf = arr.buffers()
@@ -129,7 +129,7 @@ def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
                 nan = np.isnan(vals)
                 if np.all(nan | (np.abs(vals) < INT64_LIMIT) & (vals == np.round(vals))):  # int64 each, or missing
                     # Int64 straight from the sparse values: a full float column converted after the fact
-                    # touched ~5x the memory (page faults were most of a 2M-span frame build)
+                    # touched several times the memory (page faults were most of a frame build: docs/performance.md)
                     ints = np.zeros(n, dtype=np.int64)
                     mask = np.ones(n, dtype=bool)
                     ints[idx] = np.where(nan, 0, vals).astype(np.int64)
@@ -156,7 +156,7 @@ def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
                 if len(idx):
                     obj[idx] = _objects(values)
                 data[col] = obj
-    return pd.DataFrame(data, copy=False)  # the arrays are fresh: no second copy of ~1 GB
+    return pd.DataFrame(data, copy=False)  # the arrays are fresh: no second copy of the whole table
 
 
 def _scatter_strings(values: pa.Array, idx: np.ndarray, n: int) -> pa.Array:

@@ -86,7 +86,7 @@ def _read_chunk(files: list[Path], skip_bad_lines: bool) -> tuple[list[Part], Lo
 
 SPILL_EVERY_SPANS = 25_000
 """A first-pass reader turns its Python lists into a compact part and spills it this often: about what a
-spool step's reader holds per file (lists cost ~1 kB a span; at the loader's 200k two readers held ~0.8 GB)."""
+spool step's reader holds per file (lists of Python objects are large: docs/performance.md)."""
 
 
 class _SpillingColumns(SpanColumns):

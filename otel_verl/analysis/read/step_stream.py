@@ -120,8 +120,8 @@ class _Assembler:
         with their no-step mask); rows of later steps go to the spill, rows of earlier ones are late.
 
         Why the third list: seed logs give a step's event spans no ``verl.step`` of their own, so every part a
-        seed reader makes is such a mix; split, it was copied whole (both sides), ~4 % of a step's main-process
-        time. :meth:`step_table` keeps it whole when its rows of no step all belong to the step's traces."""
+        seed reader makes is such a mix; split, it was copied whole (both sides: docs/performance.md).
+        :meth:`step_table` keeps it whole when its rows of no step all belong to the step's traces."""
         mine: list[Part] = []
         loose: list[Part] = []
         mixed: list[tuple[Part, np.ndarray]] = []

@@ -4,11 +4,11 @@
   ones, as :func:`~otel_verl.analysis.figures.timeline.slowest_step` picks it on a whole run) and of each
   ``--timeline-step``. The tables they are drawn from (steps, workers, requests, events; not the spans) are
   held for the slowest step so far and for each wanted step: at most ``1 + len(timeline_steps)`` parts'
-  tables (~60 MB a part at 167k spans a step), whatever the run's length.
+  tables (sizes: docs/performance.md), whatever the run's length.
 * :class:`OutlierHold`: the outlier figure breaks down the ``top_requests`` slowest requests of the run and the
   requests the findings name, which are known only at the end. The rows of the slowest so far are held (at
   most ``top_requests`` requests' spans); every part's requests and request trees go to the store (the columns
-  the figure reads: ~20 MB a step at 167k spans), and the named ones are read back from the parts that hold
+  the figure reads), and the named ones are read back from the parts that hold
   them once the findings are known.
 """
 

@@ -1,10 +1,10 @@
 """What each part of a streamed run leaves for the end, kept on disk (:class:`PartStore`).
 
-Why on disk: at real size a step's summary holds one row per part occurrence (~130k rows, ~50 MB as pandas
-objects) and its figure parts one row per request; kept in memory for a run of 100-200 steps they would make
-the analysis grow with the run again. Each value is pickled once, when its part is analysed, and read back when
-the end needs it (the account walks the steps in order, a few times): a small cache keeps the last few values
-read, so a walk reads each file once and memory holds a few steps' frames, not the run's. Pickle keeps every
+Why on disk: at real size a step's summary holds one row per part occurrence (about one a span:
+docs/performance.md) and its figure parts one row per request; kept in memory for a run of 100-200 steps they
+would make the analysis grow with the run again. Each value is pickled once, when its part is analysed, and read
+back when the end needs it (the account walks the steps in order, a few times): a small cache keeps the last few
+values read, so a walk reads each file once and memory holds a few steps' frames, not the run's. Pickle keeps every
 dtype as it was (object columns with ``None`` or ``NaN``, Arrow strings, nullable integers), so what comes back
 is what went in; a frame's repetitive text columns travel as codes (:func:`_packed`) and come back as the same
 plain objects. Everything lives in one temporary directory, removed on :meth:`PartStore.close`; a forked
@@ -85,7 +85,7 @@ class _Packed:
 def _packed(value: Any) -> Any:
     """A frame's object columns of few distinct texts (one per :data:`DISTINCT_PER` rows at most, no missing
     value) as categoricals: pickle writes each object of a column one by one, and the occurrences' ``part`` and
-    ``key`` made reading a step's occurrences back ~4x slower. Anything else as is."""
+    ``key`` made reading a step's occurrences back several times slower (docs/performance.md). Anything else as is."""
     if not isinstance(value, pd.DataFrame) or value.columns.has_duplicates:
         return value
     text = {}

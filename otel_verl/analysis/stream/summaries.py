@@ -1,8 +1,8 @@
 """A step's summary whose big frames wait on disk until the account reads them (:class:`SpilledSummary`).
 
 A :class:`~otel_verl.analysis.findings.steps.step_summary.StepSummary` is small except for four frames: its part
-occurrences (about one row per span), the trace and span ids of the spans they came from (for evidence; ~9 MiB
-a step at 167k spans: kept in memory they made the peak grow with the run), its requests and its
+occurrences (about one row per span), the trace and span ids of the spans they came from (for evidence; kept
+in memory they made the peak grow with the run: docs/performance.md), its requests and its
 group medians (one row per request; per sample group, part and turn index). A streamed run keeps 100-200
 summaries until its baselines are known, so those four go to the :class:`~.store.PartStore` as soon as the step
 is summarized and come back, through the store's small cache, when the diagnosis reads them

@@ -106,7 +106,8 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
     """Every training step of ``t`` (validation rollouts and spans without a step left out), in step order.
 
     The per-occurrence work (segments, histograms, group medians) runs once over all of ``t``'s steps, then is
-    split by step: pandas' fixed cost per call, paid per step, made a 40-step run ~20× slower."""
+    split by step: pandas' fixed cost per call, paid per step, made a long run many times slower
+    (docs/performance.md)."""
     if t.steps.empty:
         return []
     req = _requests(t)

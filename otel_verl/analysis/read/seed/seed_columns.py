@@ -135,7 +135,7 @@ def encode_lines(lines: list[str], rows: list[int], n: int) -> pa.Array | None:
     dict) at ``rows``, empty elsewhere, as one Arrow array built from one ``orjson.dumps(lines)`` buffer;
     None where splitting that buffer is ambiguous.
 
-    Why: orjson.dumps of one dict per span costs ~7 µs when the results are kept (allocator churn), and a
+    Why: orjson.dumps of one dict per span is slow when the results are kept (allocator churn), and a
     Python bytes object per span costs as much again to concatenate and convert (docs/performance.md). Elements
     of the dumped list are separated
     by ``","``, which an encoded string never contains (its quotes are escaped); a count or length mismatch

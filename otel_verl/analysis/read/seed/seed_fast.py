@@ -73,7 +73,7 @@ def _convert(
     cols = SeedSpanColumns(seed_spans.LEGACY_SERVICE) if to_table else None
     handles: dict[Path, Any] = {}
     was_enabled = gc.isenabled()
-    gc.disable()  # nothing here makes cycles; the cyclic GC rescanning every live dict costs ~20%
+    gc.disable()  # nothing here makes cycles; the cyclic GC rescanning every live dict is costly (docs/performance.md)
     try:
         for path in files:
             if cols is not None and not keep_lines and arrow and _convert_columns(path, root, run, cols, res):

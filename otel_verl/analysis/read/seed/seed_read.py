@@ -2,7 +2,7 @@
 
 Each line is ``{"timestamp": <event END, ISO>, "event", "duration_sec"?, "extra"?, "workid", "step", ...}``
 as the seed's ``SGLangLogManager.log`` writes it. Why a hand-rolled reader: orjson and a C
-``datetime.fromisoformat`` instead of ``json`` + regex work cut the per-line cost ~4× (docs/performance.md).
+``datetime.fromisoformat`` instead of ``json`` + regex work cut the per-line cost to a fraction (docs/performance.md).
 """
 
 from __future__ import annotations
