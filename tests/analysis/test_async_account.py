@@ -172,6 +172,28 @@ def test_slow_update_actor_makes_separate_async_train_bound(demo_train_bound) ->
 
 
 @pytest.mark.ray
+def test_async_engine_calls_keep_the_engines_split(demo_train_bound) -> None:
+    """Issue 50: under separate-async every engine call the engine answered has its ``llm_request`` under it, and
+    the step's account splits the call by it (prefill, decode at seconds per token > 0) as on a sync run; the
+    round trips holding the attempts (``verl.generate``) are no engine calls."""
+    from otel_verl.analysis.findings.steps.segments import request_segments
+    from otel_verl.analysis.tables import Tables
+
+    _, spans, result, _ = demo_train_bound
+    calls = spans[spans["kind"].to_numpy() == "engine"]
+    aborted = int((calls["stop_reason"] == "aborted").sum())
+    engine = result.summary["engine"]
+    assert len(spans[spans["name"] == sc.SPAN_GENERATE]) > 0 and engine["orphans"] == 0
+    assert engine["engine_calls"] == len(calls) and engine["engine_calls_with_engine_span"] == len(calls) - aborted
+    seg = request_segments(Tables.build(spans))
+    split = seg[seg["by_engine"].to_numpy(dtype=bool)]
+    seconds = split.groupby("part")["value_s"].sum()
+    assert seconds[k.PART_PREFILL] > 0 and seconds[k.PART_DECODE] > 0 and k.PART_ENGINE_QUEUE in seconds
+    decode = split[split["part"] == k.PART_DECODE]
+    assert (decode["value_s"] / decode["tokens"]).median() > 0  # was 0 s/token: the round trip took the time
+
+
+@pytest.mark.ray
 def test_slow_generation_makes_separate_async_generation_bound(demo_generation_bound) -> None:
     _, _, result, _ = demo_generation_bound
     bound = [f for f in result.findings if f.kind in (k.GENERATION_BOUND, k.TRAIN_BOUND)]
