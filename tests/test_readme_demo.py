@@ -64,3 +64,30 @@ def test_readme_demo_names_the_planted_stall(readme_demo) -> None:
     assert "stalled" in top["message"], top["message"]
     # ...and the user reads it on the screen: the headline of step 2 and the stalled worker
     assert "step 2" in printed and "worker 0 stalled" in printed, printed[-3000:]
+
+
+@pytest.mark.ray
+@pytest.mark.verl
+def test_the_demo_tells_its_cause_by_one_name_and_one_cost(readme_demo) -> None:
+    """Issue 51 (items 3, 4), as the user reads the demo: the stall was "slow decode (19.5 s)" in the steps table
+    beside "worker 0 stalled …" in the causes, and its cost read three ways (verdict, causes, the stall's text) with
+    nothing saying which was which; the live line of step 2 compared it with a median that held step 2 itself,
+    beside "no baseline yet (2 of 3 steps seen)"; and the summary counted a note it never showed."""
+    from otel_verl.analysis.findings.common.record import fmt_s
+
+    done, new = readme_demo
+    printed = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 0, printed[-3000:]
+    doc = json.loads((new[0] / "findings.json").read_text())
+    top = doc["findings"][0]
+    (step2,) = [s for s in doc["steps"] if s["step"] == 2]
+    cost = fmt_s(top["seconds"])
+    assert step2["top_cause"]["name"] == "stall" and f"stall ({cost})" in printed, printed[-3000:]
+    assert f"costing {cost} of step time" in doc["summary"]["verdict"], doc["summary"]["verdict"]
+    assert top["message"].endswith(f"it cost the step {cost}"), top["message"]
+    live2 = re.search(r"otel_verl \| step 2: (.*?) otel_verl \| step 3", printed)
+    assert live2 and "median" not in live2.group(1) and "no baseline yet" not in live2.group(1), printed[:3000]
+    assert "compared with the step before alone" in live2.group(1), live2.group(1)
+    serious = [f for f in doc["findings"] if f["severity"] in SERIOUS]
+    if serious and len(doc["findings"]) > len(serious[:10]):  # the causes table shows the serious ones only
+        assert re.search(r"causes: \S.* above; \d+ notes? more in the files", printed), printed[-800:]

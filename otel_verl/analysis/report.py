@@ -241,7 +241,8 @@ def _steps_table(accounts: Sequence[Mapping[str, Any]], found: list[dict[str, An
     out = [
         "<section id='steps'><h2>Steps</h2><p class='caption'>Usual: what the step usually costs in this run (the "
         "sum of its parts' usual seconds); excess = took − usual. Severity and top cause: the worst and the first "
-        "of the causes below that name the step (ok: none does).</p>",
+        "of the warnings and criticals below that name the step (ok: none does; notes stay in the causes), with "
+        "what it cost the step: how much sooner the step would have ended without it, as the causes say.</p>",
         _step_rows_html(rows, row_of, "step-table"),
     ]
     if left_out:

@@ -4,12 +4,16 @@ usual duration, the excess, its severity and its top cause, all from findings.js
 :func:`add_step_rows` writes the two fields the table needs into each step's account, from the final findings (so
 the table, findings.json and the causes' table never disagree):
 
-* ``severity``: the worst severity of a cause finding (:data:`~otel_verl.analysis.findings.common.kinds.CAUSES`) whose
-  ``steps`` hold this step, or ``"ok"`` when no cause names it;
-* ``top_cause``: ``{"kind", "severity", "seconds", "message"}`` of the first such finding (findings come ranked),
-  ``seconds`` being what it cost this step (``details.per_step`` of a cause that recurs), or null.
+* ``severity``: the worst severity of a serious cause finding (a warning or worse, of a kind in
+  :data:`~otel_verl.analysis.findings.common.kinds.CAUSES`) whose ``steps`` hold this step, or ``"ok"`` when none
+  names it;
+* ``top_cause``: ``{"kind", "name", "severity", "seconds", "message"}`` of the first such finding (findings come
+  ranked), ``name`` and ``seconds`` being :mod:`~otel_verl.analysis.findings.common.step_cause`'s (what the
+  message calls it, what it cost this step), or null.
 
-Information findings (the long tail, aborted work) are not causes of a step and never set either field.
+The verdict picks a step's top cause by the same rule, so a run that reads "No problems found" has no step marked.
+Notes (an info-level cause: a part that moved a little, as in a step faster than usual; the long tail) are in the
+causes list and findings.json, not in a step's row.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from otel_verl.analysis import presenting
 from otel_verl.analysis.findings.common.kinds import CAUSES, SEVERITIES
+from otel_verl.analysis.findings.common.step_cause import cause_name, cause_seconds
 
 OK = "ok"
 """The severity of a step no cause names."""
@@ -26,7 +31,8 @@ OK = "ok"
 
 def add_step_rows(accounts: list[dict[str, Any]], findings: Iterable[Any]) -> list[dict[str, Any]]:
     """``accounts`` (findings.json ``steps``) with ``severity`` and ``top_cause`` set on each; returns them."""
-    causes = [f for f in presenting.as_dicts(findings) if f.get("kind") in CAUSES]
+    serious = SEVERITIES[:2]
+    causes = [f for f in presenting.as_dicts(findings) if f.get("kind") in CAUSES and f.get("severity") in serious]
     for account in accounts:
         step = account.get("step")
         mine = [f for f in causes if step in f["steps"]]
@@ -37,12 +43,11 @@ def add_step_rows(accounts: list[dict[str, Any]], findings: Iterable[Any]) -> li
 
 
 def _cause(f: dict[str, Any], step: Any) -> dict[str, Any]:
-    per_step = (f.get("details") or {}).get("per_step") or {}
-    seconds = per_step.get(str(step), f.get("seconds"))
     return {
         "kind": f["kind"],
+        "name": cause_name(f),
         "severity": f.get("severity"),
-        "seconds": None if seconds is None else round(float(seconds), 6),
+        "seconds": round(cause_seconds(f, step), 6),
         "message": f.get("message", ""),
     }
 
@@ -60,9 +65,9 @@ def table_rows(accounts: Sequence[dict[str, Any]], limit: int | None = None) -> 
 
 
 def cause_words(cause: dict[str, Any] | None) -> str:
-    """``stall (16.6 s)``: the top cause's kind in words and what it cost the step; empty for none."""
+    """``stall (16.6 s)``: the top cause's name and what it cost the step; empty for none."""
     if not cause:
         return ""
     seconds = cause.get("seconds")
     cost = f" ({presenting.seconds_words(seconds)})" if seconds else ""
-    return f"{str(cause['kind']).replace('_', ' ')}{cost}"
+    return f"{cause.get('name') or cause_name(cause)}{cost}"

@@ -200,7 +200,10 @@ def print_summary(
         console.print(table)
         _print_traces(console, shown, trace_url, source)
     files = f"{out / 'findings.json'}" + (f", {out / 'report.html'}" if (out / "report.html").exists() else "")
-    console.print(f"causes: {presenting.severity_counts(found)} → {files}", soft_wrap=True)
+    hidden = found[len(shown) :]  # ranked: what is shown is the head of the list
+    more = f"; {presenting.severity_counts(hidden)} more in the files" if hidden else ""
+    counts = f"{presenting.severity_counts(shown)} above{more}" if shown else "none"
+    console.print(f"causes: {counts} → {files}", soft_wrap=True)
 
 
 COLORS = {"critical": "red", "warning": "yellow", "info": "blue", "ok": "green"}
@@ -227,7 +230,9 @@ def _print_steps(console: Any, accounts: list[dict[str, Any]]) -> None:
         "severity",
         "top cause",
         title="steps",
-        caption="usual: what the step usually costs in this run (the sum of its parts' usual seconds)",
+        caption="usual: what the step usually costs in this run (the sum of its parts' usual seconds); excess: "
+        "took − usual; top cause: the first warning or worse that names the step, with what it cost it (how much "
+        "sooner the step would have ended without it, as in the causes below)",
     )
     for column in table.columns[:4]:
         column.justify = "right"
@@ -251,12 +256,15 @@ def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | No
     command that writes the first cause's steps for ui.perfetto.dev, and the Jaeger form of ``--trace-url``."""
     from otel_verl.analysis import presenting
 
-    lines = []
+    causes: dict[str, list[int]] = {}  # a trace id two causes share is listed once, with both numbers
     for i, f in enumerate(shown, 1):
-        ids = f.get("trace_ids") or []
-        for trace_id in ids[:3]:
-            link = presenting.trace_link(trace_url, trace_id)
-            lines.append(f"  #{i} {presenting.steps_words(f['steps'])}: {link or trace_id}".replace(" :", ":"))
+        for trace_id in (f.get("trace_ids") or [])[:3]:
+            causes.setdefault(trace_id, []).append(i)
+    lines = []
+    for trace_id, nums in causes.items():
+        steps = presenting.steps_words(s for i in nums for s in shown[i - 1]["steps"])
+        link = presenting.trace_link(trace_url, trace_id)
+        lines.append(f"  {' '.join(f'#{i}' for i in nums)} {steps}: {link or trace_id}".replace(" :", ":"))
     if not lines:
         return
     console.print("traces:")

@@ -78,6 +78,7 @@ class LiveAccount:
         from otel_verl.analysis.findings.account.baselines import run_baselines
         from otel_verl.analysis.findings.account.step_account import valued
         from otel_verl.analysis.findings.common import kinds
+        from otel_verl.analysis.findings.common.step_cause import cause_name
         from otel_verl.analysis.findings.diagnose import diagnose_accounts
         from otel_verl.analysis.findings.patterns.long_tail import long_tail
         from otel_verl.analysis.findings.steps.step_summary import summarize_steps
@@ -104,28 +105,39 @@ class LiveAccount:
         headline = step_headline(diagnosis, step)
         texts = {n.VERDICT: self._verdict(account_doc, cause, headline)}
         if cause is not None:
-            texts[n.CAUSE] = f"{cause['kind']} @ {cause_place(cause)}"
+            texts[n.CAUSE] = f"{cause_name(cause)} @ {cause_place(cause)}"
         return LiveStep(step, metrics, texts)
 
     def _verdict(self, account: dict[str, Any], cause: dict[str, Any] | None, headline: str | None) -> str:
         """The step in one line: the analyzer's headline for a step with a warning or worse, else its time against
-        its usual and the largest move, or that there is no baseline yet."""
+        its usual and the largest move; and what it was compared with while the window is short. As ``analyze``
+        values a short run (``step_account._judge``): one step has no baseline (no usual, no excess), two are each
+        other's, and how much steps vary is measured from ``min_steps``."""
         from otel_verl.analysis.findings.common.record import fmt_s
+        from otel_verl.analysis.findings.common.step_cause import cause_name
 
         step = int(account["step"])
         seen, needed = len(self._summaries), self.thresholds.min_steps
-        unmeasured = seen < needed or account.get("baseline_s") is None
-        no_baseline = f"no baseline yet ({seen} of {needed} steps seen)"
+        baseline = account.get("baseline_s")
+        if baseline is None:
+            caveat = "no baseline yet (no earlier step to compare with)"
+        elif seen < needed:
+            earlier = "the step before" if seen == 2 else f"the {seen - 1} steps before"
+            caveat = f"compared with {earlier} alone (how much steps vary is measured from {needed} steps on)"
+        else:
+            caveat = ""
         if headline is not None and cause is not None:
-            # a cause found inside the step alone (a straggler, a stall) still says the step was not compared
-            return f"{headline} [{cause['severity']}]" + (f"; {no_baseline}" if unmeasured else "")
+            # a cause found inside the step alone (a straggler, a stall) still says what the step was compared with
+            return f"{headline} [{cause['severity']}]" + (f"; {caveat}" if caveat else "")
         took = f"step {step}: took {fmt_s(account.get('duration_s'))}"
-        if unmeasured:
-            return f"{took}; {no_baseline}"
+        if baseline is None:
+            return f"{took}; {caveat}"
         excess = account.get("excess_s") or 0.0
-        line = f"{took} (usually {fmt_s(account['baseline_s'])}, {excess:+.2f} s), within the run's usual variation"
+        line = f"{took} (usually {fmt_s(baseline)}, {excess:+.2f} s)"
+        line += f"; {caveat}" if caveat else ", within the run's usual variation"
         if cause is not None:
-            line += f"; largest move: {cause['kind']} at {cause_place(cause)}, {fmt_s(cause_seconds(cause, step))}"
+            where = cause_place(cause)
+            line += f"; largest move: {cause_name(cause)} at {where}, {fmt_s(cause_seconds(cause, step))}"
         return line
 
 

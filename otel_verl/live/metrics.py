@@ -3,7 +3,9 @@
 Why from findings.json's shapes (a step's ``steps[]`` entry, a finding's ``to_json()``) and not the analyzer's
 objects: they are the analyzer's published format, so the live numbers and those of ``otel-verl analyze`` are
 made by this same function (tests/live/checks.py and test_window.py compare them), and a change inside the
-analyzer does not reach here. Names: :mod:`.names`.
+analyzer does not reach here. What a cause cost a step is the analyzer's own figure
+(:func:`~otel_verl.analysis.findings.common.step_cause.cause_seconds`, read from those shapes): the steps table, the
+verdict and ``cause_s`` give one cost. Names: :mod:`.names`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_verl.analysis.findings.common.step_cause import cause_seconds
 from otel_verl.live import names as n
 
 
@@ -69,15 +72,6 @@ def step_metrics(account: dict[str, Any], cause: dict[str, Any] | None = None) -
     for key in n.ASYNC_KEYS:
         _put(out, n.ASYNC + key, sides.get(key))
     return out
-
-
-def cause_seconds(cause: dict[str, Any], step: int) -> float:
-    """What a cause cost this step: its per-step figure when it recurs, else its seconds."""
-    per_step = (cause.get("details") or {}).get("per_step") or {}
-    value = _num(per_step.get(str(step))) if per_step else None
-    if value is None:
-        value = _num(cause.get("seconds"))
-    return value if value is not None else 0.0
 
 
 def top_cause(findings: list[dict[str, Any]], step: int, causes: tuple[str, ...]) -> dict[str, Any] | None:

@@ -66,7 +66,9 @@ STALENESS_MEAN: Final = ASYNC + "staleness_mean"
 
 LIVE: Final = PREFIX + "live/"
 BASELINE_STEPS: Final = LIVE + "baseline_steps"
-"""Steps the baselines came from (the window; fewer than 3: no baseline yet, every part's excess is 0)."""
+"""Steps the baselines came from (the window), valued as ``analyze`` values a run that short: 1, no baseline (no
+usual, no excess is written); 2, each step is the other's baseline (every excess is the difference from the step
+before); from 3 (``Thresholds.min_steps``), medians over the window, and how much steps vary is measured."""
 SPANS: Final = LIVE + "spans"
 LATE_SPANS: Final = LIVE + "late_spans"
 """Spans that reached the live account after their step was computed (left out; cumulative over the run)."""
@@ -80,7 +82,7 @@ LAG_STEPS: Final = LIVE + "lag_steps"
 VERDICT: Final = PREFIX + "verdict"
 """Text: the step's one-line verdict (also the console line)."""
 CAUSE: Final = PREFIX + "cause"
-"""Text: the top cause's kind and where (``stall @ worker 0``)."""
+"""Text: the top cause's name (the steps table's: ``step_cause.cause_name``) and where (``stall @ worker 0``)."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 

@@ -57,3 +57,25 @@ def test_the_cli_prints_the_steps_as_findings_json_has_them(planted_spool: Path,
                              a["severity"]]  # fmt: skip
         if a["top_cause"]:
             assert cells[5].startswith(a["top_cause"]["kind"].replace("_", " "))
+
+
+def test_a_note_marks_no_step_and_a_stall_is_called_a_stall() -> None:
+    """Issue 51: a clean run ("No problems found") marked a step faster than usual ``info`` with top cause "slow
+    preprocess (0.08 s)"; and the stall of the README's demo was "slow decode (19.7 s)" in the table beside "worker
+    0 stalled …" in the causes (its kind is the part that moved, its message and name the stall)."""
+    note = {"kind": "slow_preprocess", "severity": "info", "steps": [2], "seconds": 0.08, "message": "preprocessing"}
+    stall = {"kind": "slow_decode", "severity": "critical", "steps": [3], "seconds": 19.7,
+             "message": "worker 0 stalled in step 3: nothing else moved on it for 19.4 s ...; it cost the step 19.7 s",
+             "details": {"stalled_s": 19.4, "part": "decode", "scope": "sample"}}  # fmt: skip
+    rows = {a["step"]: a for a in add_step_rows(step_accounts(4), [stall, note])}
+    assert rows[2]["severity"] == "ok" and rows[2]["top_cause"] is None
+    assert rows[3]["top_cause"]["kind"] == "slow_decode" and rows[3]["top_cause"]["name"] == "stall"
+    assert cause_words(rows[3]["top_cause"]) == "stall (19.7 s)"
+
+
+def test_a_run_with_no_problem_marks_no_step(clean_spool: Path, tmp_path: Path) -> None:
+    from otel_verl.analysis import analyze
+
+    result = analyze(clean_spool, tmp_path, figures=False, html_report=False)
+    assert result.summary["verdict"].startswith("No problems found"), result.summary["verdict"]
+    assert {a["severity"] for a in result.steps} == {"ok"} and not [a for a in result.steps if a["top_cause"]]

@@ -4,20 +4,28 @@ reason a step took what it took."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+from builder import Plan, build_run
+
+from otel_verl.analysis import Analysis, analyze
 from otel_verl.analysis.findings.common import kinds as k
-from otel_verl.analysis.findings.common.record import Finding
+from otel_verl.analysis.findings.common.record import Finding, fmt_s
 from otel_verl.analysis.findings.verdict import headlines
+from otel_verl.analysis.step_rows import cause_words
 
 
 def _account(step: int, took: float, usual: float) -> SimpleNamespace:
-    return SimpleNamespace(step=step, duration_s=took, excess_s=took - usual, rollout_s=took - 1.0)
+    rollout = dict(rollout_s=took - 1.0, rollout_baseline_s=usual - 1.0)
+    return SimpleNamespace(step=step, duration_s=took, baseline_s=usual, excess_s=took - usual, **rollout)
 
 
 def _diagnosis(findings: list[Finding]) -> SimpleNamespace:
     accounts = [_account(1, 10.3, 10.0), _account(2, 26.8, 7.8), _account(3, 4.3, 7.8)]
-    return SimpleNamespace(findings=findings, accounts=accounts)
+    return SimpleNamespace(findings=findings, accounts=accounts, baseline_steps=3)
 
 
 def test_a_slow_step_is_told_with_what_it_took_and_why() -> None:
@@ -38,3 +46,57 @@ def test_a_degraded_part_at_little_cost_is_not_the_reason_its_step_took_long() -
     lines = headlines(_diagnosis([stall, parsing]))
     assert lines[0].startswith("step 2: rollout took") and "because" in lines[0]
     assert lines[1] == f"step 1: {message}"
+
+
+@pytest.fixture(scope="module")
+def paused_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 steps; in step 3 worker 1 stands still 20 s with its requests in flight."""
+    root = tmp_path_factory.mktemp("paused")
+    build_run(Plan(steps=4, pause=(3, 1, 1.0, 20.0))).write(root)
+    return root
+
+
+def _analyzed(spool: Path, out: Path, steps: range | None = None) -> Analysis:
+    return analyze(spool, out, steps=steps, figures=False, html_report=False)
+
+
+def test_a_step_reported_alone_is_told_against_the_runs_usual(paused_run: Path, tmp_path: Path) -> None:
+    """Issue 51: ``analyze RUN --steps 2`` said "1.0× the 20.7 s median rollout … (no other step to compare)" beside
+    "Judged against 3 steps": the median was of the reported step alone. The usual is the steps table's, made from
+    every step the baselines came from."""
+    whole = _analyzed(paused_run, tmp_path / "whole")
+    alone = _analyzed(paused_run, tmp_path / "alone", steps=range(3, 4))
+    (line,) = alone.summary["headlines"]
+    (row,) = alone.steps
+    assert "no other step" not in line and "1.0×" not in line, line
+    usual_rollout = next(a for a in whole.steps if a["step"] == 3)["rollout_baseline_s"]
+    assert f"its usual {fmt_s(usual_rollout)};" in line and f"(usually {fmt_s(row['baseline_s'])})" in line, line
+    ratio = float(re.search(r"([\d.]+)×", line).group(1))
+    assert ratio == pytest.approx(row["rollout_s"] / row["rollout_baseline_s"], abs=0.05) and ratio > 2, line
+
+
+def test_two_steps_each_compared_with_the_other_never_itself(paused_run: Path, tmp_path: Path) -> None:
+    """Issue 51: the live line of step 2 read "1.9× the 11.0 s median rollout", a median of step 2 and step 1."""
+    two = tmp_path / "two"
+    build_run(Plan(steps=2, pause=(2, 1, 1.0, 20.0))).write(two)
+    result = _analyzed(two, tmp_path / "out")
+    (line,) = result.summary["headlines"]
+    first, _ = result.steps
+    assert f"its usual {fmt_s(first['rollout_s'])};" in line, (line, first["rollout_s"])
+    assert f"(the other step {fmt_s(first['duration_s'])})" in line, line
+
+
+def test_one_cause_one_name_one_cost(paused_run: Path, tmp_path: Path) -> None:
+    """Issue 51: step 2's loss read 18.7 s in the verdict, 19.5 s in the causes and 19.2 s in the stall's text, and
+    the table named it "slow decode" where the cause said "worker 0 stalled". Now the verdict's cost, the table's
+    and the causes' are one figure (what the step would have saved without it), the stall's length is told as
+    such, and the table names the cause as its message does."""
+    result = _analyzed(paused_run, tmp_path)
+    top = result.findings[0]
+    row = next(a for a in result.steps if a["step"] == 3)
+    cost = fmt_s(top.seconds)
+    assert f"costing {cost} of step time" in result.summary["verdict"], result.summary["verdict"]
+    assert row["top_cause"]["seconds"] == pytest.approx(top.seconds, abs=1e-5)
+    assert cause_words(row["top_cause"]) == f"stall ({cost})" and "stalled" in top.message
+    assert top.message.endswith(f"; it cost the step {cost}") and "for 20.0 s" in top.message, top.message
+    assert result.summary["headlines"][0].endswith(top.message)

@@ -1,10 +1,23 @@
-"""The live account's one-line verdict of a step (``LiveAccount._verdict``), for steps with and without a baseline."""
+"""The live account's one-line verdict of a step (``LiveAccount._verdict``), for steps with and without a baseline,
+and what it says of a short window: one step has none, two are each other's (as ``analyze`` values them)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+import pytest
+
+from otel_verl.analysis.findings.common.record import fmt_s
+from otel_verl.analysis.read import load_spans
+from otel_verl.analysis.read.step_split import split_by_step
+from otel_verl.analysis.tables import Tables
+from otel_verl.live import names as n
 from otel_verl.live.account import LiveAccount
+from tests.analysis.builder import Plan, build_run
 
 CAUSE = {"kind": "stall", "severity": "warning", "steps": [1], "seconds": 3.0, "details": {"per_step": {}}}
+NO_BASELINE = "; no baseline yet (no earlier step to compare with)"
 
 
 def _account(seen: int) -> LiveAccount:
@@ -16,7 +29,7 @@ def _account(seen: int) -> LiveAccount:
 def test_a_cause_found_in_the_first_step_still_says_there_is_no_baseline() -> None:
     """Step 1 of verl's colocate-async trainer had a stall of its own: the headline, and that nothing compared it."""
     line = _account(1)._verdict({"step": 1, "duration_s": 4.0}, CAUSE, "step 1: 4.00 s, a stall on worker 0")
-    assert line == "step 1: 4.00 s, a stall on worker 0 [warning]; no baseline yet (1 of 3 steps seen)"
+    assert line == "step 1: 4.00 s, a stall on worker 0 [warning]" + NO_BASELINE
 
 
 def test_a_measured_step_with_a_cause_is_its_headline_alone() -> None:
@@ -26,4 +39,33 @@ def test_a_measured_step_with_a_cause_is_its_headline_alone() -> None:
 
 def test_a_quiet_first_step_says_only_that_it_has_no_baseline() -> None:
     line = _account(1)._verdict({"step": 1, "duration_s": 1.5}, None, None)
-    assert line.endswith("; no baseline yet (1 of 3 steps seen)") and line.startswith("step 1: took")
+    assert line.endswith(NO_BASELINE) and line.startswith("step 1: took")
+
+
+def test_the_second_step_is_compared_with_the_first_and_says_so(tmp_path: Path) -> None:
+    """Issue 51: step 2's line read "1.9× the 11.0 s median rollout" (a median of step 2 itself and step 1) beside
+    "no baseline yet (2 of 3 steps seen)", while ``otel_verl/excess/*`` of step 2 were logged against step 1 (and
+    names.py said they were 0). Now: against step 1, said so, with step 1's rollout as the usual one."""
+    build_run(Plan(steps=2, pause=(2, 1, 1.0, 20.0))).write(tmp_path)
+    live, lines, rows, tables = LiveAccount(), {}, {}, {}
+    for part in split_by_step(load_spans(tmp_path)):
+        if part.steps:
+            (step,) = part.steps
+            tables[step] = Tables.build(part.spans)
+            got = live.add_tables(tables[step], step)
+            assert got is not None
+            lines[step], rows[step] = got.verdict, got.metrics
+    assert lines[1].endswith(NO_BASELINE) and "3" not in lines[1].split(";")[-1], lines[1]
+    assert n.EXCESS_S not in rows[1] and rows[2][n.BASELINE_STEPS] == 2
+    second = lines[2]
+    assert "no baseline yet" not in second and "median" not in second, second
+    assert "[critical]" in second and second.endswith("; compared with the step before alone (how much steps vary "
+                                                      "is measured from 3 steps on)"), second  # fmt: skip
+    assert f"its usual {fmt_s(rows[1][n.ROLLOUT_S])};" in second, second
+    ratio = float(re.search(r"([\d.]+)×", second).group(1))
+    assert ratio == pytest.approx(rows[2][n.ROLLOUT_S] / rows[1][n.ROLLOUT_S], abs=0.05)
+    # the excess names.py documents: each part against the step before
+    key = n.part_key(n.EXCESS, "phase", "update_actor")
+    before, now = (rows[s][n.part_key(n.PART, "phase", "update_actor")] for s in (1, 2))
+    assert rows[2][key] == pytest.approx(now - before, abs=1e-5)
+    assert rows[2][n.EXCESS_S] == pytest.approx(rows[2][n.STEP_S] - rows[1][n.STEP_S], abs=0.5)

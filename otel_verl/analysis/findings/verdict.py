@@ -1,8 +1,12 @@
-"""The verdict a reader sees first: one headline per slow step ("step 7: rollout took 20.5 s, 33× the 0.61 s
-median rollout; the step took 21.1 s (the other steps 1.1-1.3 s), because …") and one sentence for the whole run
-(a healthy run says so; an incomplete one says what is missing, never "No problems found"), then how much evidence
+"""The verdict a reader sees first: one headline per slow step ("step 7: rollout took 20.5 s, 33× its usual
+0.61 s; the step took 21.1 s (the other steps 1.1-1.3 s), because …") and one sentence for the whole run (a
+healthy run says so; an incomplete one says what is missing, never "No problems found"), then how much evidence
 there was: the run's steps measured how far steps stray, or there were too few and each step was judged against
-its own peers, or there was one step and no baseline at all."""
+its own peers, or there was one step and no baseline at all.
+
+"Usual" is the step table's: the sum of the parts' usual seconds (``baseline_s``, ``rollout_baseline_s``), made
+from every step the baselines came from (with ``--steps``, the run's others too), never from the step itself. What
+a cause cost is :mod:`.common.step_cause`'s figure, the one the steps table and the causes list show."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import numpy as np
 from otel_verl.analysis.findings.account.step_account import StepAccount
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import SEVERITIES, Finding, fmt_range, fmt_s, number_ranges
+from otel_verl.analysis.findings.common.step_cause import cause_seconds
 from otel_verl.analysis.findings.diagnose import Diagnosis
 
 
@@ -47,10 +52,10 @@ def step_headline(d: Diagnosis, step: int) -> str | None:
 def _step_line(d: Diagnosis, a: StepAccount, top: Finding) -> str:
     if top.details.get("degraded"):  # a warning at little cost: not why the step took what it took
         return f"step {a.step}: {top.message}"
-    rollouts = np.array([x.rollout_s for x in d.accounts], dtype=float)
-    med_rollout = float(np.nanmedian(rollouts)) if np.isfinite(rollouts).any() else float("nan")
-    others = [x.duration_s for x in d.accounts if x.step != a.step]
-    took = _took(a.rollout_s, med_rollout, a.duration_s, others, top.kind == k.SLOW_PHASE)
+    # the other steps by name only when they are all the baselines came from (``--steps`` reports fewer)
+    every = d.baseline_steps <= len(d.accounts)
+    others = [x.duration_s for x in d.accounts if x.step != a.step] if every else []
+    took = _took(a.rollout_s, a.rollout_baseline_s, a.duration_s, a.baseline_s, others, top.kind == k.SLOW_PHASE)
     return f"step {a.step}: {took}, because {top.message}"
 
 
@@ -105,26 +110,28 @@ def _verdict(d: Diagnosis, workers: int, requests: int) -> str:
 
 def _lost(d: Diagnosis, serious: list[Finding]) -> float:
     """The step time the causes cost, each step counted at most once: a step's own causes together never more than
-    it lost against its usual (two causes of one step overlap), a straggler's cost against its peers on top (the
-    usual has it in: it slows every step), the whole never more than the step took."""
+    it lost against its usual (two causes of one step overlap) unless one alone cost more (told with its own
+    figure: the step's usual path ran short besides), a straggler's cost against its peers on top (the usual has
+    it in: it slows every step), the whole never more than the step took."""
     by_step = {a.step: a for a in d.accounts}
-    own: dict[int, float] = {}
+    own: dict[int, list[float]] = {}
     persistent: dict[int, float] = {}
     for f in serious:
-        per = persistent if f.kind == k.STRAGGLER else own
-        split = f.details.get("per_step") or ({str(f.steps[0]): f.seconds} if len(f.steps) == 1 else {})
-        for s, v in split.items():
-            per[int(s)] = per.get(int(s), 0.0) + float(v)
-        if not split and f.steps:
-            for s in f.steps:
-                per[s] = per.get(s, 0.0) + f.seconds / len(f.steps)
+        split = bool(f.details.get("per_step")) or len(f.steps) == 1
+        for s in f.steps:
+            v = cause_seconds(f, s) if split else f.seconds / len(f.steps)
+            if f.kind == k.STRAGGLER:
+                persistent[s] = persistent.get(s, 0.0) + v
+            else:
+                own.setdefault(s, []).append(v)
     total = 0.0
     for s in own.keys() | persistent.keys():
-        v, a = own.get(s, 0.0), by_step.get(s)
+        v, a = sum(own.get(s, [])), by_step.get(s)
         if a is None:
             total += v + persistent.get(s, 0.0)
             continue
-        v = min(v, a.duration_s if not np.isfinite(a.excess_s) else max(a.excess_s, 0.0))
+        if np.isfinite(a.excess_s):
+            v = min(v, max(a.excess_s, *own.get(s, [0.0])))
         total += min(v + persistent.get(s, 0.0), a.duration_s)
     return total
 
@@ -134,17 +141,20 @@ def _top_cause(findings: list[Finding], step: int) -> Finding | None:
     return next((f for f in findings if f.serious and f.kind in k.CAUSES and step in f.steps), None)
 
 
-def _took(rollout: float, med_rollout: float, duration: float, others: list[float], trainer: bool) -> str:
-    """``the step took 21.6 s (the other steps 2.2-2.3 s)``: what "usual" is, said with the steps themselves."""
-    if not others:
+def _took(
+    rollout: float, usual_rollout: float, duration: float, usual: float, others: list[float], trainer: bool
+) -> str:
+    """``the step took 21.6 s (the other steps 2.2-2.3 s)``: what "usual" is, said with the steps themselves (or,
+    when they are not all reported, the usual duration); the rollout against its usual one (none: not said)."""
+    if not others and np.isfinite(usual):
+        step = f"the step took {fmt_s(duration)} (usually {fmt_s(usual)})"
+    elif not others:
         step = f"the step took {fmt_s(duration)} (no other step to compare)"
     elif len(others) <= 5:
         span = fmt_range(min(others), max(others))
         step = f"the step took {fmt_s(duration)} (the other step{'s' if len(others) > 1 else ''} {span})"
     else:
         step = f"the step took {fmt_s(duration)} (the median step {fmt_s(float(np.median(others)))})"
-    if trainer or not np.isfinite(rollout) or not np.isfinite(med_rollout) or med_rollout <= 0:
+    if trainer or not np.isfinite(rollout) or not np.isfinite(usual_rollout) or usual_rollout <= 0:
         return step
-    return (
-        f"rollout took {fmt_s(rollout)}, {rollout / med_rollout:.1f}× the {fmt_s(med_rollout)} median rollout; {step}"
-    )
+    return f"rollout took {fmt_s(rollout)}, {rollout / usual_rollout:.1f}× its usual {fmt_s(usual_rollout)}; {step}"

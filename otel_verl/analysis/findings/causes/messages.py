@@ -8,6 +8,7 @@ import pandas as pd
 
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import Finding, fmt_per_token, fmt_s
+from otel_verl.analysis.findings.common.step_cause import told_as_stall
 
 if TYPE_CHECKING:
     from otel_verl.analysis.findings.account.step_account import StepAccount
@@ -38,8 +39,10 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     turn = d.get("turn_index")
     of_turn = f" in the engine call of turn index {turn}" if isinstance(turn, int) else ""
     still = f"; the worker stalled: nothing else moved on it for {fmt_s(d['stalled_s'])}" if d.get("stalled_s") else ""
-    if d.get("stalled_s") and f.details.get("part") in ENGINE_PARTS and f.kind != k.STALL:
-        return _stalled_in_engine(f, who, when, cost, of_turn)
+    # a stall has two figures: how long nothing moved (its length) and what it cost the step (the peel's drop)
+    stall_cost = f"; it cost the step {fmt_s(f.seconds)}" if f.seconds > 0 else ""
+    if told_as_stall(f.kind, d):
+        return _stalled_in_engine(f, who, when, stall_cost, of_turn)
     plural = d.get("scope") in (k.SCOPE_STEP, k.SCOPE_SAMPLE) or (d.get("scope") == k.SCOPE_REQUEST and len(reqs) > 1)
     their = "their" if plural else "its"
     if f.kind == k.SLOW_PHASE:
@@ -47,7 +50,8 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
         return f"{d.get('phase')} took {upto}{fmt_s(value)} (usually {fmt_s(usual)}) {when}{cost}"
     if f.kind == k.STALL:
         n = d.get("occurrences", "several")
-        return f"{who} stalled: {n} requests in flight and nothing started or ended for {fmt_s(value)} {when}{cost}"
+        still_for = f"nothing started or ended for {fmt_s(value)}"
+        return f"{who} stalled: {n} requests in flight and {still_for} {when}{stall_cost}"
     if f.kind == k.SLOW_DECODE and d.get("metric") == "rate":
         ratio = d.get("ratio", float("nan"))
         return (
@@ -73,14 +77,6 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     return f"{what} took {fmt_s(value)}{per}{of_turn} {place}, usually {fmt_s(usual)}, {when}{cost}{still}{_tail(d)}"
 
 
-ENGINE_PARTS = (
-    k.PART_DECODE,
-    k.PART_ENGINE,
-    k.PART_ENGINE_QUEUE,
-    k.PART_PREFILL,
-    k.PART_ENGINE_OTHER,
-    k.PART_ENGINE_BEFORE,
-)
 _WHERE_IN_ENGINE = {
     k.PART_DECODE: "decoding",
     k.PART_ENGINE_QUEUE: "its queue",
