@@ -33,10 +33,21 @@ class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         request_hook: ``request_hook(span, inputs)``, called when a trajectory's request span starts
             (:mod:`otel_verl.instrumentation.rollout.hooks`).
         response_hook: ``response_hook(span, inputs, output)``, called when it ends.
-        detail: the detail level (default: ``OTEL_VERL_DETAIL``).
+        detail: the detail level, ``step``, ``worker``, ``request`` or ``full`` (default: ``OTEL_VERL_DETAIL``).
+        skip_dep_check: ``True`` wraps without checking that verl 0.9.1 is installed (:func:`instrument` passes it:
+            seams attach when verl is imported); without it, a missing or other verl is logged as an error and
+            nothing is wrapped (OpenTelemetry's ``BaseInstrumentor``).
+
+    Returns:
+        None (``instrument()`` and ``uninstrument()`` alike). What is wrapped never changes verl's arguments,
+        return values or exceptions.
 
     Raises:
-        Nothing: a hook that raises is logged once and verl is unaffected; a repeated ``instrument()`` warns.
+        ValueError: ``detail`` is not one of the four levels; nothing is wrapped.
+
+    Nothing else raises: a hook that raises is logged once and verl is unaffected; a repeated ``instrument()``, or
+    ``uninstrument()`` with nothing instrumented, logs a warning and does nothing. The instrumentor is one object
+    per process (``VerlInstrumentor()`` returns the same one).
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -78,6 +89,9 @@ def instrument(**kwargs: Any) -> None:
     Args:
         **kwargs: :class:`VerlInstrumentor`'s keywords (``tracer_provider``, ``request_hook``, ``response_hook``,
             ``detail``).
+
+    Raises:
+        ValueError: as :class:`VerlInstrumentor` (an unknown ``detail``).
     """
     from otel_verl.config import sdk_disabled
 

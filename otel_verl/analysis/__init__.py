@@ -87,9 +87,10 @@ def load(
         source: a spool directory, a collector file-exporter file or directory, the seed's log directory, a Jaeger v2
             query URL or a Tempo URL.
         options: how to read it (:class:`LoadOptions`: source type, service, time window, bad lines, progress,
-            ``max_traces``, seed lines; None: the defaults); ``overrides``, keywords named as its fields, apply on top
-            (``load(path, skip_bad_lines=True)``).
+            ``max_traces``, seed lines; None: the defaults).
         stats: filled with what was read (spans, bad lines, warnings such as ``max_traces`` reached).
+        **overrides: :class:`LoadOptions` fields by name, applied on top of ``options``
+            (``load(path, skip_bad_lines=True)``).
 
     Returns:
         The run's :class:`Tables` (spans, steps, workers, requests, events).
@@ -115,6 +116,9 @@ def diagnose(tables: Tables | pd.DataFrame, thresholds: Thresholds | None = None
     Returns:
         The findings, one per cause (a cause that recurs lists its ``steps``), by severity then the most seconds
         one step lost; information findings after.
+
+    Raises:
+        KeyError: ``tables`` is a DataFrame without the span table's columns (not from ``load_spans``).
     """
     from otel_verl.analysis.findings.diagnose import diagnose as run_detectors
 
@@ -162,7 +166,8 @@ def analyze(
             norms), ``"selected"`` (nothing else is read) or a ``range`` of steps.
         window: steps analysed together (more memory, fewer parts).
         spill_dir: where what the end needs of each step waits (default ``$TMPDIR``).
-        load_options: how a source read here is read (:class:`LoadOptions`), ``overrides`` on top, as :func:`load`.
+        load_options: how a source read here is read (:class:`LoadOptions`), as :func:`load`'s ``options``.
+        **overrides: :class:`LoadOptions` fields by name, on top of ``load_options`` (as :func:`load`).
 
     Returns:
         The :class:`Analysis`: findings, summary, each figure's frame and the files written.
