@@ -22,7 +22,6 @@ from otel_verl.analysis.tables.events import EVENT_KINDS, event_label
 from otel_verl.analysis.tables.training_spans import training_spans
 
 PRIORITY = ("engine", "tool", "reward", "preprocess", "tool_parse", "other", "request")
-BUCKETS = (*PRIORITY, "idle", "barrier")
 COLUMNS = ["step", "worker", "event", "seconds"]
 
 

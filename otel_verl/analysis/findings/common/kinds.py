@@ -165,7 +165,6 @@ INFORMATION: Final = (
     GENERATION_BOUND,
     TRAIN_BOUND,
 )
-ALL: Final = (*CAUSES, *INFORMATION)
 
 # ---------------------------------------------------------------- where a cause moved (``details.scope``)
 SCOPE_STEP: Final = "step"
@@ -177,6 +176,5 @@ SCOPE_SAMPLE: Final = "sample"
 SCOPE_REQUEST: Final = "request"
 SCOPE_PHASE: Final = "phase"
 """A trainer phase: the trainer process, not a worker."""
-SCOPES: Final = (SCOPE_STEP, SCOPE_WORKER, SCOPE_REPLICA, SCOPE_SAMPLE, SCOPE_REQUEST, SCOPE_PHASE)
 
 SEVERITIES: Final = ("critical", "warning", "info")
