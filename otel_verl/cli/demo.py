@@ -278,6 +278,8 @@ def demo(
     )
     if result.engine_launch_seconds is not None:
         out.print(f"vLLM server(s) launched in {result.engine_launch_seconds:.0f} s")
+    for tracker, place in result.trackers.items():  # --logger's backends: where each wrote
+        out.print(f"{tracker} wrote to {place}", markup=False, highlight=False, soft_wrap=True)
     if result.spool_dir is None:
         endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         out.print(f"traces sent to {endpoint or 'nowhere (OTEL_SDK_DISABLED)'}")

@@ -98,3 +98,6 @@ class DemoResult:
     outputs: list[dict[str, Any]]
     engine_launch_seconds: float | None = None
     """``engine="vllm"``: seconds until verl's servers were up (every replica launched, router ready)."""
+    trackers: dict[str, str] = field(default_factory=dict)
+    """verl's ``trainer.logger`` backend → where it wrote (mlflow's URI, tensorboard's directory, …;
+    :func:`otel_verl.demo.trackers.where`)."""

@@ -5,7 +5,8 @@ business: TransferQueue's "target_num_threads 8 should not exceed total physical
 client, ~45 times), verl's engine registry ("torchtitan/veomni/automodel/mindspeed/megatron engine is not available",
 with their source lines), verl's platform probe ("No supported accelerator detected", expected on a CPU demo), its
 critic notice, Ray's token-authentication notice (the demo's cluster is private and local), torch's ``is_fx_tracing``
-notice, and verl's own ``print``s (server addresses, validation metrics as a Python dict).
+notice, and verl's own ``print``s (server addresses, validation metrics as a Python dict); with ``--logger mlflow``,
+mlflow's notice that it creates the run's experiment.
 
 What is silenced, and only that: those loggers below ERROR, those warnings by their message, and verl's prints on
 stdout while the run lasts (but the live account's line per step). Errors still show: every logger keeps ERROR and
@@ -33,6 +34,7 @@ QUIET_LOGGERS = (
     "transfer_queue",
     "verl",
     "torch.fx._symbolic_trace",  # "is_fx_tracing will return true for both ..."
+    "mlflow.tracking.fluent",  # --logger mlflow: "Experiment with name 'verl_examples' does not exist. Creating ..."
 )
 QUIET_WARNINGS = (
     r".* engine is not available",  # verl/workers/engine/__init__.py: optional training engines not installed

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_verl import semconv
-from otel_verl.demo import plants
+from otel_verl.demo import plants, trackers
 from otel_verl.demo.options import DemoOptions, DemoResult
 from otel_verl.demo.trainer import DemoTrainer, _batch, _flush_actor, _summarize
 
@@ -123,6 +123,7 @@ def check_options(opts: DemoOptions) -> None:
         )
     if v1 and opts.oversample > 0:
         raise ValueError("oversample runs with trainer 'legacy' (the V1 trainers' replay buffer samples instead)")
+    trackers.check(opts.loggers)
     phases = PHASES if v1 else LEGACY_PHASES
     for plan in opts.step_plants.values():
         unknown = set(plan) - set(plants.KEYS)
@@ -140,6 +141,7 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     import ray
 
     check_options(opts)
+    trackers.prepare(opts.loggers)
 
     import otel_verl
     from otel_verl.export import flush, provider
@@ -239,8 +241,11 @@ def _run_with(manager_cls: Any, opts: DemoOptions, config: Any, model_path: Path
     manager = manager_cls.create(config, client, None, [reward])
     trainer = DemoTrainer(opts, manager, server, reward, config, build_tokenizer())
     step_seconds, outputs = trainer.fit()
+    places = trainer.trackers
     # flush every actor before the cluster goes away (verl's own runs flush at chunk/step ends)
     flushes = [w.__ray_call__.remote(_flush_actor) for w in manager.agent_loop_workers]
     flushes += [s.__ray_call__.remote(_flush_actor) for s in replicas] + [reward.__ray_call__.remote(_flush_actor)]
     ray.get(flushes)
-    return _summarize(opts, run_id, step_seconds, outputs)
+    result = _summarize(opts, run_id, step_seconds, outputs)
+    result.trackers = places
+    return result

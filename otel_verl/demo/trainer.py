@@ -74,11 +74,14 @@ class DemoTrainer:
         self.tokenizer = tokenizer
         self.validation: Any = None
         self.global_steps = 1
+        self.trackers: dict[str, str] = {}
+        """Where each of verl's trackers wrote (:func:`otel_verl.demo.trackers.where`)."""
 
     def fit(self) -> tuple[list[float], list[Any]]:
         from verl.utils.profiler import marked_timer
         from verl.utils.tracking import Tracking
 
+        from otel_verl.demo.trackers import where
         from otel_verl.instrumentation.trainer import track_trainer
 
         track_trainer(self)
@@ -88,6 +91,7 @@ class DemoTrainer:
         try:
             return self._fit(logger, marked_timer)
         finally:
+            self.trackers = where(logger)  # before finish, which ends mlflow's run
             logger.finish()
 
     def _fit(self, logger: Any, marked_timer: Any) -> tuple[list[float], list[Any]]:

@@ -179,4 +179,5 @@ def run_with_vllm(manager_cls: Any, opts: Any, config: Any, model_path: Path, ru
     ray.get([a.__ray_call__.remote(_flush_actor) for a in actors])
     result = _summarize(opts, run_id, step_seconds, outputs)
     result.engine_launch_seconds = launch_seconds
+    result.trackers = trainer.trackers
     return result

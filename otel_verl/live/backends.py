@@ -16,7 +16,8 @@ file          numbers and text in verl's JSON lines
 others        numbers through their ``log`` (clearml, swanlab, trackio, vemlp_wandb, rl_insight)
 ============  ==================================================================================================
 
-A backend that fails is warned about once and skipped from then on; verl's own logging is untouched.
+A backend that fails is said once on stdout (:mod:`.refused`) and skipped from then on; verl's own logging is
+untouched.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from otel_verl.live import names as n
+from otel_verl.live import refused
 from otel_verl.live.metrics import LiveStep
 
 logger = logging.getLogger(__name__)
@@ -111,4 +113,4 @@ def write(
                 WRITERS.get(name, _numbers)(backend, r, current, state)
         except Exception as exc:
             failed.add(name)
-            logger.warning("otel_verl: the live account could not write to %s (%s); skipped from now on", name, exc)
+            refused.say_once(name, f"writing to it failed ({type(exc).__name__}: {exc}); skipped from now on")

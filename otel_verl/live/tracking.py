@@ -23,7 +23,7 @@ from typing import Any
 from otel_verl.export import tracing
 from otel_verl.instrumentation import trainer
 from otel_verl.instrumentation.rollout.group import ASYNC_MODES  # their groups generate into the next step
-from otel_verl.live import backends
+from otel_verl.live import backends, refused
 from otel_verl.live.sink import Sink, forget, open_sink
 from otel_verl.wrapping.registry import enabled
 
@@ -53,16 +53,18 @@ _feeds: weakref.WeakKeyDictionary[Any, Feed] = weakref.WeakKeyDictionary()
 def init_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     result = wrapped(*args, **kwargs)
     try:
-        _attach(instance)
+        _attach(instance, kwargs.get("default_backend", args[2] if len(args) > 2 else "console"))
     except Exception:
         logger.debug("otel_verl: the live account did not start", exc_info=True)
     return result
 
 
-def _attach(instance: Any) -> None:
+def _attach(instance: Any, asked: Any) -> None:
+    """``asked``: the backends verl was asked for (``default_backend``); one it did not start is said once."""
     state = tracing.get_state()
     if not enabled() or state is None or not state.config.live or not trainer.in_process():
         return
+    refused.not_started(asked, getattr(instance, "logger", None) or {})
     if not getattr(instance, "logger", None):  # trainer.logger=[]: nowhere to write
         return
     sink = open_sink(state.run_id)

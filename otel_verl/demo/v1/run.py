@@ -99,6 +99,7 @@ def run_v1(opts: DemoOptions, config: Any, model_path: Path, run_id: str) -> Dem
 
     from otel_verl.demo.reward import DemoRewardWorker
     from otel_verl.demo.sim_server import SimServerConfig
+    from otel_verl.demo.trackers import where
     from otel_verl.demo.trainer import _flush_actor
     from otel_verl.demo.v1.replicas import all_servers, server_manager_class
     from otel_verl.demo.workers import DemoAgentLoopManagerTQ, plant_starts
@@ -143,6 +144,7 @@ def run_v1(opts: DemoOptions, config: Any, model_path: Path, run_id: str) -> Dem
     finally:
         trainer._shutdown_dump_executor()
         tracking = getattr(trainer, "logger", None)
+        places = where(tracking)  # before finish, which ends mlflow's run
         if tracking is not None:  # as verl's main_ppo does once fit returns
             tracking.finish()
     drain_rollout()
@@ -157,4 +159,5 @@ def run_v1(opts: DemoOptions, config: Any, model_path: Path, run_id: str) -> Dem
         step_seconds=parts.step_seconds,
         turns=parts.turns,
         outputs=[],
+        trackers=places,
     )

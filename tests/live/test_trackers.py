@@ -1,0 +1,137 @@
+"""Trackers out of the box (issue 51, item 5): ``otel-verl demo --logger mlflow`` logs to mlflow with nothing set and
+says where each tracker wrote; in a user's job a tracker that gets no live account (verl did not start it, or it
+failed a write) is said once, in a line on stdout."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from otel_verl.live import names as n
+from otel_verl.live.backends import CONSOLE_PREFIX
+
+pytest.importorskip("verl", reason="needs the verl extra")
+pytest.importorskip("mlflow", reason="needs the dev group (mlflow-skinny)")
+
+STEPS = 3
+
+
+@pytest.fixture
+def said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh "already said" memory (it is per process)."""
+    from otel_verl.live import refused
+
+    monkeypatch.setattr(refused, "_said", set())
+
+
+def test_a_tracker_verl_did_not_start_is_said_once_with_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], said: None
+) -> None:
+    """mlflow 3 refuses a ``file:`` store without ``MLFLOW_ALLOW_FILE_STORE``; verl retries, warns through its own
+    logger and goes on without mlflow. Ours: one line, naming the switch, however many ``Tracking`` are built."""
+    import verl.utils.tracking as verl_tracking
+
+    import otel_verl
+    from otel_verl.export import provider
+    from otel_verl.instrumentation import trainer as trainer_seams
+    from tests.process_state import reset_tracing
+
+    from .inprocess import StandInTrainer
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    monkeypatch.setenv("OTEL_VERL_LIVE", "true")
+    monkeypatch.setenv("OTEL_VERL_RUN_ID", f"trackers-{time.time_ns()}")
+    monkeypatch.setenv("OTEL_VERL_SPOOL", "false")
+    monkeypatch.setattr(verl_tracking, "MLFLOW_SLEEP_SECONDS", 0)  # verl's retries, 5 s each
+    reset_tracing()
+    provider.setup_tracing("trainer")
+    otel_verl.instrument()
+    trainer_seams.track_trainer(StandInTrainer())
+    try:
+        for _ in range(2):
+            tracking = verl_tracking.Tracking("otel-verl-live", "refused", default_backend=["console", "mlflow"])
+            assert "mlflow" not in tracking.logger  # verl gave up on it, as the issue saw
+            tracking.finish()
+    finally:
+        trainer_seams.track_trainer(None)
+        otel_verl.uninstrument()
+        reset_tracing()
+    ours = [line for line in capsys.readouterr().out.splitlines() if line.startswith(CONSOLE_PREFIX)]
+    assert len(ours) == 1, ours
+    assert ours[0].startswith(CONSOLE_PREFIX + "mlflow gets no live account: verl did not start it")
+    assert "MLFLOW_ALLOW_FILE_STORE=true" in ours[0]
+
+
+def test_a_tracker_that_fails_a_write_is_said_once(capsys: pytest.CaptureFixture[str], said: None) -> None:
+    """A backend whose ``log`` raises: one line on stdout, then skipped; the others still get every account."""
+    from otel_verl.live import backends
+    from otel_verl.live.metrics import LiveStep
+
+    class Refusing:
+        def log(self, data: dict, step: int) -> None:
+            raise ConnectionError("server gone")
+
+    class Keeping:
+        def __init__(self) -> None:
+            self.steps: list[int] = []
+
+        def log(self, data: dict, step: int) -> None:
+            self.steps.append(step)
+
+    kept, state = Keeping(), {}
+    for step in (1, 2, 3):
+        result = LiveStep(step, {n.STEP_S: 1.0}, {n.VERDICT: f"step {step}"})
+        backends.write({"clearml": Refusing(), "swanlab": kept}, [result], step, state)
+    ours = [line for line in capsys.readouterr().out.splitlines() if line.startswith(CONSOLE_PREFIX)]
+    assert ours == [
+        CONSOLE_PREFIX + "clearml gets no live account: writing to it failed (ConnectionError: server "
+        "gone); skipped from now on"
+    ]
+    assert kept.steps == [1, 2, 3]
+
+
+@pytest.mark.ray
+def test_demo_logs_to_mlflow_out_of_the_box(tmp_path: Path) -> None:
+    """``otel-verl demo --logger console --logger mlflow --logger tensorboard`` with no mlflow setting: it says where
+    each wrote, and mlflow's own client reads every ``otel_verl/*`` number at its step and each step's verdict, the
+    console's line."""
+    from mlflow.tracking import MlflowClient
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_") and k != "OTEL_VERL_LIVE"}
+    env["OTEL_SDK_DISABLED"] = "false"
+    exe = Path(sys.executable).with_name("otel-verl")
+    cmd = [str(exe), "demo", "--steps", str(STEPS), "--no-report"]
+    cmd += ["--logger", "console", "--logger", "mlflow", "--logger", "tensorboard"]
+    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+    uri = re.search(r"^mlflow wrote to (\S+) \(run (\w+)\)$", r.stdout, re.M)
+    board = re.search(r"^tensorboard wrote to (.+)$", r.stdout, re.M)
+    assert uri is not None and board is not None, r.stdout
+    assert uri.group(1) == (tmp_path / "otel-verl-mlruns").as_uri()
+    assert any(Path(board.group(1)).glob("events.out.tfevents.*"))
+    verdicts = {int(m.group(1)): m.group(0)[len(CONSOLE_PREFIX) :] for m in _console_lines(r.stdout)}
+    assert sorted(verdicts) == list(range(1, STEPS + 1)), r.stdout
+
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"  # for this process's reader; the demo set its own
+    try:
+        client = MlflowClient(uri.group(1))
+        run_id = uri.group(2)
+        history = {m.step: m.value for m in client.get_metric_history(run_id, n.STEP)}
+        assert history == {s: float(s) for s in range(1, STEPS + 1)}  # each account at the step it describes
+        assert sorted(m.step for m in client.get_metric_history(run_id, n.STEP_S)) == list(range(1, STEPS + 1))
+        for step, line in verdicts.items():
+            local = client.download_artifacts(run_id, f"otel_verl/verdict/step_{step:06d}.txt", str(tmp_path))
+            assert Path(local).read_text() == line
+    finally:
+        os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
+
+
+def _console_lines(stdout: str) -> list[re.Match[str]]:
+    return list(re.finditer(rf"^{re.escape(CONSOLE_PREFIX)}step (\d+): .*$", stdout, re.M))
