@@ -71,6 +71,7 @@ def test_report_opens_with_the_verdict_in_chromium(seed_report: Path) -> None:
         headline = page.locator(".headline").first
         box = headline.bounding_box()
         text = headline.inner_text()
+        linked = page.locator("#cause-1").inner_text()  # the headline names its cause; the row tells it in full
         timelines = page.locator("svg.timeline").count()
         bars = page.locator("svg.timeline rect").count()
         links = page.locator("#causes a[href^='http://localhost:16686/trace/']").all_inner_texts()
@@ -82,7 +83,8 @@ def test_report_opens_with_the_verdict_in_chromium(seed_report: Path) -> None:
     ids = [t.split(" · ")[0] for t in ticks if " · step " in t]
     assert ids and all(len(i) == 36 for i in ids), ticks  # the seed's uuids whole (they were cut to 16)
     assert box is not None and box["y"] + box["height"] < 800, box  # on the first screen
-    assert text.startswith("step 3: rollout took") and "(worker 1)" in text and "engine call of turn index 0" in text
+    assert text.startswith("step 3: rollout took") and "because of cause #1 below: " in text and "worker 1" in text
+    assert "(worker 1)" in linked and "engine call of turn index 0" in linked
     assert timelines == 2 and bars > 100  # the slowest step and --timeline-step 1
     assert links and all(len(t) == 32 for t in links)  # full trace ids, linked
     assert plots >= 5  # plotly drew the figures

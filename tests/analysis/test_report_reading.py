@@ -1,6 +1,6 @@
-"""report.html read in real headless chromium, for what a reader notices: the tab names the run, the workers'
-share of step time is one section (its figure, then its table), decode rates read in ms/token, and the "where"
-column of the causes stays a line or two."""
+"""report.html read in real headless chromium, for what a reader notices: the tab names the run, each cause's
+sentence and the workers' share of step time are read once (the share: its figure, then its table), decode rates
+read in ms/token, and the "where" column of the causes stays a line or two."""
 
 from __future__ import annotations
 
@@ -28,13 +28,20 @@ def test_rates_in_milliseconds() -> None:
 
 
 def test_the_report_reads_once_and_names_its_run(report: Path) -> None:
+    """Each cause's sentence is read once, in the causes table: a headline that repeated it points to its row."""
+    import json
+
     from test_report_browser import report_page
+
+    found = json.loads((report.parent / "findings.json").read_text())["findings"]
+    messages = [f["message"] for f in found if len(f["message"]) >= 40]
 
     title, caption = TITLES["event_share"]
     with report_page(report, width=1024) as (page, errors):
         tab = page.title()
         headings = page.locator("h2").all_inner_texts()
         text = page.locator("body").inner_text()
+        headline_links = page.locator(".headline a[href^='#cause-']").count()
         # the event-share table comes right after its figure, under the one heading
         after = page.evaluate(
             "() => { let e = document.getElementById('event-share'); while (e && e.tagName !== 'H2') "
@@ -49,6 +56,8 @@ def test_the_report_reads_once_and_names_its_run(report: Path) -> None:
     assert tab == "run1 · otel_verl analysis"
     assert [h for h in headings if h.startswith(title)] == [title] and after == title
     assert text.count(caption) == 1
+    assert messages and all(text.count(m) == 1 for m in messages), [m for m in messages if text.count(m) != 1]
+    assert headline_links >= 1
     assert "s/token" not in text.replace("ms/token", "") and "ms/token" in text
     assert re.search(r"decoded at \d[\d.]* ms/token", text)
     assert where and all(lines <= (1 if len(text) <= 20 else 2) for text, lines in where), where  # "worker 1" took 2
