@@ -9,7 +9,7 @@ The way there, for any engine (``OTEL_VERL_ENGINE_LINK``, on by default, for ``L
 2. Rollout server's process: :func:`server_generate_wrapper`, on every server's ``generate``
    (``SGLangHttpServer``, ``vLLMHttpServer``), removes it before verl's code runs (:func:`pop_carrier`)
    and keeps it in :data:`engine_carrier` while the call runs, and by verl's request id
-   (:func:`carrier_in_flight`).
+   (:func:`carrier_in_flight`; verl's ids repeat, see there).
 3. The engine's entry point gets it the way that engine reads it: ``external_trace_header`` on SGLang's
    ``GenerateReqInput`` (:func:`sglang_generate_request_wrapper`), ``trace_headers=`` on vLLM's
    ``AsyncLLM.generate`` (:func:`vllm_generate_wrapper`).
@@ -38,8 +38,10 @@ LINKED_ENGINES = frozenset({"sglang", "vllm"})
 engine_carrier: ContextVar[dict[str, str] | None] = ContextVar("otel_verl_engine_carrier", default=None)
 """Server-side: the W3C carrier of the turn's generate span while the engine call runs."""
 
-_in_flight: dict[str, Mapping[str, str]] = {}
-"""verl request id → the turn's carrier, while verl's server ``generate`` call is in the engine."""
+_in_flight: dict[str, list[Mapping[str, str]]] = {}
+"""verl request id → the carriers of verl's server ``generate`` calls with that id now in the engine, oldest
+first. A list, not one carrier: verl's ids repeat (``rollout.full_determinism`` names every request
+``det-{priority}``, the same in every step, and the asynchronous trainers run two steps' requests at once)."""
 
 CallEnded = Callable[[Mapping[str, str], int, str, tuple, dict, Any], None]
 """``(carrier, started_ns, request_id, args, kwargs, output)`` after a server call that carried a carrier
@@ -54,8 +56,28 @@ def follow_calls(follower: CallEnded) -> None:
 
 
 def carrier_in_flight(request_id: str) -> Mapping[str, str] | None:
-    """The carrier of verl's server call for ``request_id`` while it runs, else None."""
-    return _in_flight.get(request_id)
+    """The carrier of verl's server call for ``request_id`` while it runs, else None; None too while several
+    calls with that id run (an id alone cannot tell which call an engine output answers: no parent is better
+    than another call's)."""
+    calls = _in_flight.get(request_id)
+    return calls[0] if calls is not None and len(calls) == 1 else None
+
+
+def _enter(request_id: str, carrier: Mapping[str, str]) -> None:
+    _in_flight.setdefault(request_id, []).append(carrier)
+
+
+def _leave(request_id: str, carrier: Mapping[str, str]) -> None:
+    """This call's carrier out of the table (by identity: a call with the same id keeps its own)."""
+    calls = _in_flight.get(request_id)
+    if calls is None:
+        return
+    for i, c in enumerate(calls):
+        if c is carrier:
+            del calls[i]
+            break
+    if not calls:
+        _in_flight.pop(request_id, None)
 
 
 def with_carrier(kwargs: dict, carrier: dict[str, str]) -> dict:
@@ -95,13 +117,13 @@ async def server_generate_wrapper(wrapped: Any, instance: Any, args: tuple, kwar
         return await wrapped(*args, **kwargs)
     started_ns = time.time_ns()
     request_id = _request_id(args, kwargs)
-    _in_flight[request_id] = carrier
+    _enter(request_id, carrier)
     token = engine_carrier.set(carrier)
     try:
         output = await wrapped(*args, **kwargs)
     finally:
         engine_carrier.reset(token)
-        _in_flight.pop(request_id, None)
+        _leave(request_id, carrier)
     for follower in _call_followers:
         try:
             follower(carrier, started_ns, request_id, args, kwargs, output)

@@ -71,7 +71,8 @@ _noted_endpoint = False
 _replica_rank: int | None = None
 """verl's ``replica_rank`` of the vLLMHttpServer in this process (read at ``launch_server``)."""
 _aborts_traced: set[str] = set()
-"""Request ids whose aborted ``llm_request`` vLLM made (parent restored here): no stand-in needed."""
+"""The calls (by their carrier's ``traceparent``, not verl's request id, which repeats) whose aborted
+``llm_request`` vLLM made (parent restored here): no stand-in needed."""
 
 
 class ForwardToOtelVerl(SpanProcessor):
@@ -189,15 +190,22 @@ def _restore_aborted_parent(attributes: Any, context: Any) -> tuple[Any, Any]:
     """vLLM's engine core ends an aborted request with an output that carries no trace headers (vLLM 0.24:
     ``EngineCore`` builds ``EngineCoreOutput(req_id, [], finish_reason=ABORT)``), so its ``llm_request``
     would be the root of a trace of its own. Every other output carries them. A span without a parent
-    whose request is one of verl's in-flight calls gets that call's carrier back, and says it was aborted."""
+    whose request is one of verl's in-flight calls gets that call's carrier back, and says it was aborted; one
+    whose id several in-flight calls share (verl's ``det-{priority}`` ids) stays an orphan, and each call gets
+    :func:`record_aborted`'s stand-in: the analyzer counts an orphan, never an engine span under another call."""
     if context is not None and trace.get_current_span(context).get_span_context().is_valid:
         return attributes, context
     request_id = str((attributes or {}).get("gen_ai.request.id"))
     carrier = carrier_in_flight(request_id)
     if carrier is None:
         return attributes, context
-    _aborts_traced.add(request_id)
+    _aborts_traced.add(_call_key(carrier))
     return {**(attributes or {}), semconv.VERL_ENGINE_STOP_REASON: ABORTED}, propagate.extract(dict(carrier))
+
+
+def _call_key(carrier: Mapping[str, str]) -> str:
+    """One server call: its carrier's ``traceparent`` (the turn's engine round trip's own span)."""
+    return str(carrier.get("traceparent"))
 
 
 def instrument_manual_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -290,8 +298,8 @@ def _after_server_call(
     """After verl's ``vLLMHttpServer.generate`` handed the engine our carrier
     (:func:`otel_verl.instrumentation.engine_link.server_generate_wrapper`): the engine's side of an aborted
     request ended (:func:`record_aborted`) where vLLM traced nothing for it."""
-    traced = request_id in _aborts_traced
-    _aborts_traced.discard(request_id)
+    traced = _call_key(carrier) in _aborts_traced
+    _aborts_traced.discard(_call_key(carrier))
     if getattr(output, "stop_reason", None) == ABORTED and _engine is not None and not traced:
         try:
             record_aborted(carrier, started_ns, _arg(args, kwargs, 0, "prompt_ids"), output, request_id)

@@ -150,14 +150,14 @@ def test_aborted_llm_request_gets_its_turn_back(fresh_vllm_tracing) -> None:
     from otel_verl.instrumentation import engine_link, vllm_tracing
 
     carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-    engine_link._in_flight["req-1"] = carrier
+    engine_link._enter("req-1", carrier)
     attributes, context = vllm_tracing._restore_aborted_parent(
         {"gen_ai.request.id": "req-1"}, extract_trace_context(None)
     )
     parent = trace.get_current_span(context).get_span_context()
     assert format(parent.span_id, "016x") == "b7ad6b7169203331"
     assert attributes[semconv.VERL_ENGINE_STOP_REASON] == "aborted"
-    assert "req-1" in vllm_tracing._aborts_traced
+    assert carrier["traceparent"] in vllm_tracing._aborts_traced  # by call, not by verl's (repeating) id
     other = {"traceparent": "00-1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"}
     kept, kept_context = vllm_tracing._restore_aborted_parent(
         {"gen_ai.request.id": "req-1"}, extract_trace_context(other)

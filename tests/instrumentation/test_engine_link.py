@@ -114,3 +114,49 @@ def test_real_server_classes_are_wrapped_where_they_import(memory_exporter, modu
     except Exception as exc:  # sglang / vllm are GPU installs
         pytest.skip(f"{module} does not import here: {type(exc).__name__}")
     assert getattr(getattr(mod, cls).__dict__["generate"], "_self_wrapper", None) is engine_link.server_generate_wrapper
+
+
+def test_same_request_id_twice_in_flight_keeps_each_call_its_own(monkeypatch):
+    """verl's ``full_determinism`` ids (``det-{priority}``) repeat across steps, and an asynchronous trainer runs
+    two steps' requests at once: two server calls with one id in flight. Each call's engine entry sees its own
+    carrier; the table never answers with the other call's (ambiguous: None), and the first call to end does
+    not take the other's entry with it."""
+    monkeypatch.setattr(engine_link, "_in_flight", {})
+    first = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    second = {"traceparent": "00-1bf7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"}
+    seen: dict[str, object] = {}
+
+    async def server_generate(prompt_ids, sampling_params, request_id, release: asyncio.Event):
+        name = prompt_ids[0]
+        seen[f"{name} engine"] = engine_link.vllm_generate_wrapper(lambda **kw: kw, None, (), {})["trace_headers"]
+        await release.wait()
+        seen[f"{name} lookup at end"] = engine_link.carrier_in_flight(request_id)
+        return name
+
+    async def main():
+        first_done, second_done = asyncio.Event(), asyncio.Event()
+        a = asyncio.create_task(
+            engine_link.server_generate_wrapper(
+                server_generate, None, (["a"], {semconv.CARRIER_KEY: first}, "det-0"), {"release": first_done}
+            )
+        )
+        await asyncio.sleep(0)
+        assert engine_link.carrier_in_flight("det-0") == first  # alone: its own carrier
+        b = asyncio.create_task(
+            engine_link.server_generate_wrapper(
+                server_generate, None, (["b"], {semconv.CARRIER_KEY: second}, "det-0"), {"release": second_done}
+            )
+        )
+        await asyncio.sleep(0)
+        assert engine_link.carrier_in_flight("det-0") is None  # two calls, one id: no guess
+        first_done.set()
+        assert await a == "a"
+        assert engine_link.carrier_in_flight("det-0") == second  # the one still running keeps its entry
+        second_done.set()
+        assert await b == "b"
+
+    asyncio.run(main())
+    assert seen["a engine"] == first and seen["b engine"] == second
+    assert seen["a lookup at end"] is None  # b was in flight too
+    assert seen["b lookup at end"] == second
+    assert engine_link._in_flight == {}
