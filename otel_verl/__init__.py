@@ -62,11 +62,13 @@ class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         from otel_verl.instrumentation.rollout.hooks import set_hooks
         from otel_verl.wrapping.registry import wrap_seams
 
-        use_tracer_provider(kwargs.get("tracer_provider"))
-        set_hooks(kwargs.get("request_hook"), kwargs.get("response_hook"))
         state = tracing.get_state()
         detail = kwargs.get("detail") or tracing.current_config().detail
-        wrap_seams(seams_for(detail, state.role if state is not None else None))
+        # an unknown detail raises here, before the provider and hooks are installed: nothing is left behind
+        seams = seams_for(detail, state.role if state is not None else None)
+        use_tracer_provider(kwargs.get("tracer_provider"))
+        set_hooks(kwargs.get("request_hook"), kwargs.get("response_hook"))
+        wrap_seams(seams)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from otel_verl.export.given_provider import use_tracer_provider

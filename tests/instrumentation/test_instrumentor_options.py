@@ -150,3 +150,19 @@ def test_a_raising_hook_changes_nothing(quiet_env, caplog):
     # one warning per hook, not one per request
     assert caplog.text.count("request_hook") == 1 and caplog.text.count("response_hook") == 1
     assert "RuntimeError: hook bug" in caplog.text
+
+
+def test_an_unknown_detail_is_refused_before_anything_is_installed(quiet_env):
+    """``detail`` is checked first: a refused ``instrument()`` leaves no provider, hook or wrapper behind."""
+    from otel_verl.export import given_provider
+    from otel_verl.instrumentation.rollout import hooks
+    from otel_verl.wrapping import registry
+
+    provider, _ = _users_provider()
+    with pytest.raises(ValueError, match="detail must be one of"):
+        otel_verl.VerlInstrumentor().instrument(
+            skip_dep_check=True, tracer_provider=provider, request_hook=lambda span, inputs: None, detail="bogus"
+        )
+    assert given_provider._given is None
+    assert hooks._request_hook is None
+    assert not registry._active and not list(registry.applied_methods())
