@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.clean_shell import clean_path, shell
+
 ROOT = Path(__file__).resolve().parent.parent
 SERIOUS = ("warning", "critical")
 
@@ -30,9 +32,11 @@ def readme_demo_command() -> str:
 
 
 def user_environment() -> dict[str, str]:
-    """The environment a user's shell would have: the suite's own settings (tests/conftest.py) taken out."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAY_", "PYTEST_"))}
+    """The environment a user's shell would have: the suite's own settings (tests/conftest.py) taken out, and the
+    venv off the PATH (the suite runs under ``uv run``, which put it first: issue 51)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAY_", "PYTEST_", "UV_RUN_"))}
     env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = clean_path()
     return env
 
 
@@ -91,3 +95,24 @@ def test_the_demo_tells_its_cause_by_one_name_and_one_cost(readme_demo) -> None:
     serious = [f for f in doc["findings"] if f["severity"] in SERIOUS]
     if serious and len(doc["findings"]) > len(serious[:10]):  # the causes table shows the serious ones only
         assert re.search(r"causes: \S.* above; \d+ notes? more in the files", printed), printed[-800:]
+
+
+@pytest.mark.ray
+@pytest.mark.verl
+def test_readme_demo_hints_run_as_printed(readme_demo, tmp_path: Path) -> None:
+    """The commands the demo prints for the user run in the user's shell (issue 51: "otel-verl: command not found"):
+    the Perfetto export of the slow step, run; the Jaeger lines name this checkout's script and the demo's spool."""
+    done, _ = readme_demo
+    printed = " ".join(done.stdout.split())  # the terminal wraps lines anywhere
+    found = re.search(r"open #1's steps elsewhere: (.+?), then Open trace file", printed)
+    assert found, printed[-3000:]
+    hint = found.group(1)
+    assert hint.startswith(".venv/bin/otel-verl export-perfetto "), hint  # the checkout's venv, from its root
+    out = tmp_path / "step.pftrace"
+    ran = shell(hint.rsplit(" --out ", 1)[0] + f" --out {out}", user_environment())
+    assert ran.returncode == 0 and out.stat().st_size > 1000, ran.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    jaeger = lines[lines.index("see the traces in Jaeger:") + 1 :]
+    assert jaeger[0].startswith("  bash scripts/jaeger.sh up ") and jaeger[1].startswith(
+        "  .venv/bin/otel-verl replay "
+    ), jaeger
