@@ -157,7 +157,7 @@ TARGETS: tuple[Target, ...] = (
     Target(LLM_SERVER, "LLMServerClient.generate", lambda: llm_server.client_generate_wrapper, Kind.REQUEST,
            _ROUND_TRIP, "text_completion (engine round trip) spans"),
     Target(LLM_SERVER, "FullyAsyncLLMServerClient.generate", lambda: llm_server.client_generate_wrapper,
-           Kind.REQUEST, _ROUND_TRIP, "text_completion (engine round trip) spans"),
+           Kind.REQUEST, _ROUND_TRIP, "verl.generate spans (async round trips; their attempts are text_completion)"),
     # -- rewards: the reward event, and a request's carrier to a remote RewardLoopWorker
     Target(AGENT_LOOP, "AgentLoopWorker._compute_score", lambda: reward.compute_score_wrapper, Kind.REQUEST,
            ("outputs",), "verl.reward and verl.reward.compute spans"),
