@@ -67,6 +67,9 @@ STYLES: dict[str, Style] = {
     "worker": Style("worker", "#dddddd"),
     "turn": Style("turn", "#c9d6ea"),
     "validate": Style("validation", "#637939"),
+    "update": Style("inner update (its phases)", "#b2182b"),
+    "group": Style("sample group (one prompt's rollouts)", "#c7c7c7"),
+    "generate": Style("engine round trip (its attempts below)", "#9ecae1"),
 }
 
 PHASE_STYLES: dict[str, Style] = {
@@ -95,6 +98,10 @@ ALIASES: dict[str, tuple[str, str | None]] = {
     sc.SPAN_WORKER: ("worker", None),
     sc.SPAN_STEP: ("step", None),
     sc.SPAN_VALIDATE: ("validate", None),
+    sc.SPAN_UPDATE: ("update", None),
+    sc.SPAN_GROUP: ("group", None),
+    sc.SPAN_WEIGHT_SYNC: ("weight_sync", None),
+    sc.SPAN_GENERATE: ("generate", None),
     sc.ENGINE_SPAN_REQUEST: ("engine_server", None),
     "sim_engine.generate": ("engine_server", None),
     "verl.reward.compute": ("reward", None),  # the reward worker's span inside our reward span

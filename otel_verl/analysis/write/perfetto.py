@@ -1,10 +1,11 @@
 """``export-perfetto``: Chrome/Perfetto trace JSON (``traceEvents``) for ui.perfetto.dev.
 
 Processes (tracks): ``trainer`` (pid 0: the steps on one lane, their phases below on lanes of their own,
-validation passes), one ``worker <rank>`` per worker (pid 10 + rank: the worker span and its barrier wait on
-lane 0, then one lane per concurrent request, packed greedily so that a lane never holds two overlapping
-requests; a request's turns and events nest under it on its lane), and ``spans of no worker`` for the rest
-(an engine span no call of ours parented). Every lane is named (``thread_name`` metadata).
+validation passes, a V1 trainer's inner updates and weight syncs on a lane each), one ``worker <rank>`` per
+worker (pid 10 + rank: the worker span and its barrier wait on lane 0, then one lane per concurrent request,
+packed greedily so that a lane never holds two overlapping requests; a request's turns and events nest under it
+on its lane; V1 sample groups packed on lanes of their own), and ``spans of no worker`` for the rest (an engine
+span no call of ours parented). Every lane is named (``thread_name`` metadata).
 
 Every slice is named by the one label mapping (:mod:`otel_verl.analysis.labels`: ``engine call``,
 ``tool: calculator``, ``phase: update_actor``, ``barrier wait``): Perfetto colours slices by name (it ignores
@@ -33,6 +34,10 @@ UNATTRIBUTED_PID = 1
 WORKER_PID_BASE = 10
 STEP_TID = 1
 VALIDATION_TID = 2
+TRAINER_LANES = {"update": (3, "inner updates"), "weight_sync": (4, "weight syncs")}
+"""Trainer spans beside steps and phases (span kind → lane, its name): they read "spans of no worker" before."""
+GROUP_TID_BASE = 10**6
+"""A worker's sample-group lane k: GROUP_TID_BASE + k (a group spans several request lanes)."""
 PHASE_TID_BASE = 10
 BARRIER_TID = 0
 STATUS = {1: "OK", 2: "ERROR"}
@@ -144,9 +149,18 @@ def perfetto_events(spans: pd.DataFrame) -> list[dict]:
             _meta("thread_name", p, BARRIER_TID, "worker, barrier wait"),
         ]
         meta += [_meta("thread_name", p, lane, f"requests, lane {lane}") for lane in range(1, max_lane.get(p, 0) + 1)]
+        groups = np.flatnonzero(has_worker & (kind == "group") & (pid == p))
+        if len(groups):
+            lanes = assign_lanes(sp["start_ns"].to_numpy()[groups], sp["end_ns"].to_numpy()[groups])
+            tid[groups] = GROUP_TID_BASE + lanes
+            meta += [
+                _meta("thread_name", p, GROUP_TID_BASE + lane, f"sample groups, lane {lane}")
+                for lane in range(1, int(lanes.max()) + 1)
+            ]
     # the trainer: steps, then phases packed on lanes of their own, validation passes
     names = sp["name"].astype(object)
-    trainer = ~has_worker & ((kind == "step") | (kind == "phase") | (names == sc.SPAN_VALIDATE).to_numpy())
+    trainer_kind = (kind == "step") | (kind == "phase") | np.isin(kind, list(TRAINER_LANES))
+    trainer = ~has_worker & (trainer_kind | (names == sc.SPAN_VALIDATE).to_numpy())
     pid[trainer] = TRAINER_PID
     tid[~has_worker & (kind == "step")] = STEP_TID
     tid[trainer & (names == sc.SPAN_VALIDATE).to_numpy()] = VALIDATION_TID
@@ -157,6 +171,11 @@ def perfetto_events(spans: pd.DataFrame) -> list[dict]:
             _meta("thread_name", TRAINER_PID, STEP_TID, "steps"),
             _meta("thread_name", TRAINER_PID, VALIDATION_TID, "validation"),
         ]
+    for k, (lane, label) in TRAINER_LANES.items():
+        mine = ~has_worker & (kind == k)
+        if mine.any():
+            tid[mine] = lane
+            meta.append(_meta("thread_name", TRAINER_PID, lane, label))
     if len(phases):
         lanes = assign_lanes(sp["start_ns"].to_numpy()[phases], sp["end_ns"].to_numpy()[phases])
         tid[phases] = PHASE_TID_BASE + lanes

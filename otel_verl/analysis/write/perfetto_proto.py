@@ -8,10 +8,12 @@ for: ``sample 3 · request 71f85cd1… · replica sim-0``. Written with the ``pe
 
 Tracks (a parent holds its children, folded in the UI until opened):
 
-* ``trainer``: ``steps`` (``step 7``), ``phases`` (one track per level of nesting or overlap), ``validation``;
+* ``trainer``: ``steps`` (``step 7``), ``phases`` (one track per level of nesting or overlap), ``validation``, a V1
+  trainer's ``inner updates`` and ``weight syncs``;
 * ``worker <rank>`` (its replicas in the description): ``worker <rank>: chunks and barrier wait`` (the worker spans,
-  its barrier wait, spans of the worker outside any request), then one track per request, in time order, holding
-  the request and its turns, engine calls (the engine's own spans under them) and events;
+  its barrier wait, spans of the worker outside any request), its V1 ``sample groups`` (packed tracks: a group
+  spans several requests), then one track per request, in time order, holding the request and its turns, engine
+  calls (the engine's own spans under them) and events;
 * ``spans of no worker``: packed lanes (an engine span no call of ours parented).
 
 Each slice is a ``TYPE_SLICE_BEGIN``/``TYPE_SLICE_END`` pair named by the one label mapping (``engine call``,
@@ -31,7 +33,7 @@ import pandas as pd
 from otel_verl import semconv as sc
 from otel_verl.analysis.output_paths import writing
 from otel_verl.analysis.presenting import counted
-from otel_verl.analysis.write.perfetto import _args, _slice_names, assign_lanes
+from otel_verl.analysis.write.perfetto import TRAINER_LANES, _args, _slice_names, assign_lanes
 
 SEQUENCE_ID = 1
 """One writer, one packet sequence (no interned data, so no incremental state to clear)."""
@@ -42,6 +44,10 @@ NO_WORKER_BASE = 10**7
 """uuid of lane k of the spans of no worker: NO_WORKER_BASE + k."""
 WORKER_BASE = 10**9
 """uuid of ``worker <rank>``: WORKER_BASE × (rank + 1); its chunk lane +1; its requests +2, +3, …"""
+GROUPS = WORKER_BASE // 2
+"""uuid of a worker's sample-group track k: its worker's uuid + GROUPS + k."""
+TRAINER_TRACKS = {kind: 5 + i for i, kind in enumerate(TRAINER_LANES)}
+"""uuid of the trainer's track of each span kind beside steps and phases (inner updates, weight syncs)."""
 
 
 def _tracks_of(sp: pd.DataFrame) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -65,10 +71,14 @@ def _tracks_of(sp: pd.DataFrame) -> tuple[np.ndarray, list[dict[str, Any]]]:
         tracks.append(_track(group, 0, f"worker {w}", "replicas: " + ", ".join(replicas) if replicas else ""))
         tracks.append(_track(group + 1, group, f"worker {w}: chunks and barrier wait", rank=0))
         track[mine] = group + 1
+        groups = np.flatnonzero(mine & (kind == "group"))
+        lanes = assign_lanes(starts[groups], ends[groups]) if len(groups) else np.zeros(0, dtype=np.int64)
+        track[groups] = group + GROUPS + lanes
+        tracks += [_track(group + GROUPS + k, group, "sample groups", rank=k) for k in range(1, len(set(lanes)) + 1)]
         order = requests[np.lexsort((ends[requests], starts[requests]))]
         for i, r in enumerate(order.tolist()):
             name, about = _request_names(sp, r, replica.get(r))
-            tracks.append(_track(group + 2 + i, group, name, about, rank=i + 1))
+            tracks.append(_track(group + 2 + i, group, name, about, rank=len(set(lanes)) + i + 1))
         request_track = np.zeros(n, dtype=np.int64)
         request_track[order] = group + 2 + np.arange(len(order))
         inside = np.flatnonzero(mine & (request_span >= 0))
@@ -76,9 +86,14 @@ def _tracks_of(sp: pd.DataFrame) -> tuple[np.ndarray, list[dict[str, Any]]]:
         track[inside] = request_track[request_span[inside]]
         track[order] = request_track[order]
     # the trainer: steps, phases (a lane per level of nesting or overlap), validation
-    trainer = ~has_worker & ((kind == "step") | (kind == "phase") | (names == sc.SPAN_VALIDATE))
+    trainer_kind = (kind == "step") | (kind == "phase") | np.isin(kind, list(TRAINER_LANES))
+    trainer = ~has_worker & (trainer_kind | (names == sc.SPAN_VALIDATE))
     if trainer.any():
         tracks += [_track(TRAINER, 0, "trainer"), _track(STEPS, TRAINER, "steps", rank=0)]
+        for k, uuid in TRAINER_TRACKS.items():
+            if (~has_worker & (kind == k)).any():
+                tracks.append(_track(uuid, TRAINER, TRAINER_LANES[k][1], rank=10**6 + uuid))  # below the phases
+                track[~has_worker & (kind == k)] = uuid
         track[~has_worker & (kind == "step")] = STEPS
         if (trainer & (names == sc.SPAN_VALIDATE)).any():
             tracks.append(_track(VALIDATION, TRAINER, "validation", rank=1))
