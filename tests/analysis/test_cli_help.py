@@ -69,7 +69,7 @@ def test_demo_help_is_grouped_and_readable(monkeypatch) -> None:
     options name what they take."""
     out = _help_80(monkeypatch, "demo")
     lines = out.splitlines()
-    assert len(lines) <= 125, len(lines)
+    assert len(lines) <= 140, len(lines)  # 121 on 8c8d571; options added since grow it
     assert "Shape of the run" in out and "Plant a problem" in out
     assert "IDX:TURN:SEC" in out and "<list[str]>" not in out
     row = next(line for line in lines if line.startswith("│ --no-val-before-train"))
