@@ -69,7 +69,7 @@ otel_verl() {  # how this shell runs otel-verl (as otel_verl/invocation.py spell
     local venv="$ROOT/.venv/bin/otel-verl"
     if command -v otel-verl >/dev/null 2>&1; then
         echo otel-verl
-    elif [[ -x "$venv" ]]; then
+    elif [[ -x "$venv" || ! -x "$(command -v uv)" ]]; then  # no venv and no uv: after bootstrap.sh, the venv's
         if [[ "$venv" == "$PWD/"* ]]; then echo "${venv#"$PWD/"}"; else echo "$venv"; fi
     else
         echo "uv run otel-verl"
@@ -144,6 +144,9 @@ up() {
     fi
     local spool=SPOOL_DIR
     [[ -d traces ]] && spool=./traces
+    if ! command -v otel-verl >/dev/null 2>&1 && [[ ! -x "$ROOT/.venv/bin/otel-verl" ]]; then
+        say "otel-verl is not installed here yet: bash scripts/bootstrap.sh makes .venv (or pip install otel-verl)"
+    fi
     echo "send traces there:"
     echo "  $(otel_verl) replay $spool --endpoint http://127.0.0.1:$GRPC   # a spool, e.g. the demo's ./traces"
     echo "  export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$GRPC   # or a live run"
