@@ -60,10 +60,19 @@ def write_findings(path: Path, findings: list[Finding], summary: dict[str, Any],
 
 
 def named_requests(findings: list[Finding]) -> list[str]:
-    """Request ids the findings point at, most severe first (the outlier figure shows each)."""
-    ids = [f.request_id for f in findings if f.request_id]
-    ids += [r for f in findings for r in f.details.get("request_ids", [])[:3]]
+    """The requests the findings point at, most severe first (the outlier figure shows each): their span ids, where
+    a finding has them (verl's request ids repeat: ``full_determinism``'s ``det-N``), else their request ids."""
+    keys = [_named_keys(f) for f in findings]
+    ids = [k[0] for f, k in zip(findings, keys, strict=True) if f.request_id and k]
+    ids += [x for k in keys for x in k[:3]]
     return list(dict.fromkeys(ids))
+
+
+def _named_keys(f: Finding) -> list[str]:
+    spans = f.details.get("request_spans") or []
+    if spans and all(isinstance(s, str) for s in spans):
+        return list(spans)
+    return [x for x in [f.request_id, *f.details.get("request_ids", [])] if isinstance(x, str)]
 
 
 def write_analysis(

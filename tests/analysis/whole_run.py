@@ -23,6 +23,7 @@ from otel_verl.analysis.findings.account.account_json import accounts_json
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.diagnose import diagnose_run
 from otel_verl.analysis.findings.verdict import headlines, verdict
+from otel_verl.analysis.pipeline import named_requests
 from otel_verl.analysis.report import write_html
 from otel_verl.analysis.step_rows import add_step_rows
 from otel_verl.analysis.stream.counts import missing_steps
@@ -62,8 +63,7 @@ def whole_run(
     document = json.loads(
         json.dumps({"findings": [f.to_json() for f in d.findings], "steps": steps, "summary": summary}, default=str)
     )
-    named = [f.request_id for f in d.findings if f.request_id]
-    named += [x for f in d.findings for x in f.details.get("request_ids", [])[:3]]
+    named = named_requests(d.findings)
     frames: dict[str, pd.DataFrame] = {"step_account": step_account_bars.compute_step_account(steps)} if steps else {}
     fragments = []
     for spec in FIGURES:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 COLUMNS = [
     "request_id",
+    "request_span_id",
     "step",
     "worker",
     "why",
@@ -42,8 +43,9 @@ MAX_REQUESTS = 24
 DEPTH_NAMES = ("request", "turns, preprocess, reward", "inside each turn", "inside those")
 
 
-REQUEST_INFO = ["request_row", "request_id", "step", "worker", "start_ns", "duration"]
-"""What the figure reads of a request (``tables.requests`` columns)."""
+REQUEST_INFO = ["request_row", "request_id", "span_id", "step", "worker", "start_ns", "duration"]
+"""What the figure reads of a request (``tables.requests`` columns). A drawn request is told apart by its span id,
+not by verl's request id: ids repeat (``rollout.full_determinism`` names every request ``det-{priority}``)."""
 SPAN_COLUMNS = [
     "span_id",
     "parent_id",
@@ -64,8 +66,8 @@ def compute_outliers(
     tables: Tables | None = None,
     named: Iterable[str] = (),
 ) -> pd.DataFrame:
-    """One row per span of the ``max_requests`` slowest requests and of the ``named`` ones, with its depth
-    below the request (0 = the request itself) and its start relative to the request's start."""
+    """One row per span of the ``max_requests`` slowest requests and of the ``named`` ones (span ids, or request
+    ids), with its depth below the request (0 = the request itself) and its start relative to the request's start."""
     r = drawable_requests(tables.requests if tables is not None else requests_table(spans), spans)
     if r.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -89,9 +91,17 @@ def named_extra(r: pd.DataFrame, named: Iterable[str], top: pd.DataFrame) -> pd.
     """The requests of ``r`` a finding names that are not among the slowest, in ``named``'s order (the findings'
     order: most severe first), so the most telling ones stay when there are more than :data:`MAX_REQUESTS`."""
     ids = [n for n in dict.fromkeys(named) if isinstance(n, str)]
-    extra = r[r["request_id"].isin(ids) & ~r["request_row"].isin(top["request_row"])]
+    extra = r[is_named(r, ids) & ~r["request_row"].isin(top["request_row"])]
     rank = {rid: i for i, rid in enumerate(ids)}
-    return extra.iloc[np.argsort(extra["request_id"].map(rank).to_numpy(), kind="stable")]
+    by_span = extra["span_id"].map(rank) if "span_id" in extra else pd.Series(np.nan, index=extra.index)
+    order = by_span.fillna(extra["request_id"].map(rank)).to_numpy(dtype=float)
+    return extra.iloc[np.argsort(order, kind="stable")]
+
+
+def is_named(r: pd.DataFrame, named: list[str]) -> np.ndarray:
+    """Which requests of ``r`` ``named`` names: by span id (what findings give), or by request id."""
+    hit = r["request_id"].isin(named).to_numpy()
+    return hit | r["span_id"].isin(named).to_numpy() if "span_id" in r else hit
 
 
 def choose(top: pd.DataFrame, extra: pd.DataFrame, max_requests: int) -> pd.DataFrame:
@@ -116,6 +126,7 @@ def request_rows(spans: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
         {
             "request_span": sub["request_span"],
             "request_id": sub["request_span"].map(info["request_id"]),
+            "request_span_id": sub["request_span"].map(info["span_id"]),
             "step": sub["request_span"].map(info["step"]),
             "worker": sub["request_span"].map(info["worker"]),
             "why": sub["request_span"].map(info["why"]),
@@ -131,8 +142,8 @@ def request_rows(spans: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
 
 def order_rows(rows: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
     """The figure's frame: requests in ``chosen``'s order, each by depth, then start."""
-    order = {rid: i for i, rid in enumerate(chosen["request_id"])}
-    out = rows.assign(_o=rows["request_id"].map(order)).sort_values(["_o", "depth", "start_rel_s"])
+    order = {sid: i for i, sid in enumerate(chosen["span_id"])}
+    out = rows.assign(_o=rows["request_span_id"].map(order)).sort_values(["_o", "depth", "start_rel_s"])
     return out.drop(columns="_o").reset_index(drop=True)[COLUMNS]
 
 
@@ -176,14 +187,14 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
     if df.empty:
         return _style.empty(path, "outlier requests")
     colors = _colors(df["label"])
-    reqs = list(dict.fromkeys(df["request_id"]))
-    blocks = [(rid, int(df.loc[df["request_id"] == rid, "depth"].max()) + 1) for rid in reqs]
+    reqs = list(dict.fromkeys(df["request_span_id"]))  # not by request id: verl's repeat (det-N)
+    blocks = [(sid, int(df.loc[df["request_span_id"] == sid, "depth"].max()) + 1) for sid in reqs]
     n_rows = sum(d for _, d in blocks) + len(blocks)
     fig, ax = _style.new((11, min(40, 1 + 0.28 * n_rows)))
     longest = float(df["request_duration_s"].max())
     y, ticks, names = 0, [], []
-    for rid, n_depth in blocks:
-        g = df[df["request_id"] == rid]
+    for sid, n_depth in blocks:
+        g = df[df["request_span_id"] == sid]
         for d in range(n_depth):
             row = g[g["depth"] == d]
             wide = row["duration_s"] >= 0.08 * longest  # room for a label at the figure's scale
@@ -199,7 +210,7 @@ def plot_outliers(df: pd.DataFrame, path: str | Path) -> Path:
                 ax.text(sp["start_rel_s"], y, f" turn index {int(sp['turn_index'])}", va="center", fontsize=6)
             first = g.iloc[0]
             names.append(
-                f"{rid} (step {_w(first['step'])}, worker {_w(first['worker'])})"
+                f"{first['request_id']} (step {_w(first['step'])}, worker {_w(first['worker'])})"
                 if d == 0
                 else DEPTH_NAMES[min(d, len(DEPTH_NAMES) - 1)]
             )
@@ -228,15 +239,15 @@ def plotly_outliers(df: pd.DataFrame) -> Any:
     fig = go.Figure()
     # one row per (request, depth), numbered: the full request id names its first row only (a category axis
     # needs a distinct name per row, which cut the ids to 16 hex digits to fit them on every row)
-    keys = list(zip(df["request_id"], df["depth"], strict=True))
+    keys = list(zip(df["request_span_id"], df["depth"], strict=True))  # a request by its span: ids repeat (det-N)
     row_of = {key: i for i, key in enumerate(dict.fromkeys(keys))}
     rows = pd.Series([row_of[key] for key in keys], index=df.index)
-    first = df.drop_duplicates("request_id").set_index("request_id")
+    first = df.drop_duplicates("request_span_id").set_index("request_span_id")
     tick_text = [
-        f"{rid} · step {_w(first.at[rid, 'step'])}, worker {_w(first.at[rid, 'worker'])}"
+        f"{first.at[sid, 'request_id']} · step {_w(first.at[sid, 'step'])}, worker {_w(first.at[sid, 'worker'])}"
         if depth == 0
         else DEPTH_NAMES[min(depth, 3)]
-        for rid, depth in row_of
+        for sid, depth in row_of
     ]
     # only turn bars carry the label: the events inside a turn inherit its index, and labelling them too
     # drew "turn index 0" over itself ("turn indexx 00")

@@ -100,7 +100,7 @@ class OutlierHold:
         found = []
         for part in self.parts if ids and len(self.top) < outliers.MAX_REQUESTS else ():
             r = self.store.get(f"part{part}", "outlier_requests")
-            mine = r[r["request_id"].isin(ids).to_numpy()]
+            mine = r[outliers.is_named(r, ids)]
             found.append(mine[~_pairs(mine).isin(_pairs(self.top))])
         extra = outliers.named_extra(_concat_all(found, self.top.iloc[:0]), ids, self.top.iloc[:0])
         chosen = outliers.choose(self.top, extra, self.max_requests)

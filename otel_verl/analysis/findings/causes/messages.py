@@ -145,8 +145,30 @@ def _shared(reqs: pd.DataFrame) -> str:
     return f"all {status.pop()}" if len(status) == 1 and "completed" not in status else ""
 
 
+NAMED_REQUESTS = 20
+"""Requests a finding's ``details`` name at most."""
+
+
+def _distinct(reqs: pd.DataFrame) -> pd.DataFrame:
+    """One row per request with a request id. Told apart by step and span, not by verl's id: ids repeat
+    (``rollout.full_determinism`` names every request ``det-{priority}``, the same in every step)."""
+    if reqs.empty or "request_id" not in reqs:
+        return pd.DataFrame(columns=["request_id", "span_id"])
+    named = reqs[[isinstance(r, str) for r in reqs["request_id"]]]
+    keys = ["step", "request_span"] if {"step", "request_span"} <= set(named) else ["request_id"]
+    return named.drop_duplicates(keys)
+
+
+def requests_named(reqs: pd.DataFrame) -> dict[str, list[Any]]:
+    """A finding's ``request_ids`` (one per request, so they repeat where verl's do) and ``request_spans`` (each
+    one's span id, unique in the run: what the outlier figure picks them by), of its first requests."""
+    d = _distinct(reqs).head(NAMED_REQUESTS)
+    spans = d["span_id"] if "span_id" in d else pd.Series([None] * len(d), dtype=object)
+    return {"request_ids": list(d["request_id"]), "request_spans": [x if isinstance(x, str) else None for x in spans]}
+
+
 def _ids(reqs: pd.DataFrame) -> list[str]:
-    return [r for r in dict.fromkeys(reqs.get("request_id", pd.Series(dtype=object))) if isinstance(r, str)]
+    return list(_distinct(reqs)["request_id"])
 
 
 def _steps(steps: list[int]) -> str:

@@ -26,7 +26,7 @@ import pandas as pd
 from otel_verl.analysis.findings.account.baselines import Baselines
 from otel_verl.analysis.findings.account.step_account import Part, StepAccount, StepSpread
 from otel_verl.analysis.findings.causes.cause import Cause
-from otel_verl.analysis.findings.causes.messages import describe
+from otel_verl.analysis.findings.causes.messages import describe, requests_named
 from otel_verl.analysis.findings.causes.phase_causes import phase_cause, phase_spreads
 from otel_verl.analysis.findings.causes.severity import Judgement, Levels, carrying, judge
 from otel_verl.analysis.findings.common import kinds as k
@@ -367,8 +367,8 @@ def _merge(
             if any(len(c.requests) for c in group)
             else pd.DataFrame()
         )
-        ids = [r for r in dict.fromkeys(reqs["request_id"]) if isinstance(r, str)] if len(reqs) else []
-        details = dict(top.details) | {"scope": top.scope, "part": top.part, "request_ids": ids[:20]}
+        details = dict(top.details) | {"scope": top.scope, "part": top.part, **requests_named(reqs)}
+        ids = details["request_ids"]  # one per request: verl's ids repeat (full_determinism's det-N)
         details["judged"] = worst.as_json()
         if top.scope in (k.SCOPE_REPLICA, k.SCOPE_SAMPLE):
             details["replica" if top.scope == k.SCOPE_REPLICA else "sample_index"] = top.where
