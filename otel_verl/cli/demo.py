@@ -171,6 +171,15 @@ def demo(
             rich_help_panel=SHAPE,
         ),
     ] = None,
+    full_determinism: Annotated[
+        bool,
+        typer.Option(
+            "--full-determinism",
+            help="verl's rollout.full_determinism (reproducible runs): every request is named det-{priority}, "
+            "the same ids in every step; traced and analysed as with random ids.",
+            rich_help_panel=SHAPE,
+        ),
+    ] = False,
     plant: Annotated[list[str] | None, typer.Option(metavar="NAME", help=_plant_help(), rich_help_panel=PLANT)] = None,
     seed: Annotated[
         int, typer.Option(help="Random seed of the simulated engine and tools.", rich_help_panel=SHAPE)
@@ -264,6 +273,7 @@ def demo(
         val_before_train=not no_val_before_train,
         engine=engine,
         loggers=tuple(logger) if logger else ("console",),
+        full_determinism=full_determinism,
     )
     try:
         check_options(opts)

@@ -80,6 +80,10 @@ class DemoOptions:
     one validation rollout (``verl.validate``, step 0, n=1) before step 1. It also takes the workers'
     first-call warm-up (several seconds) out of step 1, which would otherwise be a slow step; the
     analyzer leaves validation rollouts out of its baselines."""
+    full_determinism: bool = False
+    """verl's ``actor_rollout_ref.rollout.full_determinism`` (reproducible runs): verl then names every request
+    ``det-{priority}``, the same ids in every step (the V1 trainers pass no priority: ``det-0`` for all), which
+    tracing and analysis must tell apart by step, worker and trace context, never by id."""
     on_step: Callable[[int, float], None] | None = field(default=None, compare=False, repr=False)
     """Called in the driver after each training step with (step, its seconds): ``otel-verl demo``'s progress
     lines. Exceptions it raises propagate (it is the caller's own code)."""

@@ -48,6 +48,7 @@ def _verl_config(opts: DemoOptions, model_path: Path, tool_config: Path) -> Any:
         "actor_rollout_ref.rollout.multi_turn.format=hermes",
         "actor_rollout_ref.rollout.calculate_log_probs=false",
         "reward.reward_model.enable=false",
+        f"actor_rollout_ref.rollout.full_determinism={str(opts.full_determinism).lower()}",
     ]
     if opts.trainer != "legacy":
         from otel_verl.demo.v1.run import config_overrides
