@@ -93,18 +93,22 @@ def demo_clean(tmp_path_factory: pytest.TempPathFactory):
     return _demo_run(tmp_path_factory, "clean")
 
 
-@pytest.fixture(scope="session")
-def demo_v1(tmp_path_factory: pytest.TempPathFactory):
-    """The span table of a clean run of verl's V1 sync trainer, the default (its updates, weight syncs, sample groups
-    and barriers that outlive their worker spans), 2 steps: the Perfetto export's and the README tree's checks."""
+def demo_spans(tmp_path_factory: pytest.TempPathFactory, name: str, **options):
+    """The span table of one CPU-demo run of ``DEMO_SIZE`` with ``options`` on top (no analysis)."""
     pytest.importorskip("verl")
     from otel_verl.demo.runner import DemoOptions, run_demo
 
     reset_tracing()
-    spool = tmp_path_factory.mktemp("demo-v1")
-    v1 = {"trainer": "v1-sync", "steps": 2, "ray_cpus": None, "val_before_train": False}
+    spool = tmp_path_factory.mktemp(f"demo-{name}")
     try:
-        result = run_demo(DemoOptions(spool=str(spool), **{**DEMO_SIZE, **v1}))
+        result = run_demo(DemoOptions(spool=str(spool), **{**DEMO_SIZE, **options}))
     finally:
         reset_tracing()
     return load_spans(result.spool_dir)
+
+
+@pytest.fixture(scope="session")
+def demo_v1(tmp_path_factory: pytest.TempPathFactory):
+    """The span table of a clean run of verl's V1 sync trainer, the default (its updates, weight syncs, sample groups
+    and barriers that outlive their worker spans), 2 steps: the Perfetto export's and the README tree's checks."""
+    return demo_spans(tmp_path_factory, "v1", trainer="v1-sync", steps=2, ray_cpus=None, val_before_train=False)

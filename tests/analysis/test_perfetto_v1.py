@@ -1,6 +1,7 @@
-"""Perfetto export of a real V1 run (verl's own PPOTrainer, the CPU demo): the trainer's inner updates and weight
-syncs sit on the trainer's tracks, not under "spans of no worker / lane 1"; the sample groups on tracks of their own
-(a group spans several requests), every slice on a track nested; every slice named by a label, no raw span name."""
+"""Perfetto export of real V1 runs (verl's own PPOTrainer, the CPU demo; sync and separate-async): the trainer's inner
+updates and weight syncs sit on the trainer's tracks, not under "spans of no worker / lane 1"; the sample groups on
+tracks of their own (a group spans several requests), an async run's overlapping chunks too; every slice on a track
+nested; every slice named by a label, no raw span name."""
 
 from __future__ import annotations
 
@@ -13,10 +14,20 @@ import pytest
 
 from otel_verl.analysis.write.perfetto import write_perfetto
 
+pytestmark = pytest.mark.ray  # each run starts Ray and verl: serial (tests/conftest.py)
 
-@pytest.fixture(scope="module")
-def v1_spans(demo_v1: pd.DataFrame) -> pd.DataFrame:
-    spans = demo_v1
+
+@pytest.fixture(scope="module", params=["v1-sync", "v1-separate-async"])
+def v1_spans(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """The default trainer's run (shared with the README tree's test), and a separate-async one: its chunks and
+    requests overlap across steps (a request lane packed per step overlapped the next step's on the same lane)."""
+    from conftest import demo_spans
+
+    if request.param == "v1-sync":
+        spans = request.getfixturevalue("demo_v1")
+    else:
+        spans = demo_spans(tmp_path_factory, "v1-async", trainer="v1-separate-async", steps=3, ray_cpus=None,
+                           val_before_train=False)  # fmt: skip
     assert {"update", "weight_sync", "group"} <= set(spans["kind"].astype(str))
     return spans
 

@@ -7,7 +7,9 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
+pytestmark = pytest.mark.ray  # each run starts Ray and verl: serial (tests/conftest.py)
 README = Path(__file__).resolve().parents[2] / "README.md"
 NAME = re.compile(r"(verl\.phase \w+|verl\.[a-z_.]+[a-z]|text_completion|execute_tool|llm_request)")
 

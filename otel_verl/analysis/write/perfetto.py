@@ -2,9 +2,10 @@
 
 Processes (tracks): ``trainer`` (pid 0: the steps on one lane, their phases below on lanes of their own,
 validation passes, a V1 trainer's inner updates and weight syncs on a lane each), one ``worker <rank>`` per
-worker (pid 10 + rank: the worker span and its barrier wait on lane 0, then one lane per concurrent request,
-packed greedily so that a lane never holds two overlapping requests; a request's turns and events nest under it
-on its lane; V1 sample groups packed on lanes of their own), and ``spans of no worker`` for the rest (an engine
+worker (pid 10 + rank: the worker span and its barrier wait on lane 0 (an asynchronous trainer's overlapping chunks
+on lanes of their own), then one lane per concurrent request, packed greedily over the whole run so that a lane never
+holds two overlapping requests; a request's turns and events nest under it on its lane; V1 sample groups packed on
+lanes of their own), and ``spans of no worker`` for the rest (an engine
 span no call of ours parented). Every lane is named (``thread_name`` metadata).
 
 Every slice is named by the one label mapping (:mod:`otel_verl.analysis.labels`: ``engine call``,
@@ -38,6 +39,8 @@ TRAINER_LANES = {"update": (3, "inner updates"), "weight_sync": (4, "weight sync
 """Trainer spans beside steps and phases (span kind → lane, its name): they read "spans of no worker" before."""
 GROUP_TID_BASE = 10**6
 """A worker's sample-group lane k: GROUP_TID_BASE + k (a group spans several request lanes)."""
+CHUNK_TID_BASE = 2 * 10**6
+"""A worker's chunk lane k > 1: CHUNK_TID_BASE + k (an asynchronous trainer's chunks overlap)."""
 PHASE_TID_BASE = 10
 BARRIER_TID = 0
 STATUS = {1: "OK", 2: "ERROR"}
@@ -128,9 +131,9 @@ def perfetto_events(spans: pd.DataFrame) -> list[dict]:
     req = np.flatnonzero(has_worker & (kind == "request"))
     lane_of: dict[int, int] = {}
     max_lane: dict[int, int] = {}
-    if len(req):
-        keys = sp.loc[req, ["step", "worker"]].astype("float64").fillna(-1.0)
-        for _, idx in keys.groupby(["step", "worker"]).indices.items():
+    if len(req):  # packed per worker over the whole run: an asynchronous trainer's requests cross steps
+        keys = sp.loc[req, ["worker"]].astype("float64")
+        for _, idx in keys.groupby("worker").indices.items():
             rows = req[idx]
             lanes = assign_lanes(sp["start_ns"].to_numpy()[rows], sp["end_ns"].to_numpy()[rows])
             lane_of.update(zip(rows.tolist(), lanes.tolist(), strict=True))
@@ -149,6 +152,14 @@ def perfetto_events(spans: pd.DataFrame) -> list[dict]:
             _meta("thread_name", p, BARRIER_TID, "worker, barrier wait"),
         ]
         meta += [_meta("thread_name", p, lane, f"requests, lane {lane}") for lane in range(1, max_lane.get(p, 0) + 1)]
+        chunks = np.flatnonzero(has_worker & ((kind == "worker") | (kind == "barrier")) & (pid == p))
+        if len(chunks):  # an asynchronous trainer's chunks overlap: the second and later on lanes of their own
+            lanes = assign_lanes(sp["start_ns"].to_numpy()[chunks], sp["end_ns"].to_numpy()[chunks])
+            tid[chunks] = np.where(lanes == 1, BARRIER_TID, CHUNK_TID_BASE + lanes)
+            meta += [
+                _meta("thread_name", p, CHUNK_TID_BASE + lane, f"worker, barrier wait, {lane}")
+                for lane in range(2, int(lanes.max()) + 1)
+            ]
         groups = np.flatnonzero(has_worker & (kind == "group") & (pid == p))
         if len(groups):
             lanes = assign_lanes(sp["start_ns"].to_numpy()[groups], sp["end_ns"].to_numpy()[groups])

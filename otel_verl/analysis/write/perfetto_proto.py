@@ -11,7 +11,8 @@ Tracks (a parent holds its children, folded in the UI until opened):
 * ``trainer``: ``steps`` (``step 7``), ``phases`` (one track per level of nesting or overlap), ``validation``, a V1
   trainer's ``inner updates`` and ``weight syncs``;
 * ``worker <rank>`` (its replicas in the description): ``worker <rank>: chunks and barrier wait`` (the worker spans,
-  its barrier wait, spans of the worker outside any request), its V1 ``sample groups`` (packed tracks: a group
+  its barrier wait, spans of the worker outside any request; an asynchronous trainer's overlapping chunks on
+  ``…, 2``, ``…, 3``), its V1 ``sample groups`` (packed tracks: a group
   spans several requests), then one track per request, in time order, holding the request and its turns, engine
   calls (the engine's own spans under them) and events;
 * ``spans of no worker``: packed lanes (an engine span no call of ours parented).
@@ -46,6 +47,8 @@ WORKER_BASE = 10**9
 """uuid of ``worker <rank>``: WORKER_BASE × (rank + 1); its chunk lane +1; its requests +2, +3, …"""
 GROUPS = WORKER_BASE // 2
 """uuid of a worker's sample-group track k: its worker's uuid + GROUPS + k."""
+CHUNKS = 3 * WORKER_BASE // 4
+"""uuid of a worker's chunk track k > 1 (an asynchronous trainer's chunks overlap): its worker's uuid + CHUNKS + k."""
 TRAINER_TRACKS = {kind: 5 + i for i, kind in enumerate(TRAINER_LANES)}
 """uuid of the trainer's track of each span kind beside steps and phases (inner updates, weight syncs)."""
 
@@ -69,16 +72,25 @@ def _tracks_of(sp: pd.DataFrame) -> tuple[np.ndarray, list[dict[str, Any]]]:
         requests = np.flatnonzero(mine & (kind == "request"))
         replicas = sorted({replica[r] for r in requests if replica.get(r)})
         tracks.append(_track(group, 0, f"worker {w}", "replicas: " + ", ".join(replicas) if replicas else ""))
-        tracks.append(_track(group + 1, group, f"worker {w}: chunks and barrier wait", rank=0))
         track[mine] = group + 1
+        chunks = np.flatnonzero(mine & ((kind == "worker") | (kind == "barrier")))
+        lanes = assign_lanes(starts[chunks], ends[chunks]) if len(chunks) else np.ones(0, dtype=np.int64)
+        track[chunks] = np.where(lanes == 1, group + 1, group + CHUNKS + lanes)
+        ranks = max(1, len(set(lanes.tolist())))
+        for k in range(1, ranks + 1):
+            label = f"worker {w}: chunks and barrier wait" + (f", {k}" if k > 1 else "")
+            tracks.append(_track(group + 1 if k == 1 else group + CHUNKS + k, group, label, rank=k - 1))
         groups = np.flatnonzero(mine & (kind == "group"))
         lanes = assign_lanes(starts[groups], ends[groups]) if len(groups) else np.zeros(0, dtype=np.int64)
         track[groups] = group + GROUPS + lanes
-        tracks += [_track(group + GROUPS + k, group, "sample groups", rank=k) for k in range(1, len(set(lanes)) + 1)]
+        tracks += [
+            _track(group + GROUPS + k, group, "sample groups", rank=ranks + k) for k in range(1, len(set(lanes)) + 1)
+        ]
+        ranks += len(set(lanes.tolist()))
         order = requests[np.lexsort((ends[requests], starts[requests]))]
         for i, r in enumerate(order.tolist()):
             name, about = _request_names(sp, r, replica.get(r))
-            tracks.append(_track(group + 2 + i, group, name, about, rank=len(set(lanes)) + i + 1))
+            tracks.append(_track(group + 2 + i, group, name, about, rank=ranks + i + 1))
         request_track = np.zeros(n, dtype=np.int64)
         request_track[order] = group + 2 + np.arange(len(order))
         inside = np.flatnonzero(mine & (request_span >= 0))
