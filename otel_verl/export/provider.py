@@ -64,11 +64,14 @@ def default_run_id() -> str:
     return run_id
 
 
-def _batch(exporter: SpanExporter, config: OtelVerlConfig, counted: bool = True) -> BatchSpanProcessor:
-    """``counted``: its queue's drops count as spans lost (``otel_verl.spans.dropped``)."""
+def _batch(
+    exporter: SpanExporter, config: OtelVerlConfig, counted: bool = True, delay_ms: int | None = None
+) -> BatchSpanProcessor:
+    """``counted``: its queue's drops count as spans lost (``otel_verl.spans.dropped``); ``delay_ms``: its schedule
+    delay (default ``OTEL_BSP_SCHEDULE_DELAY``)."""
     queue = _env_int("OTEL_BSP_MAX_QUEUE_SIZE", config.max_queue_size)
     batch = _env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 2048)
-    delay = _env_int("OTEL_BSP_SCHEDULE_DELAY", 2000)
+    delay = _env_int("OTEL_BSP_SCHEDULE_DELAY", 2000) if delay_ms is None else delay_ms
     return (dropped.CountingBatchSpanProcessor if counted else BatchSpanProcessor)(
         GuardedExporter(exporter),
         max_queue_size=queue,
@@ -203,9 +206,10 @@ def _built_here(
         provider.add_span_processor(processor)
         processors.append(processor)
     if config.live:  # each step's account in verl's own logger (otel_verl/live); its drops lose no span
+        from otel_verl.live.collector import LIVE_DELAY_S
         from otel_verl.live.span_feed import LiveSpanExporter
 
-        processor = _batch(LiveSpanExporter(run_id), config, counted=False)
+        processor = _batch(LiveSpanExporter(run_id), config, counted=False, delay_ms=round(LIVE_DELAY_S * 1000))
         provider.add_span_processor(processor)
         processors.append(processor)
     owns_global = False

@@ -47,12 +47,16 @@ _current_update: int | None = None
 _step_counter = 0
 _planned_gen: trace.SpanContext | None = None
 """The open step's ``gen`` span, planned when verl's V1 ``step`` dispatched the rollout before opening it."""
+_gen_ended: float | None = None
+"""``time.monotonic()`` when the last ``gen`` phase ended (:func:`rollout_ended_at`)."""
 _ids = RandomIdGenerator()
 
 
 def track_trainer(trainer: Any) -> None:
     """Read ``trainer.global_steps`` for step spans (done automatically for verl's trainers)."""
-    global _active_trainer
+    global _active_trainer, _gen_ended
+    if trainer is not _active_trainer:
+        _gen_ended = None  # a new trainer's rollouts have not ended yet
     _active_trainer = trainer
 
 
@@ -65,6 +69,12 @@ def active_trainer_mode() -> str | None:
     """The tracked trainer's mode as verl's V1 trainers name it (``sync``, ``colocate_async`` …), else None."""
     mode = getattr(_active_trainer, "trainer_mode", None)
     return mode if isinstance(mode, str) else None
+
+
+def rollout_ended_at() -> float | None:
+    """When (``time.monotonic()``) this process's last ``gen`` phase ended: in the synchronous trainers, every
+    trajectory of the step had ended by then (the live account's settle counts the workers' hold from it)."""
+    return _gen_ended
 
 
 def current_step() -> int | None:
@@ -178,7 +188,7 @@ def _start(name: str) -> tuple[trace.Span, object, int | None]:
 
 
 def _end(name: str, span: trace.Span, token: object, previous: int | None, error: BaseException | None) -> None:
-    global _current_step, _step_span, _planned_gen
+    global _current_step, _step_span, _planned_gen, _gen_ended
     try:
         if error is not None and span.is_recording():
             span.record_exception(error)
@@ -187,6 +197,8 @@ def _end(name: str, span: trace.Span, token: object, previous: int | None, error
         span.end()
         if name != STEP_TIMER:
             _phase_edge(name, "end", getattr(span, "end_time", None))
+        if name == GEN_TIMER:
+            _gen_ended = time.monotonic()
     finally:
         try:
             otel_context.detach(token)  # type: ignore[arg-type]

@@ -7,9 +7,9 @@ at once: memory holds no span between steps. Spans of no step (an engine's own `
 segment of the step the trainer is in when they arrive (``<root>/no_step/<n>.jsonl``); the account of step n
 reads every segment from step n−1 on (n−2 on for the asynchronous trainers) with its own file, and keeps those
 whose trace holds a span of step n, as ``otel-verl analyze`` does. Why every later segment: a process's batch
-processor sends every ``OTEL_BSP_SCHEDULE_DELAY`` (2 s), so where steps are shorter than that, a step's engine spans
-arrive two or three steps later (seen on the legacy demo: step 2's engine spans filed under step 3 or later were
-missed).
+processor sends every :data:`LIVE_DELAY_S` (it was ``OTEL_BSP_SCHEDULE_DELAY``, 2 s), so where steps are shorter than
+that, a step's engine spans arrive steps later (seen on the legacy demo: step 2's engine spans filed under step 3 or
+later were missed).
 
 When a step is done: the trainer says so (:meth:`LiveCollector.step_done`, from verl's ``Tracking.log`` of that step),
 with how many steps later its spans may still arrive (``lag``: 0 for the synchronous trainers; 1 for the asynchronous
@@ -42,11 +42,20 @@ logger = logging.getLogger(__name__)
 
 WORKER_HOLD_S = 1.0
 """``export.provider.HOLD_SETTLE_S`` (not imported: the provider imports the live exporter; a test keeps them equal)."""
-SETTLE_S = WORKER_HOLD_S + max(_env_int("OTEL_BSP_SCHEDULE_DELAY", 2000), 0) / 1000 + 1.0
-"""A done step is computed once none of its lines arrived for this long (4 s by default): a worker's spans are held
-until a second after its chunk's end (:data:`WORKER_HOLD_S`) and then wait up to the batch processor's delay; an
-engine's own spans (no step, so they cannot keep their step waiting) wait that delay; 1 s more for the trip. With
-the settle at the delay + 1 s and a 0.2 s delay, an async demo's step 1 lost 117 spans as late."""
+LIVE_DELAY_S = (min(_delay, 500) if (_delay := _env_int("OTEL_BSP_SCHEDULE_DELAY", 2000)) > 0 else 500) / 1000
+"""The live feed's own batch processor's delay (``OTEL_BSP_SCHEDULE_DELAY``, at most 0.5 s; the spool's and the OTLP
+exporter's keep theirs): spans no flush sends (an engine's) reach the collector this soon, so the settle below and the
+wait at ``Tracking.finish`` are 1.5 s shorter than with the 2 s default. A send is one Ray call of what ended since
+the last one: a few calls a second per process while spans flow, none when idle."""
+TRIP_S = 0.5
+"""The trip from a process's export thread into the collector (a loaded 2-core machine: 10-200 ms seen)."""
+SETTLE_S = WORKER_HOLD_S + LIVE_DELAY_S + TRIP_S
+"""A done step is computed once none of its lines arrived for this long (2 s by default): a worker's spans are held
+until a second after its chunk's end (:data:`WORKER_HOLD_S`; their release flushes them at once); an engine's own
+spans (no step, so they cannot keep their step waiting) wait up to :data:`LIVE_DELAY_S`; then the trip. With the
+settle at the delay + 1 s and a 0.2 s delay (less than the hold + the trip), an async demo's step 1 lost 117 spans as
+late. Why it matters: the last steps' accounts wait this long at ``Tracking.finish``, every run's fixed cost (4 s
+settle + 0.5 s polling = 4.7 s of a 3-step demo's 42 s before)."""
 MAX_STEP_BYTES = 2 << 30
 """A step's lines kept at most (4,096 trajectories × 8 turns at full detail: ~110 MB)."""
 MAX_RESULTS = 64
@@ -59,13 +68,14 @@ Batch = Sequence[tuple[int | None, int, bytes]]
 
 
 class _Step:
-    __slots__ = ("bytes", "done_at", "lag", "last_line")
+    __slots__ = ("bytes", "done_at", "lag", "last_line", "rollout_end")
 
     def __init__(self) -> None:
         self.bytes = 0
         self.last_line = 0.0
         self.done_at: float | None = None
         self.lag = 0
+        self.rollout_end: float | None = None
 
 
 class LiveCollector:
@@ -136,8 +146,10 @@ class LiveCollector:
             fh.write(line if line.endswith(b"\n") else line + b"\n")
 
     # -- the trainer's side
-    def step_done(self, step: int, lag: int = 0) -> None:
-        """Step ``step`` ended in the trainer; its spans may arrive up to ``lag`` steps later."""
+    def step_done(self, step: int, lag: int = 0, rollout_age_s: float | None = None) -> None:
+        """Step ``step`` ended in the trainer; its spans may arrive up to ``lag`` steps later. ``rollout_age_s``: how
+        long ago its rollout ended (the synchronous trainers: the ``gen`` phase's end), which the workers' hold counts
+        from (:meth:`_settle_of`)."""
         with self._lock:
             self._done.add(step)
             self._last_done = step if self._last_done is None else max(self._last_done, step)
@@ -146,6 +158,8 @@ class LiveCollector:
             entry = self._steps.setdefault(step, _Step())
             entry.done_at = entry.done_at or self._clock()
             entry.lag = max(0, lag)
+            if rollout_age_s is not None and rollout_age_s >= 0:
+                entry.rollout_end = self._clock() - rollout_age_s
             self._max_lag = max(self._max_lag, entry.lag)
             self._lock.notify_all()
 
@@ -208,20 +222,42 @@ class LiveCollector:
         later_done = sum(1 for d in self._done if d > step)
         if later_done >= FORCE_AFTER_STEPS + e.lag:
             return step
-        if now - max(e.last_line, e.done_at or 0.0) < self._settle:
+        if now - max(e.last_line, e.done_at or 0.0) < self._settle_of(e):
             return None
         if self._finishing or (e.done_at is not None and later_done >= e.lag):
             return step
         return None
+
+    def _settle_of(self, e: _Step) -> float:
+        """The settle, less what of the workers' hold already passed before the step was done: their spans are
+        released :data:`WORKER_HOLD_S` after their chunk's end, which in the synchronous trainers is the rollout's
+        end (the ``gen`` phase's), before the phases after it. Never below the live delay and the trip (the engine's
+        spans, sent by no flush). The demo's last step: 2.0 s → 1.2 s at ``finish`` (0.8 s of phases after gen)."""
+        if e.rollout_end is None or e.done_at is None:
+            return self._settle
+        passed = min(WORKER_HOLD_S, max(0.0, e.done_at - e.rollout_end))
+        return max(self._settle - passed, min(self._settle, LIVE_DELAY_S + TRIP_S))
+
+    def _until_ready(self, now: float) -> float:
+        """How long to sleep before the lowest pending step may be ready: till its settle ends, not a fixed poll
+        (a 0.5 s poll added 0.25 s on average to the wait at ``finish``); at most 0.5 s (a test's clock moves by
+        hand), at least 10 ms."""
+        pending = [s for s in self._steps if s not in self._computed]
+        if not pending:
+            return 0.5
+        e = self._steps[min(pending)]
+        left = max(e.last_line, e.done_at or 0.0) + self._settle_of(e) - now
+        return min(0.5, max(0.01, left))
 
     def _run(self) -> None:
         while True:
             with self._lock:
                 if self._closed:
                     return
-                step = self._ready(self._clock())
+                now = self._clock()
+                step = self._ready(now)
                 if step is None:
-                    self._lock.wait(timeout=min(0.5, self._settle or 0.5))
+                    self._lock.wait(timeout=self._until_ready(now))
                     continue
                 self._computed.add(step)
                 self._busy = True

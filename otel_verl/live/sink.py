@@ -40,7 +40,7 @@ def actor_name(run_id: str) -> str:
 
 class Sink(Protocol):
     def send(self, batch: Batch) -> None: ...
-    def step_done(self, step: int, lag: int) -> None: ...
+    def step_done(self, step: int, lag: int, rollout_age_s: float | None = None) -> None: ...
     def poll(self) -> list[LiveStep]: ...
     def drain(self, timeout_s: float) -> list[LiveStep]: ...
 
@@ -55,8 +55,8 @@ class LocalSink:
     def send(self, batch: Batch) -> None:
         self.collector.add(batch)
 
-    def step_done(self, step: int, lag: int) -> None:
-        self.collector.step_done(step, lag)
+    def step_done(self, step: int, lag: int, rollout_age_s: float | None = None) -> None:
+        self.collector.step_done(step, lag, rollout_age_s)
 
     def _take(self, timeout_s: float) -> list[LiveStep]:
         got = self.collector.results(self._after, timeout_s)
@@ -86,8 +86,8 @@ class CollectorActor:
     def add(self, batch: Batch) -> None:
         self.collector.add(batch)
 
-    def step_done(self, step: int, lag: int) -> None:
-        self.collector.step_done(step, lag)
+    def step_done(self, step: int, lag: int, rollout_age_s: float | None = None) -> None:
+        self.collector.step_done(step, lag, rollout_age_s)
 
     def results(self, after: int, timeout_s: float | None) -> list[tuple[int, LiveStep]]:
         return self.collector.results(after, timeout_s)
@@ -139,9 +139,9 @@ class RaySink:
             logger.debug("otel_verl: live account call failed", exc_info=True)
         return None
 
-    def step_done(self, step: int, lag: int) -> None:
+    def step_done(self, step: int, lag: int, rollout_age_s: float | None = None) -> None:
         if not self.dead:
-            self._in_flight.append(self.actor.step_done.remote(step, lag))
+            self._in_flight.append(self.actor.step_done.remote(step, lag, rollout_age_s))
 
     def poll(self) -> list[LiveStep]:
         """The results that came since the last poll, without waiting (the question stays asked until answered)."""

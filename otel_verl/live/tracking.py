@@ -4,10 +4,11 @@
   ``Tracking`` has a backend, open the run's collector (:func:`~otel_verl.live.sink.open_sink`).
 - ``Tracking.log(data, step)``: *before* verl logs, write every account that has come (step n's arrives during
   step n+1: it goes out with step n+1's log call, in the step it describes; see docs/live.md, "The lag");
-  *after*, tell the collector that ``step`` is done (with the lag its trainer's spans may still have).
+  *after*, tell the collector that ``step`` is done (with the lag its trainer's spans may still have, and how long
+  ago its rollout ended), from the flush thread once this process's spans of the step were sent.
 - ``Tracking.finish`` (and ``Tracking.__del__``, which verl's ``neo`` branch ends its backends in, having no
-  ``finish``): let the collector compute what is left (at most :data:`FINISH_WAIT_S`) and write it, before verl
-  closes its backends.
+  ``finish``): once the flush thread sent the last step's spans and mark, let the collector compute what is left
+  (at most :data:`FINISH_WAIT_S`) and write it, before verl closes its backends.
 
 Nothing here waits on the collector during training (a poll is ``ray.wait`` with no timeout) and nothing
 raises into verl: each wrapper calls verl's method exactly once, its own work before and after under
@@ -17,10 +18,12 @@ raises into verl: each wrapper calls verl's method exactly once, its own work be
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import weakref
 from typing import Any
 
-from otel_verl.export import tracing
+from otel_verl.export import flush, tracing
 from otel_verl.instrumentation import trainer
 from otel_verl.instrumentation.rollout.group import ASYNC_MODES  # their groups generate into the next step
 from otel_verl.live import backends, refused
@@ -33,6 +36,8 @@ TRACKING_MODULE = "verl.utils.tracking"
 FINISH_WAIT_S = 60.0
 """At the end of training, the longest verl's ``finish`` waits for the last steps' accounts (a step at 4,096
 trajectories × 8 turns takes a few seconds)."""
+FLUSH_WAIT_S = 10.0
+"""At ``finish``, the longest it waits for this process's flush thread before asking for the last accounts."""
 
 
 class Feed:
@@ -86,16 +91,37 @@ def log_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         if isinstance(step, int) and not isinstance(step, bool):
             feed.last_step = max(feed.last_step, step)
             lag = 1 if trainer.active_trainer_mode() in ASYNC_MODES else 0
-            feed.sink.step_done(step, lag)
+            ended = trainer.rollout_ended_at()
+            age = time.monotonic() - ended if ended is not None and lag == 0 else None
+            # after this process's flush of the step's spans (queued on the flush thread when the step's timer
+            # ended): the settle then counts from when the trainer's own lines were sent, not before
+            flush.submit(_mark_done, feed.sink, step, lag, age)
     except Exception:
         logger.debug("otel_verl: live account step mark failed", exc_info=True)
     return result
+
+
+def _mark_done(sink: Sink, step: int, lag: int, rollout_age_s: float | None) -> None:
+    try:
+        sink.step_done(step, lag, rollout_age_s)
+    except Exception:
+        logger.debug("otel_verl: live account step mark failed", exc_info=True)
+
+
+def _sent_so_far(timeout_s: float = FLUSH_WAIT_S) -> None:
+    """Wait until the flush thread did what it was handed (the last step's spans and done mark), at most
+    ``timeout_s``: under load it took more than the settle, and the last step, computed without its trainer's
+    spans, was lost (seen once in four demos at a load of 36 on 2 cores)."""
+    done = threading.Event()
+    flush.submit(done.set)
+    done.wait(timeout_s)
 
 
 def finish_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     feed = _feeds.pop(instance, None) if _feeds else None
     if feed is not None and not getattr(instance, "_finished", False):
         try:
+            _sent_so_far()
             feed.deliver(instance.logger, feed.sink.poll() + feed.sink.drain(FINISH_WAIT_S), final=True)
             forget(feed.run_id)
         except Exception:

@@ -145,6 +145,37 @@ def test_the_settle_outlasts_the_workers_hold() -> None:
     assert collector.WORKER_HOLD_S == HOLD_SETTLE_S and collector.SETTLE_S > HOLD_SETTLE_S
 
 
+def test_the_hold_counts_from_the_rollouts_end(tmp_path: Path) -> None:
+    """Issue 51: the wait at ``finish`` was the settle (then 4 s) after the last step. The workers' hold (1 s) runs
+    from their chunk's end, the rollout's end in the synchronous trainers: what of it passed in the phases after
+    ``gen`` is not waited for again. Never below the live delay and the trip; without the rollout's end, all of it."""
+    from otel_verl.live import collector
+
+    clock, account = Clock(), Recorder()
+    c = LiveCollector(account, root=tmp_path, clock=clock)  # the default settle
+    try:
+        c.add([(1, 1, line("one"))])
+        c.step_done(1, lag=0, rollout_age_s=0.8)  # gen ended 0.8 s before the step was logged
+        clock.now += collector.SETTLE_S - 0.8 - 0.1
+        assert c.results(0, timeout_s=0.7) == []
+        clock.now += 0.2
+        _wait_for(c, 1)
+        c.add([(2, 1, line("two"))])
+        c.step_done(2, lag=0)  # no rollout end known: the whole settle
+        clock.now += collector.SETTLE_S - 0.8 + 0.1
+        assert [r.step for _, r in c.results(1, timeout_s=0.7)] == []
+        clock.now += 0.8
+        _wait_for(c, 2, after=1)
+        c.add([(3, 1, line("three"))])
+        c.step_done(3, lag=0, rollout_age_s=30.0)  # long phases after gen: the hold long over
+        clock.now += collector.LIVE_DELAY_S + collector.TRIP_S - 0.1
+        assert [r.step for _, r in c.results(2, timeout_s=0.7)] == []
+        clock.now += 0.2
+        _wait_for(c, 3, after=2)
+    finally:
+        c.close()
+
+
 def test_the_exporter_sorts_spans_by_step_and_encodes_nothing_without_a_collector(tmp_path: Path) -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
