@@ -150,13 +150,15 @@ NAMED_REQUESTS = 20
 
 
 def _distinct(reqs: pd.DataFrame) -> pd.DataFrame:
-    """One row per request with a request id. Told apart by step and span, not by verl's id: ids repeat
-    (``rollout.full_determinism`` names every request ``det-{priority}``, the same in every step)."""
+    """One row per request with a request id. Told apart by their span (its id; a sampled-out one's row), not by
+    verl's id: ids repeat (``rollout.full_determinism`` names every request ``det-{priority}``, in every step)."""
     if reqs.empty or "request_id" not in reqs:
         return pd.DataFrame(columns=["request_id", "span_id"])
     named = reqs[[isinstance(r, str) for r in reqs["request_id"]]]
-    keys = ["step", "request_span"] if {"step", "request_span"} <= set(named) else ["request_id"]
-    return named.drop_duplicates(keys)
+    spans = named["span_id"] if "span_id" in named else pd.Series([None] * len(named), index=named.index)
+    rows = named["request_span"] if "request_span" in named else pd.Series([None] * len(named), index=named.index)
+    keys = [s if isinstance(s, str) else (r, row) for s, r, row in zip(spans, named["request_id"], rows, strict=True)]
+    return named[~pd.Series(keys, index=named.index, dtype=object).duplicated().to_numpy()]
 
 
 def requests_named(reqs: pd.DataFrame) -> dict[str, list[Any]]:
