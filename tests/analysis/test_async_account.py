@@ -61,10 +61,14 @@ def _bound(*steps: AsyncStep) -> list:
 
 
 def test_bound_follows_the_side_that_idles() -> None:
-    (gen,) = _bound(_step(1, 7.0, 0.5, 0.3), _step(2, 6.0, 0.4, 0.3))
-    assert gen.kind == k.GENERATION_BOUND and gen.severity == "warning" and gen.steps == [1, 2]
+    (gen,) = _bound(_step(1, 9.0, 0.5, 0.3), _step(2, 7.0, 0.5, 0.3), _step(3, 6.0, 0.4, 0.3))
+    # step 1's wait for the first samples is the pipeline filling: the balance is the later steps'
+    assert gen.kind == k.GENERATION_BOUND and gen.severity == "warning" and gen.steps == [2, 3]
     assert gen.details["trainer_idle_ratio"] == pytest.approx(0.65) and gen.seconds == pytest.approx(13.0)
     assert gen.message.startswith("Generation-bound: the trainer waited for samples 65%")
+    assert "over 2 steps; step 1, the pipeline filling, left out" in gen.message
+    (filling,) = _bound(_step(1, 9.0, 0.5, 0.3), _step(2, 3.0, 2.0, 0.3))
+    assert filling.severity == "info"  # 30 % once the filling is left out (60 % with it)
     assert "hybrid_rollout.enable_switch" in gen.message and "To try:" in gen.message
     (train,) = _bound(_step(1, 0.5, 3.0, 0.3), _step(2, 0.5, 3.5, 0.3))
     assert train.kind == k.TRAIN_BOUND and train.severity == "info"  # 32 % idle: not lopsided enough to warn
@@ -163,7 +167,7 @@ def test_slow_update_actor_makes_separate_async_train_bound(demo_train_bound) ->
     d = bound[0].details
     assert d["rollout_no_work_ratio"] > 0.5 > d["trainer_idle_ratio"] and d["mode"] == "separate_async"
     assert d["rollout_idle_ratio"] >= d["rollout_no_work_ratio"]
-    assert bound[0].severity == "warning" and bound[0].steps == [1, 2, 3]
+    assert bound[0].severity == "warning" and bound[0].steps == [2, 3]  # step 1: the pipeline filling
     frame = result.frames["async_timeline"]
     assert set(frame["lane"]) == {"trainer", "rollout"} and set(frame["step"]) == {1, 2, 3}
     keys = {"trainer_wait", "trainer_train", "weight_sync", "rollout_busy", "rollout_generating", "rollout_paused"}

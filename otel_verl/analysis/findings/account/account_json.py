@@ -3,8 +3,10 @@
 Each entry: ``step``, ``duration_s``, ``baseline_s``, ``excess_s``, ``rollout_s``, ``rollout_baseline_s``, ``parts``
 (each ``kind``, ``seconds`` = its share of the excess, ``value_s``, ``baseline_s``, and where: ``phase``,
 ``workers``, ``requests``, ``cause``), ``unexplained_s`` (the excess of the time no span accounts for), with
-``sum(parts.seconds) + unexplained_s == excess_s``; ``async``: asynchronous trainers' two sides of the step
-(:meth:`.async_account.AsyncStep.to_json`), null for sync trainers.
+``sum(parts.seconds) + unexplained_s == excess_s`` (asynchronous trainers: over the trainer's parts, the phases and the
+time outside them; the rollout's parts are the producer's, which ran alongside and across the step's edges);
+``async``: asynchronous trainers' two sides of the step (:meth:`.async_account.AsyncStep.to_json`), null for sync
+trainers; ``notes``: what the account says of the step besides (the pipeline filling, :mod:`.step_account`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def account_json(a: StepAccount) -> dict[str, Any]:
         "unexplained": {p.kind: _r(p.seconds) for p in a.parts if p.kind in UNEXPLAINED_PARTS},
         "trace_id": a.summary.trace_id,
         "async": a.summary.async_account.to_json() if a.summary.async_account is not None else None,
+        "notes": list(a.notes),
     }
 
 

@@ -27,6 +27,7 @@ from otel_verl.analysis.findings.account.peel import RolloutPath, rollout_path
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.steps.step_summary import StepSummary
+from otel_verl.analysis.tables.intervals import covered_s
 
 UNEXPLAINED_PARTS = (k.PART_GAP, k.PART_OUTSIDE_PHASES)
 """Parts no span accounts for: their excess is the account's unexplained rest."""
@@ -284,18 +285,35 @@ def valued(s: StepSummary, b: Baselines, th: Thresholds) -> StepAccount:
     anomalies = anomalies.assign(cost=path.cost.reindex(anomalies.index).fillna(0.0) if path else 0.0)
     parts: list[Part] = []
     ph = s.phases
-    rollout_phase = ph[ph["rollout"].to_numpy(dtype=bool)] if len(ph) else ph
-    for row in ph.itertuples(index=False):
-        if not row.rollout:
-            parts.append(Part(k.PART_PHASE, float(row.seconds), phase=str(row.name)))
-    covered = float(ph["seconds"].sum()) if len(ph) else 0.0
+    asynchronous = s.async_account is not None
+    held = ph["rollout"].to_numpy(dtype=bool) & (not asynchronous) if len(ph) else np.zeros(0, dtype=bool)
+    rollout_phase = ph[held] if len(ph) else ph
+    own: dict[str, float] = {}  # a phase run several times in a step (an asynchronous step's updates): its total
+    for row, by_rollout in zip(ph.itertuples(index=False), held, strict=True):
+        if not by_rollout:
+            own[str(row.name)] = own.get(str(row.name), 0.0) + float(row.seconds)
+    parts.extend(Part(k.PART_PHASE, v, phase=name) for name, v in own.items())
+    starts = [int(x) for x in ph["start_ns"]] if len(ph) else []
+    ends = [int(x) for x in ph["end_ns"]] if len(ph) else []
     if path is not None:
         parts.extend(Part(kind, float(v)) for kind, v in path.parts.items())
-        if rollout_phase.empty:  # the workers ran in no phase: their window is the rollout's
-            covered += path.rollout_s
-    parts.append(Part(k.PART_OUTSIDE_PHASES, s.duration_s - covered))
+        if rollout_phase.empty and not asynchronous and s.rollout is not None:  # the workers ran in no phase
+            starts.append(s.rollout[0])
+            ends.append(s.rollout[1])
+    parts.append(Part(k.PART_OUTSIDE_PHASES, outside_s(s.start_ns, s.end_ns, starts, ends)))
     name = str(rollout_phase["name"].iloc[0]) if len(rollout_phase) else None
     return StepAccount(s, parts, anomalies, path, phase_name=name)
+
+
+def outside_s(lo: int, hi: int, starts: list[int], ends: list[int]) -> float:
+    """Seconds of the step ``[lo, hi]`` that no interval covers: its wall minus the *union* of the intervals
+    clipped to it, so never negative. A sum of durations would count twice what overlaps (an asynchronous
+    trainer's phases and rollout overlap each other and cross the step's edges: a clean separate_async demo's
+    "outside" summed to −4.1 s) and count what lies beyond the step's edges."""
+    if hi <= lo:
+        return 0.0
+    covered = covered_s(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64), lo, hi)
+    return max((hi - lo) / 1e9 - covered, 0.0)
 
 
 def _judge(accounts: list[StepAccount], th: Thresholds) -> None:
@@ -332,10 +350,29 @@ def _judge(accounts: list[StepAccount], th: Thresholds) -> None:
             else:
                 p.baseline_s = medians.get(p.key, float("nan"))
             p.seconds = p.value_s - p.baseline_s
-        a.baseline_s = float(sum(p.baseline_s for p in a.parts))
+        if i == 0 and a.summary.async_account is not None and len(accounts) > 1:
+            _pipeline_filling(a)
+        wall = [p for p in a.parts if not (a.summary.async_account is not None and p.kind in k.ROLLOUT_PARTS)]
+        a.baseline_s = float(sum(p.baseline_s for p in wall))
         if a.path is not None:
             a.rollout_baseline_s = float(sum(p.baseline_s for p in a.parts if p.kind in k.ROLLOUT_PARTS))
         a.parts.sort(key=lambda p: -p.seconds if np.isfinite(p.seconds) else -p.value_s)
+
+
+PIPELINE_FILLING = (
+    "the pipeline filling: the first step of an asynchronous run waits for the first samples, which no earlier "
+    "step produced ahead; a first step has no history, so it is judged against its own peers only"
+)
+
+
+def _pipeline_filling(a: StepAccount) -> None:
+    """The first step of an asynchronous run has no history: the later steps take samples the rollout produced
+    while the trainer trained, the first waits for the rollout to start. Its parts get no baseline (as a run of
+    one step), so what it waited is judged like any cause without history (its anomalies against their peers,
+    no excess against the run) and told as the pipeline filling; it still counts in the later steps' baselines."""
+    for p in a.parts:
+        p.baseline_s, p.seconds = float("nan"), float("nan")
+    a.notes.append(PIPELINE_FILLING)
 
 
 def _the_other_step(accounts: list[StepAccount]) -> list[dict[tuple[str, str | None], float]]:

@@ -7,7 +7,8 @@ compared: the trainer waiting for samples (its idle ratio, verl#7601), and the r
 colocate_async asleep while the trainer trains) are idle time (its idle ratio says so) but waiting for neither
 side's speed: the sync's cost, or colocate_async's design, so they do not decide the verdict. One run-scoped
 finding, ``info``, or ``warning`` when lopsided (the waiting side waited at least ``bound_warn_idle`` of the time
-and twice the other); none when both sides waited little, or alike. Its message
+and twice the other); none when both sides waited little, or alike. The first step's wait for the first samples
+is the pipeline filling, not the run's balance: with later steps it is left out (and the message says so). Its message
 ends with what verl offers for that side (its config keys), and says what the weight syncs cost and what drove
 them (bytes, replicas, backend) and how they grew over the run.
 """
@@ -48,6 +49,8 @@ TRY: dict[tuple[str, str], str] = {
 def find_bound(summaries: list[StepSummary], th: Thresholds) -> list[Finding]:
     """The run's one generation-bound or train-bound finding, or none (sync trainers, balanced sides)."""
     acc = [s.async_account for s in summaries if s.async_account is not None]
+    every, filling = acc, (acc[0].step if len(acc) > 1 else None)
+    acc = acc[1:] if len(acc) > 1 else acc  # the first step waits for the pipeline to fill: not the run's balance
     wall = sum(a.wall_s for a in acc)
     if not acc or wall <= 0:
         return []
@@ -62,19 +65,20 @@ def find_bound(summaries: list[StepSummary], th: Thresholds) -> list[Finding]:
     mode = max({a.mode for a in acc}, key=[a.mode for a in acc].count)
     warn = idle >= th.bound_warn_idle and idle >= 2 * other
     pause_why = "weight syncs, asleep while the trainer trained" if mode == "colocate_async" else "weight syncs"
+    over = f"{len(acc)} steps" + (f"; step {filling}, the pipeline filling, left out" if filling is not None else "")
     steps = [a.step for a in acc]
-    sync = weight_sync_story(acc)
+    sync = weight_sync_story(every)  # the syncs of every step: what drove them
     if kind == k.GENERATION_BOUND:
         what = (
             f"Generation-bound: the trainer waited for samples {trainer:.0%} of its step time "
-            f"({fmt_s(trainer * wall)} of {fmt_s(wall)} over {len(acc)} steps), while the rollout ran out of work "
+            f"({fmt_s(trainer * wall)} of {fmt_s(wall)} over {over}), while the rollout ran out of work "
             f"{no_work:.0%} (idle {rollout:.0%} in all, paused {paused:.0%}: {pause_why})"
         )
     else:
         what = (
             f"Train-bound: the rollout had nothing to generate {no_work:.0%} of the step time (every group it was "
             f"given done; idle {rollout:.0%} in all, paused {paused:.0%}: {pause_why}), while the trainer waited "
-            f"for samples {trainer:.0%} ({fmt_s(trainer * wall)} of {fmt_s(wall)} over {len(acc)} steps)"
+            f"for samples {trainer:.0%} ({fmt_s(trainer * wall)} of {fmt_s(wall)} over {over})"
         )
     evidence = [e for a in acc for e in a.evidence][:20]
     return [
