@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -69,6 +70,9 @@ def test_bound_follows_the_side_that_idles() -> None:
     assert "over 2 steps; step 1, the pipeline filling, left out" in gen.message
     (filling,) = _bound(_step(1, 9.0, 0.5, 0.3), _step(2, 3.0, 2.0, 0.3))
     assert filling.severity == "info"  # 30 % once the filling is left out (60 % with it)
+    colocated = [replace(a, mode="colocate_async") for a in (_step(1, 9.0, 0.5, 0.3), _step(2, 7.0, 0.5, 0.3))]
+    (shared,) = _bound(*colocated)  # colocate_async's trainer waits while its own GPUs generate: by design
+    assert shared.kind == k.GENERATION_BOUND and shared.severity == "info"
     assert "hybrid_rollout.enable_switch" in gen.message and "To try:" in gen.message
     (train,) = _bound(_step(1, 0.5, 3.0, 0.3), _step(2, 0.5, 3.5, 0.3))
     assert train.kind == k.TRAIN_BOUND and train.severity == "info"  # 32 % idle: not lopsided enough to warn

@@ -7,7 +7,8 @@ compared: the trainer waiting for samples (its idle ratio, verl#7601), and the r
 colocate_async asleep while the trainer trains) are idle time (its idle ratio says so) but waiting for neither
 side's speed: the sync's cost, or colocate_async's design, so they do not decide the verdict. One run-scoped
 finding, ``info``, or ``warning`` when lopsided (the waiting side waited at least ``bound_warn_idle`` of the time
-and twice the other); none when both sides waited little, or alike. The first step's wait for the first samples
+and twice the other); none when both sides waited little, or alike. colocate_async's is always ``info``: its
+trainer and replicas take turns on the same GPUs by design. The first step's wait for the first samples
 is the pipeline filling, not the run's balance: with later steps it is left out (and the message says so). Its message
 ends with what verl offers for that side (its config keys), and says what the weight syncs cost and what drove
 them (bytes, replicas, backend) and how they grew over the run.
@@ -63,7 +64,9 @@ def find_bound(summaries: list[StepSummary], th: Thresholds) -> list[Finding]:
         return []
     kind = k.GENERATION_BOUND if trainer > no_work else k.TRAIN_BOUND
     mode = max({a.mode for a in acc}, key=[a.mode for a in acc].count)
-    warn = idle >= th.bound_warn_idle and idle >= 2 * other
+    # colocate_async time-shares the GPUs: the trainer waits while the replicas generate as they sleep while it
+    # trains, by design both ways; its balance is information (what moved is told by the steps' causes)
+    warn = idle >= th.bound_warn_idle and idle >= 2 * other and mode != "colocate_async"
     pause_why = "weight syncs, asleep while the trainer trained" if mode == "colocate_async" else "weight syncs"
     over = f"{len(acc)} steps" + (f"; step {filling}, the pipeline filling, left out" if filling is not None else "")
     steps = [a.step for a in acc]
