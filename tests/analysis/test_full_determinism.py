@@ -3,7 +3,8 @@ V1 trainers pass no priority, so every request of the run is ``det-0``, and unde
 run at once. A run with it on (the real demo: verl's ``ToolAgentLoop`` and V1 trainers) is traced and analysed
 exactly as with random ids: every request's spans under its own turn and step, every engine span under its own call,
 and the analysis of the run equals that of the same spans with every request given a unique id (findings.json
-identical once the ids are mapped back; the outlier figure draws as many requests)."""
+identical once the ids are mapped back; the outlier figure draws as many requests); its export to the seed's log
+layout reads back with every request and turn."""
 
 from __future__ import annotations
 
@@ -75,7 +76,9 @@ def _findings_json(out: Path, back: dict[str, str] | None = None) -> dict:
 def test_det_ids_are_traced_and_analysed_as_random_ones(tmp_path: Path, trainer: str) -> None:
     pytest.importorskip("verl")
     from otel_verl.analysis import analyze
+    from otel_verl.analysis.read import load_spans
     from otel_verl.analysis.tables import Tables
+    from otel_verl.analysis.write.seed_logs import export_legacy
 
     spans = _run(tmp_path, trainer)
     req = spans[spans["kind"] == "request"]
@@ -121,3 +124,9 @@ def test_det_ids_are_traced_and_analysed_as_random_ones(tmp_path: Path, trainer:
     drawn, drawn_random = det.frames.get("outliers"), rnd.frames.get("outliers")
     if drawn is not None and drawn_random is not None:
         assert drawn["request_span_id"].nunique() == drawn_random["request_id"].nunique()
+
+    # the seed's log layout names a request by its id alone: export-legacy keeps the requests apart
+    export_legacy(spans, tmp_path / "legacy")
+    back_in = load_spans(tmp_path / "legacy")
+    for kind in ("request", "turn"):
+        assert (back_in["kind"] == kind).sum() == (spans["kind"] == kind).sum(), kind

@@ -238,6 +238,7 @@ def export_legacy(spans: pd.DataFrame, out: str | Path) -> int:
     line: the seed's scripts read ``step_<n>/`` only, and ``import-legacy`` marks it validation again.
     """
     out = prepare_dir(out)
+    spans = _unique_request_ids(spans)
     keep = (spans["step"].notna() & spans["worker"].notna()).to_numpy()
     sp = spans[keep]
     pos = np.flatnonzero(keep)  # request_span/turn_span are row positions in ``spans``
@@ -283,6 +284,30 @@ def export_legacy(spans: pd.DataFrame, out: str | Path) -> int:
             path.write_text("".join(json.dumps(e) + "\n" for _, e in entries))
         n += len(entries)
     return n
+
+
+def _unique_request_ids(spans: pd.DataFrame) -> pd.DataFrame:
+    """``spans`` where a request id names several requests of one step and worker: those requests' spans get
+    ``<id>#<request's span id>``. The seed's logs name a request by its id alone, so ``import-legacy`` would merge
+    them (verl's ``full_determinism`` names every V1 request ``det-0``); ids that are unique are written as they are."""
+    if not {"request_id", "request_span", "kind", "step", "worker"} <= set(spans):
+        return spans
+    requests = np.flatnonzero((spans["kind"] == "request").to_numpy())
+    req = spans.iloc[requests]
+    repeated = (
+        req.duplicated(["step", "worker", "request_id"], keep=False).to_numpy() & req["request_id"].notna().to_numpy()
+    )
+    if not repeated.any():
+        return spans
+    ids = spans["request_id"].to_numpy(dtype=object)
+    span_ids = spans["span_id"].to_numpy(dtype=object)
+    owner = spans["request_span"].to_numpy()
+    renamed = np.isin(owner, requests[repeated])
+    out = spans.copy(deep=False)
+    new = ids.copy()
+    new[renamed] = [f"{ids[o]}#{span_ids[o]}" for o in owner[renamed]]
+    out["request_id"] = pd.Series(new, index=spans.index, dtype=object)
+    return out
 
 
 __all__ = ["export_legacy", "iso"]
