@@ -13,6 +13,7 @@ import pytest
 from otel_verl.analysis.findings.account.step_account import PIPELINE_FILLING, outside_s
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import SEVERITIES
+from otel_verl.analysis.findings.steps.async_account import AsyncStep
 
 S = 1_000_000_000
 
@@ -41,6 +42,16 @@ def test_a_random_overlap_never_goes_negative() -> None:
         inside = ((grid[:, None] >= starts) & (grid[:, None] < ends)).any(axis=1) if len(grid) else grid
         assert 0.0 <= got <= (hi - lo) / S
         assert got == pytest.approx(float((~inside).sum()) / 100, abs=0.02)
+
+
+def test_a_part_that_waited_out_a_pause_is_told_by_its_share_in_it() -> None:
+    """colocate_async sleeps the replicas while the trainer trains: a request's way to the engine that waited for
+    them to wake lies in the pause (no anomaly, :data:`.anomalies.PAUSED_SHARE`); one beside it does not."""
+    pauses = (np.array([2, 10]) * S, np.array([5, 12]) * S)
+    acc = AsyncStep(1, "colocate_async", 20.0, 0.0, 0.0, 1, 5.0, 5.0, 0.0, pauses=pauses)
+    share = acc.paused_share(np.array([2, 4, 6, 9, 3]) * S, np.array([5, 8, 7, 13, 3]) * S)
+    assert share == pytest.approx([1.0, 0.25, 0.0, 0.5, 0.0])
+    assert AsyncStep(1, "separate_async", 1.0, 0, 0, 1, 0, 0, 0).paused_share(np.array([0]), np.array([S])) == [0.0]
 
 
 # ------------------------------------------------------- both asynchronous trainers, nothing planted (serial)

@@ -53,7 +53,16 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
         return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     rows = [r for r in (_outliers(occ, b, th, s.step), _shifts(s, b, th)) if len(r)]
     found = one_row_each(pd.concat(rows, ignore_index=True)) if rows else pd.DataFrame(columns=list(ANOMALY_COLUMNS))
-    return with_stalls(s, b, th, found).reset_index(drop=True)
+    found = with_stalls(s, b, th, found)
+    if s.async_account is not None and len(found):  # what waited out a rollout pause is the pause, not its part
+        i = found["occ"].to_numpy(dtype=np.int64)
+        on = s.async_account.paused_share(occ["start_ns"].to_numpy()[i], occ["end_ns"].to_numpy()[i])
+        found = found[on < PAUSED_SHARE]
+    return found.reset_index(drop=True)
+
+
+PAUSED_SHARE = 0.5
+"""An asynchronous step's occurrence that spent this share of its time in a rollout pause is no anomaly."""
 
 
 class _Norms:
