@@ -82,6 +82,14 @@ class StepAccount:
     def rollout_s(self) -> float:
         return self.path.rollout_s if self.path is not None else float("nan")
 
+    def held_to_the_wait(self, seconds: float) -> float:
+        """What a rollout cause cost this step. An asynchronous step's wall is the trainer's: the rollout, a
+        producer running alongside and across the step's edges, cost it at most what the trainer waited for samples
+        in it (a clean colocate_async demo's first step, 1.24 s, was told a 1.7 s late start of worker 0; its
+        trainer waited 0.37 s)."""
+        acc = self.summary.async_account
+        return seconds if acc is None else min(seconds, acc.trainer_wait_s)
+
     def part(self, kind: str, phase: str | None = None) -> Part | None:
         return next((p for p in self.parts if p.kind == kind and p.phase == phase), None)
 

@@ -192,7 +192,7 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame) -> list[Cause]:
             details["stalled_s"] = still
             details["by_engine"] = bool(occ["by_engine"].to_numpy(dtype=bool)[occ_rows].any())
         ev = a.summary.evidence_of(occ_rows[np.argsort(-g["cost"].to_numpy())][:5])
-        seconds = float(g["cost"].sum())
+        seconds = a.held_to_the_wait(float(g["cost"].sum()))  # an asynchronous step: its trainer's wait
         if still and not details["by_engine"] and cause == k.SLOW_DECODE and len(workers) == 1:
             # the calls' seconds per token moved while nothing moved on their worker, and no engine span says the
             # engine spent them: the worker stood still (a paused process stretches the calls it holds)
