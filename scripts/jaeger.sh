@@ -150,7 +150,12 @@ up() {
     echo "send traces there:"
     echo "  $(otel_verl) replay $spool --endpoint http://127.0.0.1:$GRPC   # a spool, e.g. the demo's ./traces"
     echo "  export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$GRPC   # or a live run"
-    echo "then open $ui: Search, Service verl, Find Traces (a trace per step). Stop: bash scripts/jaeger.sh down"
+    if [[ -n "${JAEGER_UI_ASSETS_PATH:-}" ]]; then
+        echo "then open $ui: Search, Service verl, Find Traces (a trace per step). Stop: bash scripts/jaeger.sh down"
+    else  # a Go-built Jaeger serves a placeholder page at /: point at what answers
+        echo "then ask its API: curl '$ui/api/v3/services' (no web UI without one built, see above)." \
+            "Stop: bash scripts/jaeger.sh down"
+    fi
 }
 
 status() {
