@@ -19,12 +19,6 @@ COST = re.compile(r"[~≈]\s?\d[\d.,]*\s?(?:[x×]|µs|us|ns|ms|s|MB|KB|kB|GB|GiB
 ALLOWED: dict[str, str] = {
     "otel_verl/demo/plants.py": "a planted problem's message to the user (what the plant does), not a measurement",
     "otel_verl/analysis/read/files.py": "a spool line's size (up to ~2 MB, one batch) sizes the read buffer",
-    # Files other work of issue 52 was editing at the time; their figures move to docs/performance.md next.
-    "otel_verl/export/provider.py": "HOLD_MAX_SPANS' memory per held span",
-    "otel_verl/cli/common.py": "the CLI's lazy imports",
-    "otel_verl/demo/runner.py": "torch's import in the engine actor",
-    "otel_verl/live/collector.py": "the live window's memory bound",
-    "otel_verl/instrumentation/llm_server.py": "OmegaConf lookups per turn",
 }
 """Files whose figures stay, with why (path relative to the repository)."""
 

@@ -269,9 +269,10 @@ def exit_fast_after() -> None:
     """Ask the console script to leave with ``os._exit`` once this command has succeeded: its outputs are
     written and closed, and nothing it started needs an exit handler (no Ray, no exporter).
 
-    Why: tearing down the interpreter with a 1 GB span table and pandas, matplotlib and plotly loaded took
-    ~0.3 s of ``analyze``'s 10 s on 273 MB of seed logs (2 cores). Only :func:`otel_verl.cli.main` reads this,
-    so a command run in-process (typer's test runner, the demo's own analysis) exits normally."""
+    Why: tearing down the interpreter with a 1 GB span table and pandas, matplotlib and plotly loaded is a
+    measurable share of ``analyze`` (docs/performance.md, "Figures quoted from code"). Only
+    :func:`otel_verl.cli.main` reads this, so a command run in-process (typer's test runner, the demo's own analysis)
+    exits normally."""
     global _FAST_EXIT
     _FAST_EXIT = True
 

@@ -205,7 +205,7 @@ def _run(opts: DemoOptions, model_path: Path, tool_config: Path, run_id: str) ->
     from otel_verl.demo.v1.run import run_v1
 
     # one storage unit (TransferQueue's default is 2, verl's config 8): a demo step holds a few MB, and each unit is an
-    # actor process that imports torch (~14 s of CPU a run on a 2-core machine)
+    # actor process that imports torch (seconds of CPU a run: docs/performance.md)
     tq.init({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}})
     try:
         return run_v1(opts, config, model_path, run_id)

@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SERVICE_NAME = "verl"
 HOLD_MAX_SPANS = 65536
-"""Held request spans released early past this many (bounded memory: ~1 KiB each)."""
+"""Held request spans released early past this many (bounded memory; the figure: docs/performance.md)."""
 
 HOLD_SETTLE_S = 1.0
 """Held spans go to the exporters this long after the last rollout chunk ended (see :mod:`otel_verl.export.hold`)."""

@@ -82,7 +82,7 @@ class _ClientNames(NamedTuple):
 
 
 _names: dict[int, _ClientNames] = {}
-"""id(client) -> what its config says: OmegaConf lookups cost ~0.1 ms each, and a turn asks twice."""
+"""id(client) -> what its config says: OmegaConf lookups are slow (docs/performance.md), and a turn asks twice."""
 
 
 def _client_names(client: Any) -> _ClientNames:

@@ -57,7 +57,7 @@ settle at the delay + 1 s and a 0.2 s delay (less than the hold + the trip), an 
 late. Why it matters: the last steps' accounts wait this long at ``Tracking.finish``, every run's fixed cost (4 s
 settle + 0.5 s polling = 4.7 s of a 3-step demo's 42 s before)."""
 MAX_STEP_BYTES = 2 << 30
-"""A step's lines kept at most (4,096 trajectories × 8 turns at full detail: ~110 MB)."""
+"""A step's lines kept at most (far above a 4,096-trajectory × 8-turn step at full detail: docs/performance.md)."""
 MAX_RESULTS = 64
 """Results kept for the trainer to take (it takes them every step)."""
 FORCE_AFTER_STEPS = 4
