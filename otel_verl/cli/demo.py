@@ -283,9 +283,10 @@ def demo(
     out = Console(file=sys.stdout)  # every line the user reads, on stdout; errors alone on stderr
     result = _run_with_progress(out, opts, quiet=not (verbose or demo_quiet.verbose()))
     out.print(
-        f"[bold]{counted(result.steps, 'step')}[/] in {result.wall_seconds:.1f} s (Ray and verl's start included), "
+        f"[bold]{counted(result.steps, 'step')}[/] in {result.wall_seconds:.1f} s (start-up included), "
         # verl's num_turns counts a trajectory's messages (prompt, answers, tool results), not its engine turns
-        f"{result.requests_per_step} requests a step, {counted(result.turns, 'message')} (verl's num_turns)"
+        f"{result.requests_per_step} requests a step, {counted(result.turns, 'message')} (verl's num_turns)",
+        soft_wrap=True,  # one line, whatever the width: a pipe or a test reads it whole
     )
     if result.engine_launch_seconds is not None:
         out.print(f"vLLM server(s) launched in {result.engine_launch_seconds:.0f} s")

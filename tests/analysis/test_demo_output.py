@@ -60,3 +60,6 @@ def test_demo_prints_its_steps_and_nothing_else(readme_demo) -> None:
     rest = demo[len(header) :]
     ours = [x for x in rest if "done in" in x or x.startswith(("otel_verl | ", "traces: ")) or " steps in " in x]
     assert ours == rest, rest  # nothing else between the header and the spool
+    # the count line whole (never folded at the terminal's width), its count named as what verl counts: messages
+    count = [x for x in rest if " steps in " in x]
+    assert len(count) == 1 and count[0].endswith("messages (verl's num_turns)"), count
