@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.test_layout import imported_from
+
 PACKAGE = Path(__file__).resolve().parents[1] / "otel_verl"
 ROLE = re.compile(r":(mod|func|class|meth|attr|data|exc|obj):`~?([^`<]+?)(?:\(\))?`")
 """A role and its target (``~`` shortens the shown name only; a trailing ``()`` is decoration)."""
@@ -59,11 +61,7 @@ def _import_aliases(tree: ast.Module, module: str, is_package: bool) -> dict[str
                 else:
                     aliases[alias.name.split(".")[0]] = alias.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module.split(".") if is_package else module.split(".")[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join([*anchor, base] if base else anchor)
+            base = imported_from(node, module, is_package)
             for alias in node.names:
                 aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
     return aliases

@@ -29,6 +29,16 @@ def _modules() -> dict[str, Path]:
     return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
+def imported_from(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute module a ``from … import`` in ``module`` (a package's ``__init__`` when ``is_package``) reads."""
+    base = node.module or ""
+    if node.level:
+        anchor = module.split(".") if is_package else module.split(".")[:-1]
+        anchor = anchor[: len(anchor) - (node.level - 1)]
+        base = ".".join([*anchor, base] if base else anchor)
+    return base
+
+
 def _imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
     """The otel_verl modules ``path`` (module ``name``) imports."""
     is_package = path.name == "__init__.py"
@@ -37,11 +47,7 @@ def _imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = name.split(".") if is_package else name.split(".")[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join([*anchor, base] if base else anchor)
+            base = imported_from(node, name, is_package)
             targets = []
             for alias in node.names:
                 child = f"{base}.{alias.name}"
