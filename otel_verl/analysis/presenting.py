@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from otel_verl.analysis.findings.common.record import number_ranges
 from otel_verl.invocation import otel_verl_command
 
@@ -88,6 +90,43 @@ def where(f: Mapping[str, Any]) -> str:
         return ""
     one = "worker" if len(workers) == 1 else "workers"
     return f"{one} {number_ranges(workers)}{replica}"
+
+
+def cause_reference(headline: str, found: Iterable[Mapping[str, Any]]) -> tuple[str, str, str, int] | None:
+    """A headline that repeats a cause's message word for word, split around it: the words before (``… because
+    of``), the cause named instead (``cause #1 below: stall (19.6 s), worker 0``), the words after, and the cause's
+    number in the causes list; None when it repeats none. Why: the stall's 60-word sentence was read three times,
+    in the headline, the causes list and (the demo) the live line; the causes list tells it in full, once, and the
+    report and the terminal summary both point at it (issue 51)."""
+    from otel_verl.analysis import step_rows
+
+    for i, f in enumerate(found, 1):
+        message = str(f.get("message") or "")
+        if len(message) < 40 or message not in headline:
+            continue
+        place = where(f)
+        words = f"cause #{i} below: {step_rows.cause_words(dict(f))}" + (f", {place}" if place else "")
+        head, _, tail = headline.partition(message)
+        head = head[: -len("because ")] + "because of " if head.endswith("because ") else head
+        return head, words, tail, i
+    return None
+
+
+USUAL_HEADER = "parts' usual"
+"""The steps table's "usual" column, so named where it stands: a new user read "usual 2.4 s" above both normal
+steps (2.2 s and 2.3 s) as the usual step (issue 51)."""
+
+
+def usual_words(accounts: Iterable[Mapping[str, Any]]) -> str:
+    """What the steps table's :data:`USUAL_HEADER` and excess columns are, with the median step beside it: the sum of
+    the parts' usual seconds is not the median step (each part's median is taken on its own), and the reader is
+    told both, so neither reads as the other."""
+    took = sorted(float(a["duration_s"]) for a in accounts if isinstance(a.get("duration_s"), (int, float)))
+    median = f"; the median step took {seconds_words(float(np.median(took)))}" if took else ""
+    return (
+        f"{USUAL_HEADER}: the sum of each part's usual seconds in this run (a part's usual is its own median, so the "
+        f"sum need not be the median step{median}); excess: took − {USUAL_HEADER}"
+    )
 
 
 def trace_link(trace_url: str | None, trace_id: str) -> str | None:

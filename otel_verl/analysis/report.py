@@ -133,19 +133,13 @@ def write_html(
 
 
 def _headline_html(headline: str, found: list[dict[str, Any]]) -> str:
-    """A headline that repeats a cause's message word for word names the cause instead, with what it cost and
-    where, linked to its row (``because of cause #1 below: stall (19.6 s), worker 0``). Why: the stall's 60-word
-    sentence was read in the headline, in the steps table's tooltip and in the causes table; the causes table
-    tells it in full, once."""
-    for i, f in enumerate(found, 1):
-        message = str(f.get("message") or "")
-        if len(message) >= 40 and message in headline:
-            where = presenting.where(f)
-            words = f"cause #{i} below: {step_rows.cause_words(f)}" + (f", {where}" if where else "")
-            head, _, tail = headline.partition(message)
-            head = head[: -len("because ")] + "because of " if head.endswith("because ") else head
-            return f"{html.escape(head)}<a href='#cause-{i}'>{html.escape(words)}</a>{html.escape(tail)}"
-    return html.escape(headline)
+    """A headline that repeats a cause's message names the cause instead, linked to its row
+    (:func:`~otel_verl.analysis.presenting.cause_reference`: ``because of cause #1 below: stall (19.6 s)``)."""
+    ref = presenting.cause_reference(headline, found)
+    if ref is None:
+        return html.escape(headline)
+    head, words, tail, i = ref
+    return f"{html.escape(head)}<a href='#cause-{i}'>{html.escape(words)}</a>{html.escape(tail)}"
 
 
 def run_name(source: str | None) -> str:
@@ -255,8 +249,8 @@ def _steps_table(accounts: Sequence[Mapping[str, Any]], found: list[dict[str, An
         return []
     row_of = {str(f.get("message")): i for i, f in enumerate(found, 1)}
     out = [
-        "<section id='steps'><h2>Steps</h2><p class='caption'>Usual: what the step usually costs in this run (the "
-        "sum of its parts' usual seconds); excess = took − usual. Severity and top cause: the worst and the first "
+        f"<section id='steps'><h2>Steps</h2><p class='caption'>{html.escape(presenting.usual_words(accounts))}. "
+        "Severity and top cause: the worst and the first "
         "of the warnings and criticals below that name the step (ok: none does; notes stay in the causes), with "
         "what it cost the step: how much sooner the step would have ended without it, as the causes say.</p>",
         _step_rows_html(rows, row_of, "step-table"),
@@ -287,7 +281,8 @@ def _step_rows_html(rows: Sequence[Mapping[str, Any]], row_of: Mapping[str, int]
             f"<td>{html.escape(severity)}</td><td>{words}</td></tr>"
         )
     return (
-        f"<table id='{table_id}'><tr><th>step</th><th>took</th><th>usual</th><th>excess</th><th>severity</th>"
+        f"<table id='{table_id}'><tr><th>step</th><th>took</th><th>{html.escape(presenting.USUAL_HEADER)}</th>"
+        "<th>excess</th><th>severity</th>"
         f"<th>top cause</th></tr>{''.join(body)}</table>"
     )
 

@@ -183,11 +183,13 @@ def print_summary(
         for line in missing:
             console.print(f"  [yellow]{escape(line)}[/]", soft_wrap=True)
     console.print(Prose(s["verdict"], "bold"))
-    for line in s["headlines"]:
-        console.print(Prose(line, "bold red", indent="  ", hanging="    "))
-    _print_steps(console, result.steps)
     serious = [f for f in found if f.get("severity") != "info"]
     shown = serious[:10] or found[:5]
+    for line in s["headlines"]:  # a cause's sentence is told once, in the causes table; a headline points at it
+        ref = presenting.cause_reference(line, shown)
+        line = line if ref is None else "".join(ref[:3])
+        console.print(Prose(line, "bold red", indent="  ", hanging="    "))
+    _print_steps(console, result.steps)
     if shown:
         table = Table("#", "severity", "lost", "steps", "cause", show_lines=False, title="causes, ranked")
         for column in table.columns[:4]:
@@ -225,14 +227,13 @@ def _print_steps(console: Any, accounts: list[dict[str, Any]]) -> None:
     table = Table(
         "step",
         "took",
-        "usual",
+        presenting.USUAL_HEADER,
         "excess",
         "severity",
         "top cause",
         title="steps",
-        caption="usual: what the step usually costs in this run (the sum of its parts' usual seconds); excess: "
-        "took − usual; top cause: the first warning or worse that names the step, with what it cost it (how much "
-        "sooner the step would have ended without it, as in the causes below)",
+        caption=f"{presenting.usual_words(accounts)}; top cause: the first warning or worse that names the step, "
+        "with what it cost it (how much sooner the step would have ended without it, as in the causes below)",
     )
     for column in table.columns[:4]:
         column.justify = "right"
