@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._table import Result
-from benchmarks.diagnosis import class_tables, tables
+from benchmarks.diagnosis import async_tables, class_tables, tables
+from benchmarks.diagnosis.async_classes import ASYNC_CLASSES
+from benchmarks.diagnosis.async_model import AsyncRun
 from benchmarks.diagnosis.class_scoring import score_class_run
 from benchmarks.diagnosis.classes import CLASSES, build_class_run
 from benchmarks.diagnosis.classes import describe as describe_expect
@@ -42,6 +44,7 @@ from benchmarks.diagnosis.planting import KINDS
 from benchmarks.diagnosis.run_model import build_run
 from benchmarks.diagnosis.scoring import score_run
 from benchmarks.diagnosis.shape import FORMATS, MAX_SPANS_PER_RUN, OTLP, OTLP_ENGINE, SEED
+from benchmarks.diagnosis.write_async import write_async
 from benchmarks.diagnosis.write_otlp import write_spool
 from benchmarks.diagnosis.write_seed import write_seed
 from otel_verl.analysis.findings.common import kinds as k
@@ -80,9 +83,23 @@ def plan_classes(
     """``runs_per_class`` runs of each judgement class, formats in turn."""
     out = []
     for c, cls in enumerate(classes):
+        # the asynchronous classes (issue 50) write our spool only; their seeds sit apart from the other classes'
+        mine = [f for f in formats if f != SEED] or [OTLP] if cls in ASYNC_CLASSES else formats
+        offset = 700_000 + 1_000 * ASYNC_CLASSES.index(cls) if cls in ASYNC_CLASSES else 500_000 + c * runs_per_class
         for i in range(runs_per_class):
             index = c * runs_per_class + i
-            out.append(RunSpec(index, seed * 1_000_003 + 500_000 + index, formats[i % len(formats)], None, cls=cls))
+            out.append(RunSpec(index, seed * 1_000_003 + offset + i, mine[i % len(mine)], None, cls=cls))
+    return out
+
+
+def class_list(choice: str) -> list[str]:
+    """``--classes``: names, ``async`` for every asynchronous class, ``all`` for every class."""
+    out: list[str] = []
+    for name in choice.split(","):
+        out += {"async": ASYNC_CLASSES, "all": (*CLASSES, *ASYNC_CLASSES)}.get(name, (name,))
+    unknown = [c for c in out if c not in CLASSES and c not in ASYNC_CLASSES]
+    if unknown:
+        raise SystemExit(f"--classes: unknown class {unknown[0]!r} (known: {', '.join((*CLASSES, *ASYNC_CLASSES))})")
     return out
 
 
@@ -118,7 +135,10 @@ def evaluate(spec: RunSpec, keep: Path | None = None, figures: bool = False) -> 
     shutil.rmtree(base, ignore_errors=True)
     try:
         data = base / "data"
-        (write_seed if spec.fmt == SEED else write_spool)(run, data)
+        if isinstance(run, AsyncRun):
+            write_async(run, data)
+        else:
+            (write_seed if spec.fmt == SEED else write_spool)(run, data)
         t2 = time.perf_counter()
         try:
             document = analyze_findings(data, base / "analysis", figures)
@@ -244,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", type=Path, default=None, help="keep each run (data, analysis, truth.json) under DIR")
     p.add_argument("--only-kind", choices=sorted(KINDS), default=None, help="plant only this kind")
     p.add_argument("--classes", nargs="?", const=",".join(CLASSES), default=None, metavar="LIST",
-                   help=f"judgement classes instead ({','.join(CLASSES)}); --runs per class (40)")  # fmt: skip
+                   help=f"judgement classes instead ({','.join(CLASSES)}; async: {','.join(ASYNC_CLASSES)}; "
+                        "all); --runs per class (40)")  # fmt: skip
     p.add_argument("--figures", action="store_true", help="draw the report's figures too (as the CLI does)")
     p.add_argument("--write", nargs="?", const=HERE / "RESULTS.md", type=Path, default=None, metavar="FILE",
                    help="replace the section in FILE (default benchmarks/RESULTS.md)")  # fmt: skip
@@ -255,21 +276,33 @@ def main(argv: list[str] | None = None) -> int:
     if not formats:
         p.error(f"--only-kind {a.only_kind} cannot be planted in --format {a.format}")
     if a.classes:
-        specs = plan_classes(40 if a.runs == 200 else a.runs, a.seed, formats, a.classes.split(","))
+        specs = plan_classes(40 if a.runs == 200 else a.runs, a.seed, formats, class_list(a.classes))
     else:
         specs = plan(n, a.seed, formats, [a.only_kind] if a.only_kind else ())
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     runs, plants = bench(specs, a.jobs, a.keep, a.figures)
     seconds = time.perf_counter() - t0
+    sections = []
     if a.classes:
-        section = class_tables.markdown(runs, class_header(specs, runs, seconds, a.jobs, load))
+        sync = [r for r in runs if r["class"] not in ASYNC_CLASSES]
+        asyn = [r for r in runs if r["class"] in ASYNC_CLASSES]
+        if sync:
+            sync_specs = [s for s in specs if s.cls not in ASYNC_CLASSES]
+            text = class_tables.markdown(sync, class_header(sync_specs, sync, seconds, a.jobs, load))
+            sections.append((class_tables.update, text))
+        if asyn:
+            async_specs = [s for s in specs if s.cls in ASYNC_CLASSES]
+            text = async_tables.markdown(asyn, class_header(async_specs, asyn, seconds, a.jobs, load))
+            sections.append((async_tables.update, text))
     else:
-        section = tables.markdown(runs, plants, header(specs, runs, plants, seconds, a.jobs, load))
-    print(section)
-    if a.write:
-        (class_tables.update if a.classes else tables.update_results)(a.write, section)
-        print(f"written to {a.write}", file=sys.stderr)
+        text = tables.markdown(runs, plants, header(specs, runs, plants, seconds, a.jobs, load))
+        sections.append((tables.update_results, text))
+    for update, text in sections:
+        print(text)
+        if a.write:
+            update(a.write, text)
+            print(f"written to {a.write}", file=sys.stderr)
     if a.json:
         a.json.write_text(json.dumps({"runs": runs, "plants": plants}, indent=1))
     return 0

@@ -265,7 +265,13 @@ BUILDERS = {
 }
 
 
-def build_class_run(seed: int, fmt: str, cls: str, max_spans: int) -> tuple[SimRun, Expect]:
+def build_class_run(seed: int, fmt: str, cls: str, max_spans: int) -> tuple[Any, Expect]:
+    """A class run: a :class:`SimRun`, or for the asynchronous classes (issue 50) an :class:`~.async_model.AsyncRun`
+    (:mod:`.async_classes`, imported here: it builds on this module)."""
+    if cls.startswith("async_"):
+        from benchmarks.diagnosis.async_classes import build_async_class_run
+
+        return build_async_class_run(seed, fmt, cls)
     return BUILDERS[cls](seed, fmt, max_spans)
 
 
