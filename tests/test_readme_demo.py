@@ -1,6 +1,6 @@
 """The first thing a user sees: the README's demo command, run as it stands, tells the planted stall.
 
-The README's first set-up command (``bash scripts/demo.sh``: 3 steps, in step 2 the 4 rollouts of sample 3 on
+The README's first set-up command (``bash scripts/demo.sh``: 3 steps, in step 2 the 4 rollouts of prompt 3 on
 worker 0 stall 20 s on their first engine call) once printed "No problems found" beside a step ten times slower
 than the others (issue 40). This runs that exact line from the README in the repository root, with the user's
 environment (none of the test suite's own settings), and reads what it printed and the findings.json it wrote.
@@ -51,7 +51,7 @@ def test_readme_demo_names_the_planted_stall(readme_demo) -> None:
     doc = json.loads((new[0] / "findings.json").read_text())
     summary, findings = doc["summary"], doc["findings"]
     top = findings[0]
-    # the verdict names a problem in step 2, and the first finding is the stall: step 2, worker 0, sample 3
+    # the verdict names a problem in step 2, and the first finding is the stall: step 2, worker 0, prompt 3
     assert "No problems found" not in summary["verdict"], summary["verdict"]
     assert "step 2" in summary["verdict"], summary["verdict"]
     assert top["severity"] in SERIOUS, top
@@ -63,7 +63,7 @@ def test_readme_demo_names_the_planted_stall(readme_demo) -> None:
     # Most, not all: one of 5 runs on 2026-11-29 (in CI) told 16.3 s of 19.3, the other four 0.98-1.03 of the excess
     # (that run's spool was not kept to see where the rest went: issue 40's note)
     (step2,) = [s for s in doc["steps"] if s["step"] == 2]
-    assert "sample 3" in top["message"], top["message"]
+    assert "prompt 3" in top["message"], top["message"]
     assert top["seconds"] > 0.5 * step2["excess_s"], (top["seconds"], step2["excess_s"], top["message"])
     assert "stalled" in top["message"], top["message"]
     # ...and the user reads it on the screen: the headline of step 2 and the stalled worker

@@ -72,7 +72,7 @@ def test_every_span_is_a_slice_on_a_named_track(planted_spans: pd.DataFrame, tmp
     assert notes["span.name"].string_value.startswith("text_completion") and len(notes["trace_id"].string_value) == 32
     # a request's turns and events ride on its own track
     turn = next(p.track_event for p in starts if p.track_event.name == "turn")
-    assert tracks[turn.track_uuid].name.split(" · ")[0].startswith(("sample", "request"))
+    assert tracks[turn.track_uuid].name.split(" · ")[0].startswith(("prompt", "request"))
 
 
 def test_requests_named_by_sample_and_replica(tmp_path: Path) -> None:
@@ -106,11 +106,11 @@ def test_requests_named_by_sample_and_replica(tmp_path: Path) -> None:
     write_perfetto_proto(spans, tmp_path / "t.pftrace")
     tracks, events = read_trace(tmp_path / "t.pftrace")
     named = {d.name: d for d in tracks.values()}
-    assert "sample 5 · request req-77 · replica replica-1" in named
-    assert named["sample 5 · request req-77 · replica replica-1"].description == "step 2, completed, 1 turn"
+    assert "prompt 5 · request req-77 · replica replica-1" in named
+    assert named["prompt 5 · request req-77 · replica replica-1"].description == "step 2, completed, 1 turn"
     assert named["worker 1"].description == "replicas: replica-1"
     on_request = [p.track_event.name for p in events if p.track_event.track_uuid == named[
-        "sample 5 · request req-77 · replica replica-1"].uuid and p.track_event.name]  # fmt: skip
+        "prompt 5 · request req-77 · replica replica-1"].uuid and p.track_event.name]  # fmt: skip
     assert on_request == ["request completed", "engine call", "inside the engine (its own span)"]
 
 

@@ -131,11 +131,11 @@ def _track(uuid: int, parent: int, name: str, about: str = "", rank: int | None 
 
 
 def _request_names(sp: pd.DataFrame, row: int, replica: str | None) -> tuple[str, str]:
-    """``sample 3 · request <id> · replica <r>`` and a longer description (step, status, turns)."""
+    """``prompt 3 · request <id> · replica <r>`` and a longer description (step, status, turns)."""
     rec = sp.iloc[row]
     rid = rec.get("request_id")
     sample = rec.get("sample_index")
-    parts = [f"sample {int(sample)}"] if pd.notna(sample) else []
+    parts = [f"prompt {int(sample)}"] if pd.notna(sample) else []
     parts.append(f"request {rid}" if isinstance(rid, str) and rid else f"request span {rec['span_id']}")
     if replica:
         parts.append(f"replica {replica}")

@@ -118,7 +118,7 @@ def _subject(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     ids = _ids(reqs)
     on = _on(f, d, _shared(reqs))
     if scope == k.SCOPE_SAMPLE:
-        return f"{_all(len(reqs))} rollouts of sample {d.get('sample_index')}{on}"
+        return f"{_all(len(reqs))} rollouts of prompt {d.get('sample_index')}{on}"
     if len(ids) == 1:
         return f"request {ids[0]}{on}"
     return f"{len(reqs) or 'several'} requests{on}"

@@ -72,7 +72,7 @@ def long_tail(accounts: list[StepAccount], spread: float) -> Finding | None:
         f"the long tail (information, every multi-turn run has one): workers waited at the barrier for "
         f"{barrier:.0%} of their rollout time; the request that ended each rollout {shape}. Aborting the last 10 % "
         f"of requests once the rest were done (over-sampling) would have saved {fmt_s(_typical(ten, 0))} in the "
-        f"median step, dropping {_typical(ten, 1):g} samples; capping decoding there and resuming the rest next step "
+        f"median step, dropping {_typical(ten, 1):g} rollouts; capping decoding there and resuming the rest next step "
         f"(partial rollout) saves the same, carrying {_typical(ten, 2):,.0f} tokens over"
     )
     return Finding(
