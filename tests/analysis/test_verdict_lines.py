@@ -70,7 +70,7 @@ def test_a_step_reported_alone_is_told_against_the_runs_usual(paused_run: Path, 
     (row,) = alone.steps
     assert "no other step" not in line and "1.0×" not in line, line
     usual_rollout = next(a for a in whole.steps if a["step"] == 3)["rollout_baseline_s"]
-    assert f"its usual {fmt_s(usual_rollout)};" in line and f"(usually {fmt_s(row['baseline_s'])})" in line, line
+    assert f"its parts' usual {fmt_s(usual_rollout)};" in line and f"(usually {fmt_s(row['baseline_s'])})" in line, line
     ratio = float(re.search(r"([\d.]+)×", line).group(1))
     assert ratio == pytest.approx(row["rollout_s"] / row["rollout_baseline_s"], abs=0.05) and ratio > 2, line
 
@@ -82,7 +82,7 @@ def test_two_steps_each_compared_with_the_other_never_itself(paused_run: Path, t
     result = _analyzed(two, tmp_path / "out")
     (line,) = result.summary["headlines"]
     first, _ = result.steps
-    assert f"its usual {fmt_s(first['rollout_s'])};" in line, (line, first["rollout_s"])
+    assert f"the other step's {fmt_s(first['rollout_s'])};" in line, (line, first["rollout_s"])
     assert f"(the other step {fmt_s(first['duration_s'])})" in line, line
 
 

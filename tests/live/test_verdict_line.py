@@ -61,7 +61,7 @@ def test_the_second_step_is_compared_with_the_first_and_says_so(tmp_path: Path) 
     assert "no baseline yet" not in second and "median" not in second, second
     assert "[critical]" in second and second.endswith("; compared with the step before alone (how much steps vary "
                                                       "is measured from 3 steps on)"), second  # fmt: skip
-    assert f"its usual {fmt_s(rows[1][n.ROLLOUT_S])};" in second, second
+    assert f"the other step's {fmt_s(rows[1][n.ROLLOUT_S])};" in second, second
     ratio = float(re.search(r"([\d.]+)×", second).group(1))
     assert ratio == pytest.approx(rows[2][n.ROLLOUT_S] / rows[1][n.ROLLOUT_S], abs=0.05)
     # the excess names.py documents: each part against the step before

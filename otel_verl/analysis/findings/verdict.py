@@ -55,7 +55,10 @@ def _step_line(d: Diagnosis, a: StepAccount, top: Finding) -> str:
     # the other steps by name only when they are all the baselines came from (``--steps`` reports fewer)
     every = d.baseline_steps <= len(d.accounts)
     others = [x.duration_s for x in d.accounts if x.step != a.step] if every else []
-    took = _took(a.rollout_s, a.rollout_baseline_s, a.duration_s, a.baseline_s, others, top.kind == k.SLOW_PHASE)
+    spread = getattr(d, "spread", None)
+    one_other = len(others) == 1 and spread is not None and not spread.measured  # two steps: each the other's usual
+    usual = "the other step's" if one_other else "its parts' usual"
+    took = _took(a.rollout_s, a.rollout_baseline_s, a.duration_s, a.baseline_s, others, top.kind == k.SLOW_PHASE, usual)
     return f"step {a.step}: {took}, because {top.message}"
 
 
@@ -142,10 +145,20 @@ def _top_cause(findings: list[Finding], step: int) -> Finding | None:
 
 
 def _took(
-    rollout: float, usual_rollout: float, duration: float, usual: float, others: list[float], trainer: bool
+    rollout: float,
+    usual_rollout: float,
+    duration: float,
+    usual: float,
+    others: list[float],
+    trainer: bool,
+    usual_words: str = "its parts' usual",
 ) -> str:
     """``the step took 21.6 s (the other steps 2.2-2.3 s)``: what "usual" is, said with the steps themselves (or,
-    when they are not all reported, the usual duration); the rollout against its usual one (none: not said)."""
+    when they are not all reported, the usual duration); the rollout against its usual one (none: not said), named
+    as the steps table names it (``its parts' usual``: the sum of its parts' usual seconds, not the median rollout)
+    or, with two steps, as what it is (``the other step's``). Why: a cold new user read the step's "usual" rollout
+    as 1.2 s (the live line, against step 1 alone), 1.6 s (this headline) and 1.455 s (findings.json's
+    ``median_rollout_s``, the slow step included) with nothing saying why (issue 51)."""
     if not others and np.isfinite(usual):
         step = f"the step took {fmt_s(duration)} (usually {fmt_s(usual)})"
     elif not others:
@@ -157,4 +170,4 @@ def _took(
         step = f"the step took {fmt_s(duration)} (the median step {fmt_s(float(np.median(others)))})"
     if trainer or not np.isfinite(rollout) or not np.isfinite(usual_rollout) or usual_rollout <= 0:
         return step
-    return f"rollout took {fmt_s(rollout)}, {rollout / usual_rollout:.1f}× its usual {fmt_s(usual_rollout)}; {step}"
+    return f"rollout took {fmt_s(rollout)}, {rollout / usual_rollout:.1f}× {usual_words} {fmt_s(usual_rollout)}; {step}"
