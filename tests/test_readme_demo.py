@@ -66,6 +66,10 @@ def test_readme_demo_names_the_planted_stall(readme_demo) -> None:
     assert "prompt 3" in top["message"], top["message"]
     assert top["seconds"] > 0.5 * step2["excess_s"], (top["seconds"], step2["excess_s"], top["message"])
     assert "stalled" in top["message"], top["message"]
+    # the usual rate is the one the demo's --help gives (issue 51: "the usual 0.818 ms/token" beside "0.4 ms"): the
+    # simulated engine's shared capacity doubles 0.4 ms while the step's 64 rollouts decode together
+    usual = re.search(r"the usual ([\d.]+) ms/token", top["message"])
+    assert usual and 0.5 <= float(usual.group(1)) <= 1.6, top["message"]
     # ...and the user reads it on the screen: the headline of step 2 and the stalled worker
     assert "step 2" in printed and "worker 0 stalled" in printed, printed[-3000:]
 
@@ -92,6 +96,12 @@ def test_the_demo_tells_its_cause_by_one_name_and_one_cost(readme_demo) -> None:
     live2 = re.search(r"otel_verl \| step 2: (.*?) otel_verl \| step 3", printed)
     assert live2 and "median" not in live2.group(1) and "no baseline yet" not in live2.group(1), printed[:3000]
     assert "compared with the step before alone" in live2.group(1), live2.group(1)
+    # the cause's sentence once on the terminal (issue 51, e): the causes table tells it; the live line names it as
+    # the steps table does and the headline points at it
+    assert "because of stall on worker 0" in live2.group(1) and top["message"] not in live2.group(1), live2.group(1)
+    assert "because of cause #1 below: stall" in printed, printed[-3000:]
+    told = [line for line in done.stdout.splitlines() if "worker 0 stalled in step 2" in line]
+    assert len(told) == 1 and told[0].startswith("│"), told  # the causes table's row
     serious = [f for f in doc["findings"] if f["severity"] in SERIOUS]
     if serious and len(doc["findings"]) > len(serious[:10]):  # the causes table shows the serious ones only
         assert re.search(r"causes: \S.* above; \d+ notes? more in the files", printed), printed[-800:]

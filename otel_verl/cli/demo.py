@@ -21,6 +21,16 @@ if TYPE_CHECKING:
     from otel_verl.demo.options import DemoOptions, DemoResult
 
 
+SECONDS_PER_TOKEN_HELP = (
+    "Simulated decode time per token of a rollout while at most 32 decode at once on its replica; more at once "
+    "share it (64 at once: 2x as long). The default run (16 prompts x 4 rollouts on 1 replica) decodes at about "
+    "0.8 ms/token, the usual rate the analysis reports."
+)
+"""Why the arithmetic: the README demo's stall read "the usual 0.818 ms/token" while this said 0.4 ms, with
+nothing saying why (issue 51); the simulated engine's shared capacity (``SimServerConfig.capacity``) doubles it
+while the step's 64 rollouts decode together (tests/analysis/test_demo_help.py checks the figure)."""
+
+
 def _plant_help() -> str:
     items = "; ".join(f"`{name}`: {what}" for name, (_plan, what) in READY_MADE.items())
     return (
@@ -47,7 +57,7 @@ ENGINE_PHASES = ("decode", "queue", "before")
 
 
 def _slow_turns(values: list[str] | None) -> dict[int, tuple[int, float, str]]:
-    """``IDX:TURN:SEC[:WHERE]`` options → {sample index: (turn index, seconds, where)}."""
+    """``IDX:TURN:SEC[:WHERE]`` options → {prompt index: (turn index, seconds, where)}."""
     out: dict[int, tuple[int, float, str]] = {}
     for value in values or []:
         parts = value.split(":")
@@ -128,7 +138,7 @@ def demo(
         ),
     ] = 0.0,
     seconds_per_token: Annotated[
-        float, typer.Option(min=0.0, help="Simulated decode time per token.", rich_help_panel=SHAPE)
+        float, typer.Option(min=0.0, help=SECONDS_PER_TOKEN_HELP, rich_help_panel=SHAPE)
     ] = 0.0004,
     stall: Annotated[
         list[str] | None,
@@ -140,7 +150,7 @@ def demo(
         list[str] | None,
         typer.Option(
             metavar="IDX:TURN:SEC",
-            help="Extra SEC s on the engine call of sample IDX's turn index TURN (0-based, as `verl.turn.index`: "
+            help="Extra SEC s on the engine call of prompt IDX's turn index TURN (0-based, as `verl.turn.index`: "
             "1 = the second turn; findings say `turn index 1`). Add `:WHERE` (IDX:TURN:SEC[:WHERE]) for where in "
             "the engine's own account: decode (default), queue (waiting in the engine's queue) or before (before "
             "the engine received the request: a slow hop or load balancer).",
@@ -149,7 +159,9 @@ def demo(
     ] = None,
     slow_reward: Annotated[
         list[str] | None,
-        typer.Option(metavar="IDX:SEC", help="Extra SEC s in sample IDX's reward.", rich_help_panel=PLANT),
+        typer.Option(
+            metavar="IDX:SEC", help="Extra SEC s in the rewards of prompt IDX's rollouts.", rich_help_panel=PLANT
+        ),
     ] = None,
     slow_step: Annotated[
         int | None,
@@ -233,8 +245,8 @@ def demo(
     analyzer writes findings.json, report.html and figures.
 
     Plant a problem for the analyzer to find (the last panel): `--plant stall`, or by hand
-    `--stall 3:20` (sample 3 stalls 20 s: a straggler worker with an idle gap), `--slow-turn 5:1:8`
-    (8 s more on turn index 1, the second turn, of sample 5), `--slow-reward 7:5`, `--slow-step 2`.
+    `--stall 3:20` (the rollouts of prompt 3 stall 20 s: a straggler worker with an idle gap), `--slow-turn
+    5:1:8` (8 s more on turn index 1, the second turn, of prompt 5), `--slow-reward 7:5`, `--slow-step 2`.
     """
     from otel_verl.analysis.errors import AnalysisInputError
     from otel_verl.analysis.output_paths import prepare_dir

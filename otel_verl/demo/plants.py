@@ -8,16 +8,16 @@ span that covers it and in no other:
 ========================  =================================  ============================================
 key                        value                              where the time goes
 ========================  =================================  ============================================
-``stall``                  {sample index: s}                  the sample's first engine call stalls (sim engine)
-``slow_turn``              {sample index: (turn, s[, where])}  that turn's engine call (sim engine)
-``slow_reward``            {sample index: s}                  that sample's reward (reward actor)
-``slow_tool``              {sample index: s}                  each calculator call of the sample (verl's
+``stall``                  {prompt index: s}                  its rollouts' first engine call stalls (sim engine)
+``slow_turn``              {prompt index: (turn, s[, where])}  that turn's engine call (sim engine)
+``slow_reward``            {prompt index: s}                  its rollouts' rewards (reward actor)
+``slow_tool``              {prompt index: s}                  each calculator call of its rollouts (verl's
                                                               ``tools_kwargs``)
 ``slow_phase``             {trainer phase: s}                 that trainer phase, once in the step (the
                                                               trainer's stand-in compute)
 ``slow_start``             {worker rank: s}                   the worker prepares its chunk ``s`` longer
                                                               before its first request (the demo's worker)
-``long_response``          {sample index: tokens}             each rollout of the sample decodes ``tokens``
+``long_response``          {prompt index: tokens}             each rollout of the prompt decodes ``tokens``
                                                               tokens on its first turn (sim engine)
 ``step_slow_decode``       k (float)                          every engine call decodes at k× the usual
                                                               seconds per token (sim engine)
@@ -60,7 +60,7 @@ PLANT_STEP: Final = 2
 READY_MADE: Final[dict[str, tuple[dict[str, Any], str]]] = {
     "stall": (
         {STALL: {3: 20.0}},
-        "the 4 rollouts of sample 3 stall 20 s on their first engine call, so worker 0 stalls mid-rollout "
+        "the 4 rollouts of prompt 3 stall 20 s on their first engine call, so worker 0 stalls mid-rollout "
         "and the others wait at the barrier (a straggler)",
     ),
     "slow-phase": ({SLOW_PHASE: {"update_actor": 8.0}}, "the trainer's update_actor phase takes 8 s more"),
@@ -70,7 +70,8 @@ READY_MADE: Final[dict[str, tuple[dict[str, Any], str]]] = {
     ),
     "long-response": (
         {LONG_RESPONSE: {5: 15000}},
-        "the rollouts of sample 5 decode 15000 tokens on their first turn (~6 s at the usual 0.4 ms a token)",
+        "the rollouts of prompt 5 decode 15000 tokens on their first turn (~6 s: 0.4 ms a token once the "
+        "step's other rollouts are done, 0.8 ms while all 64 decode at once)",
     ),
     "step-slow-decode": ({STEP_SLOW_DECODE: 8.0}, "every engine call of the step decodes 8x slower per token"),
     "step-slow-reward": ({STEP_SLOW_REWARD: 4.0}, "every reward of the step takes 4 s more"),

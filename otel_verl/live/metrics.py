@@ -80,7 +80,7 @@ def top_cause(findings: list[dict[str, Any]], step: int, causes: tuple[str, ...]
 
 
 def cause_place(cause: dict[str, Any]) -> str:
-    """Where a cause moved, in a few words: ``every worker``, ``worker 0``, ``sample 3``, ``phase update_actor``."""
+    """Where a cause moved, in a few words: ``every worker``, ``worker 0``, ``prompt 3``, ``phase update_actor``."""
     details = cause.get("details") or {}
     scope = details.get("scope")
     workers = cause.get("workers") or []
@@ -91,7 +91,7 @@ def cause_place(cause: dict[str, Any]) -> str:
     if scope == "replica":
         return f"replica {details.get('replica', '?')}"
     if scope == "sample":
-        return f"sample {details.get('sample_index', '?')}" + (f" on worker {workers[0]}" if len(workers) == 1 else "")
+        return f"prompt {details.get('sample_index', '?')}" + (f" on worker {workers[0]}" if len(workers) == 1 else "")
     if scope == "request" and cause.get("request_id"):
         where = f" on worker {workers[0]}" if len(workers) == 1 else ""
         return f"request {str(cause['request_id'])[:12]}{where}"

@@ -100,3 +100,19 @@ def test_one_cause_one_name_one_cost(paused_run: Path, tmp_path: Path) -> None:
     assert cause_words(row["top_cause"]) == f"stall ({cost})" and "stalled" in top.message
     assert top.message.endswith(f"; it cost the step {cost}") and "for 20.0 s" in top.message, top.message
     assert result.summary["headlines"][0].endswith(top.message)
+
+
+def test_the_live_line_names_its_cause_in_a_line() -> None:
+    """Issue 51 (e): the README demo printed the stall's 60-word sentence three times (the live line of step 2, the
+    headline, the causes table). The live line (``step_headline``) names it as the steps table does, with where and
+    what it cost; the causes list tells it in full."""
+    from otel_verl.analysis.findings.verdict import step_headline
+
+    details = {"stalled_s": 11.9, "part": "decode", "scope": k.SCOPE_SAMPLE, "sample_index": 3, "replica": "sim-0"}
+    message = "worker 0 stalled in step 2: nothing else moved on it for 11.9 s while all 4 rollouts of prompt 3 ..."
+    stall = Finding(k.SLOW_DECODE, "critical", message, step=2, worker=0, seconds=12.4, details=details)
+    line = step_headline(_diagnosis([stall]), 2)
+    assert line is not None and message not in line, line
+    assert line.startswith("step 2: rollout took 25.8 s") and line.endswith(
+        "because of stall on worker 0, replica sim-0, prompt 3 (12.4 s)"
+    ), line

@@ -15,7 +15,7 @@ import numpy as np
 from otel_verl.analysis.findings.account.step_account import StepAccount
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import SEVERITIES, Finding, fmt_range, fmt_s, number_ranges
-from otel_verl.analysis.findings.common.step_cause import cause_seconds
+from otel_verl.analysis.findings.common.step_cause import cause_name, cause_seconds
 from otel_verl.analysis.findings.diagnose import Diagnosis
 
 
@@ -41,12 +41,36 @@ def headlines(d: Diagnosis) -> list[str]:
 
 
 def step_headline(d: Diagnosis, step: int) -> str | None:
-    """``step 7: rollout took …, because …`` for a step whose top cause is a warning or worse, else ``None``."""
+    """``step 7: rollout took …, because of stall on worker 0, replica sim-0, prompt 3 (18.8 s)`` for a step whose
+    top cause is a warning or worse, else ``None``: the live account's line, one line, its cause by the steps
+    table's name, where and what it cost (:func:`cause_in_a_line`). Why not the cause's sentence: the README demo
+    printed it three times (the live line, the headline, the causes table: issue 51); the causes list of
+    ``otel-verl analyze`` tells it in full, and the headline there points at it."""
     top = _top_cause(d.findings, step)
     a = next((a for a in d.accounts if a.step == step), None)
     if top is None or a is None:
         return None
-    return _step_line(d, a, top)
+    if top.details.get("degraded"):
+        return _step_line(d, a, top)
+    return _step_line(d, a, top).removesuffix(f"because {top.message}") + f"because of {cause_in_a_line(top, step)}"
+
+
+def cause_in_a_line(f: Finding, step: int) -> str:
+    """``stall on worker 0, replica sim-0, prompt 3 (18.8 s)``: a cause by its name, where it moved and what it cost
+    ``step`` (:mod:`.common.step_cause`, the steps table's figures)."""
+    d = f.details
+    if d.get("scope") == k.SCOPE_PHASE or (d.get("phase") and not f.workers):
+        where = [f"in phase {d['phase']}" if d.get("phase") else "in the trainer"]
+    elif d.get("scope") == k.SCOPE_STEP:
+        where = ["on every worker"]
+    else:
+        where = [f"on worker{'s' if len(f.workers) > 1 else ''} {number_ranges(f.workers)}"] if f.workers else []
+    if d.get("replica") is not None:
+        where.append(f"replica {d['replica']}" if where else f"on replica {d['replica']}")
+    if d.get("scope") == k.SCOPE_SAMPLE and d.get("sample_index") is not None:
+        where.append(f"prompt {d['sample_index']}")
+    place = f" {', '.join(where)}" if where else ""
+    return f"{cause_name(f)}{place} ({fmt_s(cause_seconds(f, step))})"
 
 
 def _step_line(d: Diagnosis, a: StepAccount, top: Finding) -> str:
