@@ -51,7 +51,7 @@ from benchmarks.diagnosis.shape import OTLP_ENGINE, TRAINER_PHASES, draw_shape, 
 from otel_verl.analysis.findings.common import kinds as k
 
 ASYNC_CLASSES = ("async_clean", "async_stale", "async_phase", "async_sync", "async_replica", "async_reward")
-MAX_SPANS = 15_000
+MAX_SPANS = 8_000
 """Small runs: 8 runs a class take a few minutes on two busy cores."""
 SYNC_SHARE = (0.05, 0.15)
 """The weight sync's usual seconds against the median rollout."""

@@ -330,6 +330,9 @@ class AsyncWriter:
         add(file, (trace, self.ids.span(), wid), sc.SPAN_WEIGHT_SYNC, *s.sync, sattrs)
         attrs = {sc.VERL_STEP: s.step, sc.VERL_TRAINER_MODE: run.ashape.mode,
                  sc.VERL_PARAMETER_SYNC_STEP: run.ashape.updates}  # fmt: skip
+        first = getattr(sc, "VERL_TRAINER_FIRST_STEP", None)  # the run's first step (pipeline filling), where named
+        if first:
+            attrs[first] = 1
         add(file, (trace, step_id, ""), sc.SPAN_STEP, s.start, s.end, attrs)
 
 
