@@ -16,6 +16,12 @@ GOALS: dict[str, tuple[str, float]] = {
     "trend": ("trends (≥ 20 % over the run) named with the right side and factor", 0.90),
     "shift": ("behaviour shifts named as behaviour at the right step", 0.90),
 }
+PATTERN_GOALS: dict[str, tuple[str, float]] = {
+    "straggler": ("stragglers costing ≥ 5 % of a step: warning or worse within three (issue 50)", 0.05),
+    "shift": ("shifts costing ≥ 25 % of their step: warning or worse within three (issue 50)", 0.25),
+}
+"""Issue 50, must-have 4's thresholds: the pattern runs whose ``cost_share`` reaches them must be told at warning or
+worse among the first three cause findings (``told``), goal 90 %."""
 CLEAN_GOAL = 0.05
 """Warnings per clean run (short and long, with and without answers growing), at most."""
 
@@ -35,6 +41,11 @@ def class_goals(runs: list[Record]) -> list[Goal]:
     out.append(
         Goal("warnings per clean run", f"≤ {CLEAN_GOAL}", per, len(clean), per is not None and per <= CLEAN_GOAL)
     )
+    for cls, (name, floor) in PATTERN_GOALS.items():
+        mine = [r for r in runs if r["class"] == cls and r["expects"] and r.get("cost_share", 0) >= floor]
+        value = _rate(mine, "told")
+        if mine:
+            out.append(Goal(name, "≥ 90%", value, len(mine), value is not None and value >= 0.90))
     return out
 
 
