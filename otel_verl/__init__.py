@@ -13,12 +13,15 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
+from otel_verl.live.plug import plug_in as _plug_in_live
 from otel_verl.package import _instruments
 from otel_verl.version import __version__
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["VerlInstrumentor", "__version__", "instrument", "uninstrument"]
+
+_plug_in_live()  # the live account's seam work and span feed, handed to the tracing side (it never imports live/)
 
 
 class VerlInstrumentor(BaseInstrumentor):  # type: ignore[misc]

@@ -174,6 +174,7 @@ ANALYZER_STAGES: tuple[tuple[str, ...], ...] = (
     ("findings.causes",),
     ("findings.patterns", "findings.quality"),
     ("findings",),
+    ("incremental",),
     ("presenting", "step_rows"),
     ("figures", "write"),
     ("stream",),
@@ -213,3 +214,53 @@ def test_the_analyzer_imports_only_down_its_stages() -> None:
     assert up == {}, f"imports running back up the analyzer's stages: {up}"
     assert _stage("otel_verl.analysis.findings.account.anomalies") == 5
     assert _stage("otel_verl.analysis.read.seed.seed_spans") == 1
+
+
+PACKAGE_STAGES: tuple[tuple[str, ...], ...] = (
+    ("semconv", "config", "content", "version", "package", "invocation"),
+    ("wrapping",),
+    ("recording",),
+    ("export",),
+    ("instrumentation",),
+    ("analysis",),
+    ("live",),
+    ("", "activate", "cli", "demo"),
+)
+"""The package's stages, lowest first (issue 52): the shared names; then the tracing side, wrap → record → export →
+the verl seams that use all three; then the analyzer, the live account built on it, and the entry points (the package
+itself, the Ray hook, the CLI, the demo). A module imports only its own stage and the ones before it: the tracing side
+never leans on the analyzer or the live account; what it needs of them is handed in from above
+(:mod:`otel_verl.live.plug` installs the live feed and the ``Tracking`` seams' work)."""
+
+
+def _package_stage(module: str) -> int:
+    top = module.split(".")[1] if "." in module else ""
+    found = [i for i, names in enumerate(PACKAGE_STAGES) if top in names]
+    assert found, f"{module} is in no stage of PACKAGE_STAGES"
+    return found[0]
+
+
+def test_no_lower_stage_imports_a_higher_one() -> None:
+    graph = _graph()
+    up = {
+        name: sorted(t for t in targets if _package_stage(t) > _package_stage(name)) for name, targets in graph.items()
+    }
+    up = {name: targets for name, targets in up.items() if targets}
+    assert up == {}, f"imports running back up the package's stages: {up}"
+    assert _package_stage("otel_verl.instrumentation.targets") < _package_stage("otel_verl.live.tracking")
+    assert _package_stage("otel_verl.export.provider") < _package_stage("otel_verl.analysis.read")
+
+
+def test_the_live_account_uses_the_analyzer_through_its_door() -> None:
+    """The live account asks the analyzer through its public API only (``otel_verl.analysis``: the incremental
+    call :class:`~otel_verl.analysis.IncrementalDiagnosis` and two readers of findings.json's shapes), so a change
+    inside the analyzer never reaches it."""
+    graph = _graph()
+    inside = {
+        name: sorted(t for t in targets if t.startswith("otel_verl.analysis."))
+        for name, targets in graph.items()
+        if name.startswith("otel_verl.live")
+    }
+    inside = {name: targets for name, targets in inside.items() if targets}
+    assert inside == {}, f"the live account reaching inside the analyzer: {inside}"
+    assert "otel_verl.analysis" in graph["otel_verl.live.account"]

@@ -9,6 +9,11 @@ Three calls, in the spirit of HolisticTraceAnalysis's ``TraceAnalysis``::
         print(cause.severity, cause.seconds, cause.message)  # cause.steps, cause.details['scope']
     result = analysis.analyze(tables, "report")          # findings.json, report.html, one PNG per figure
 
+and one for a run still going, a step at a time (the live account's, :mod:`otel_verl.live.account`)::
+
+    steps = analysis.IncrementalDiagnosis(window=8)
+    judged = steps.add("./step-files", step=12)          # a StepDiagnosis in findings.json's shapes, or None
+
 The stages, one folder each (read → tables → findings → figures → report):
 
 * :mod:`.read` — any trace source → the span table (one row per span, tree resolved); the seed's logs too
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
     from otel_verl.analysis.errors import AnalysisInputError
     from otel_verl.analysis.findings.common.record import Finding
     from otel_verl.analysis.findings.common.thresholds import Thresholds
+    from otel_verl.analysis.incremental import IncrementalDiagnosis, StepDiagnosis
     from otel_verl.analysis.pipeline import Analysis
     from otel_verl.analysis.read.load_options import LoadOptions
     from otel_verl.analysis.read.stats import LoadStats
@@ -45,12 +51,16 @@ __all__ = [
     "Analysis",
     "AnalysisInputError",
     "Finding",
+    "IncrementalDiagnosis",
     "LoadOptions",
     "LoadStats",
+    "StepDiagnosis",
     "Tables",
     "Thresholds",
     "analyze",
+    "cause_seconds",
     "diagnose",
+    "fmt_s",
     "load",
 ]
 
@@ -58,6 +68,11 @@ _TYPES = {
     "Analysis": "otel_verl.analysis.pipeline",
     "AnalysisInputError": "otel_verl.analysis.errors",
     "Finding": "otel_verl.analysis.findings.common.record",
+    "IncrementalDiagnosis": "otel_verl.analysis.incremental",
+    "StepDiagnosis": "otel_verl.analysis.incremental",
+    # readers of findings.json's shapes: what a cause cost a step, seconds as the messages write them
+    "cause_seconds": "otel_verl.analysis.findings.common.step_cause",
+    "fmt_s": "otel_verl.analysis.findings.common.record",
     "LoadOptions": "otel_verl.analysis.read.load_options",
     "LoadStats": "otel_verl.analysis.read.stats",
     "Tables": "otel_verl.analysis.tables",
@@ -66,7 +81,8 @@ _TYPES = {
 
 
 def __getattr__(name: str) -> Any:
-    """The facade's types, imported on first use (pandas and pyarrow stay unloaded for ``otel-verl --help``)."""
+    """The facade's types (and two readers of findings.json's shapes), imported on first use (pandas and pyarrow
+    stay unloaded for ``otel-verl --help``)."""
     if name in _TYPES:
         import importlib
 

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig, _env_int, otlp_endpoint_configured
-from otel_verl.export import dropped, flush, tracing
+from otel_verl.export import dropped, flush, live_feed, tracing
 from otel_verl.export.given_provider import around_given, given_provider
 from otel_verl.export.guard import GuardedExporter
 from otel_verl.export.hold import SpanHold
@@ -205,11 +205,9 @@ def _built_here(
         processor = _batch(exporter, config)
         provider.add_span_processor(processor)
         processors.append(processor)
-    if config.live:  # each step's account in verl's own logger (otel_verl/live); its drops lose no span
-        from otel_verl.live.collector import LIVE_DELAY_S
-        from otel_verl.live.span_feed import LiveSpanExporter
-
-        processor = _batch(LiveSpanExporter(run_id), config, counted=False, delay_ms=round(LIVE_DELAY_S * 1000))
+    feed = live_feed.current()  # handed in by otel_verl/live (export never imports it)
+    if config.live and feed is not None:  # each step's account in verl's own logger; its drops lose no span
+        processor = _batch(feed.exporter(run_id), config, counted=False, delay_ms=round(feed.delay_s() * 1000))
         provider.add_span_processor(processor)
         processors.append(processor)
     owns_global = False

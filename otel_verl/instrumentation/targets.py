@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from otel_verl.instrumentation import (
     engine_link,
     llm_server,
+    metrics_logger,
     reward,
     tools,
     trainer,
@@ -26,7 +27,6 @@ from otel_verl.instrumentation import (
     weight_sync,
 )
 from otel_verl.instrumentation.rollout import chunk, events, group, manager, trajectory
-from otel_verl.live import tracking as live_tracking
 from otel_verl.wrapping import ray_actors, threads
 from otel_verl.wrapping.registry import alternatives
 from otel_verl.wrapping.signatures import Expected, expect
@@ -50,7 +50,8 @@ class Kind(str, Enum):
     RAY = "ray"
     """Ray's per-actor-class method copies get the seams above: every detail level."""
     LOGGER = "logger"
-    """verl's metrics logger (``Tracking``): the live account's way into the user's tracker; every detail level."""
+    """verl's metrics logger (``Tracking``): the live account's way into the user's tracker (its work handed in by
+    :mod:`otel_verl.live.plug`); every detail level."""
 
 
 class Target(NamedTuple):
@@ -100,13 +101,13 @@ TARGETS: tuple[Target, ...] = (
     Target("verl.trainer.ppo.v1.trainer_base", "PPOTrainer._validate", lambda: trainer.validate_wrapper, Kind.TRAINER,
            None, "verl.validate spans (the validation rollout's parent)"),
     # -- verl's metrics logger (the trainer's process): each step's live account into the user's tracker
-    Target(live_tracking.TRACKING_MODULE, "Tracking.__init__", lambda: live_tracking.init_wrapper, Kind.LOGGER,
+    Target(metrics_logger.TRACKING_MODULE, "Tracking.__init__", lambda: metrics_logger.init_wrapper, Kind.LOGGER,
            None, "the live account (otel_verl/* metrics in verl's logger)"),
-    Target(live_tracking.TRACKING_MODULE, "Tracking.log", lambda: live_tracking.log_wrapper, Kind.LOGGER,
+    Target(metrics_logger.TRACKING_MODULE, "Tracking.log", lambda: metrics_logger.log_wrapper, Kind.LOGGER,
            ("data", "step"), "the live account (otel_verl/* metrics in verl's logger)"),
-    Target(live_tracking.TRACKING_MODULE, "Tracking.finish", lambda: live_tracking.finish_wrapper, Kind.LOGGER,
+    Target(metrics_logger.TRACKING_MODULE, "Tracking.finish", lambda: metrics_logger.finish_wrapper, Kind.LOGGER,
            None, "the live account of the last steps", "Tracking.__del__"),
-    Target(live_tracking.TRACKING_MODULE, "Tracking.__del__", lambda: live_tracking.finish_wrapper, Kind.LOGGER,
+    Target(metrics_logger.TRACKING_MODULE, "Tracking.__del__", lambda: metrics_logger.finish_wrapper, Kind.LOGGER,
            None, "the live account of the last steps", "Tracking.finish"),  # verl's neo: no finish, __del__ ends
     # -- V1 inner updates (sample + train on a mini-batch; links to the consumed groups) and parameter syncs
     Target(*updates.STEP_ONCE, lambda: updates.step_once_wrapper, Kind.TRAINER,

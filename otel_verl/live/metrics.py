@@ -4,7 +4,7 @@ Why from findings.json's shapes (a step's ``steps[]`` entry, a finding's ``to_js
 objects: they are the analyzer's published format, so the live numbers and those of ``otel-verl analyze`` are
 made by this same function (tests/live/checks.py and test_window.py compare them), and a change inside the
 analyzer does not reach here. What a cause cost a step is the analyzer's own figure
-(:func:`~otel_verl.analysis.findings.common.step_cause.cause_seconds`, read from those shapes): the steps table, the
+(:func:`otel_verl.analysis.cause_seconds`, read from those shapes): the steps table, the
 verdict and ``cause_s`` give one cost. Names: :mod:`.names`.
 """
 
@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_verl.analysis.findings.common.step_cause import cause_seconds
+from otel_verl.analysis import cause_seconds
 from otel_verl.live import names as n
 
 

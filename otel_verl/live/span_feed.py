@@ -1,13 +1,14 @@
 """Every process's spans to the live account: a ``SpanExporter`` beside the spool and OTLP ones.
 
 It sits behind its own ``BatchSpanProcessor`` (:func:`otel_verl.export.provider.setup_tracing` adds it when
-``OTEL_VERL_LIVE`` is on), so it runs on that processor's export thread: never on verl's threads, never in the
-way of the spool or the OTLP exporter, whatever the endpoint is. Each batch is split by ``verl.step`` as the
-spool splits it and encoded by the one OTLP/JSON encoder (:func:`~otel_verl.export.encoding.request_line`): what
-the live account reads is what the spool would hold, read by the same reader. Until the run's collector exists
-(:func:`~otel_verl.live.sink.find_sink`), batches are dropped before they are encoded: a job whose trainer logs
-nowhere pays for a lookup every few seconds, nothing more. It never raises and always reports success (a batch
-the live account misses is not a span lost: the spool and the collector have it).
+``OTEL_VERL_LIVE`` is on; :mod:`otel_verl.live.plug` hands it in through :mod:`otel_verl.export.live_feed`), so it
+runs on that processor's export thread: never on verl's threads, never in the way of the spool or the OTLP exporter,
+whatever the endpoint is. Each batch is split by ``verl.step`` as the spool splits it and encoded by the one
+OTLP/JSON encoder (:func:`~otel_verl.export.encoding.request_line`): what the live account reads is what the spool
+would hold, read by the same reader. Until the run's collector exists (:func:`~otel_verl.live.sink.find_sink`),
+batches are dropped before they are encoded: a job whose trainer logs nowhere pays for a lookup every few seconds,
+nothing more. It never raises and always reports success (a batch the live account misses is not a span lost: the
+spool and the collector have it).
 """
 
 from __future__ import annotations

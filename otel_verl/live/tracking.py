@@ -1,5 +1,8 @@
 """verl's ``Tracking`` logger, the live account's way out: three wrappers, in the trainer's process.
 
+The seams are in the table of seams (:mod:`otel_verl.instrumentation.metrics_logger`); these are the work they run,
+handed in by :mod:`otel_verl.live.plug`.
+
 - ``Tracking.__init__``: when a trainer is tracked in this process (:mod:`otel_verl.instrumentation.trainer`) and
   ``Tracking`` has a backend, open the run's collector (:func:`~otel_verl.live.sink.open_sink`).
 - ``Tracking.log(data, step)``: *before* verl logs, write every account that has come (step n's arrives during
@@ -32,7 +35,6 @@ from otel_verl.wrapping.registry import enabled
 
 logger = logging.getLogger(__name__)
 
-TRACKING_MODULE = "verl.utils.tracking"
 FINISH_WAIT_S = 60.0
 """At the end of training, the longest verl's ``finish`` waits for the last steps' accounts (a step at 4,096
 trajectories × 8 turns takes a few seconds)."""

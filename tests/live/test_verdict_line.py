@@ -1,4 +1,4 @@
-"""The live account's one-line verdict of a step (``LiveAccount._verdict``), for steps with and without a baseline,
+"""The live account's one-line verdict of a step (``account._verdict``), for steps with and without a baseline,
 and what it says of a short window: one step has none, two are each other's (as ``analyze`` values them)."""
 
 from __future__ import annotations
@@ -8,37 +8,37 @@ from pathlib import Path
 
 import pytest
 
-from otel_verl.analysis.findings.common.record import fmt_s
+from otel_verl.analysis import StepDiagnosis, fmt_s
 from otel_verl.analysis.read import load_spans
 from otel_verl.analysis.read.step_split import split_by_step
 from otel_verl.analysis.tables import Tables
 from otel_verl.live import names as n
-from otel_verl.live.account import LiveAccount
+from otel_verl.live.account import LiveAccount, _verdict
 from tests.analysis.builder import Plan, build_run
 
 CAUSE = {"kind": "stall", "severity": "warning", "steps": [1], "seconds": 3.0, "details": {"per_step": {}}}
 NO_BASELINE = "; no baseline yet (no earlier step to compare with)"
 
 
-def _account(seen: int) -> LiveAccount:
-    live = LiveAccount()
-    live._summaries.extend([object()] * seen)  # only their count matters to the verdict
-    return live
+def _line(seen: int, account: dict, cause: dict | None, headline: str | None) -> str:
+    """The verdict of ``account`` judged with ``seen`` steps in the window (only their count matters to it)."""
+    d = StepDiagnosis(account["step"], account, [], cause, "stall" if cause else None, headline, None, {}, 0, seen, 3)
+    return _verdict(d)
 
 
 def test_a_cause_found_in_the_first_step_still_says_there_is_no_baseline() -> None:
     """Step 1 of verl's colocate-async trainer had a stall of its own: the headline, and that nothing compared it."""
-    line = _account(1)._verdict({"step": 1, "duration_s": 4.0}, CAUSE, "step 1: 4.00 s, a stall on worker 0")
+    line = _line(1, {"step": 1, "duration_s": 4.0}, CAUSE, "step 1: 4.00 s, a stall on worker 0")
     assert line == "step 1: 4.00 s, a stall on worker 0 [warning]" + NO_BASELINE
 
 
 def test_a_measured_step_with_a_cause_is_its_headline_alone() -> None:
     account = {"step": 5, "duration_s": 4.0, "baseline_s": 1.0, "excess_s": 3.0}
-    assert _account(5)._verdict(account, CAUSE, "step 5: 4.00 s, a stall") == "step 5: 4.00 s, a stall [warning]"
+    assert _line(5, account, CAUSE, "step 5: 4.00 s, a stall") == "step 5: 4.00 s, a stall [warning]"
 
 
 def test_a_quiet_first_step_says_only_that_it_has_no_baseline() -> None:
-    line = _account(1)._verdict({"step": 1, "duration_s": 1.5}, None, None)
+    line = _line(1, {"step": 1, "duration_s": 1.5}, None, None)
     assert line.endswith(NO_BASELINE) and line.startswith("step 1: took")
 
 
