@@ -34,3 +34,18 @@ def test_a_cause_is_told_once_and_the_usual_column_says_what_it_is(tmp_path: Pat
     assert "┃ parts' usual ┃" in res.stdout, res.stdout
     median = fmt_s(float(np.median([s["duration_s"] for s in doc["steps"]])))
     assert f"need not be the median step; the median step took {median})" in printed, printed
+
+
+def test_the_reports_steps_table_and_account_figure_name_the_usual_alike() -> None:
+    """report.html: the steps table's column and caption, and the account figure's dash, say "parts' usual"."""
+    from otel_verl.analysis import report
+    from otel_verl.analysis.figures.catalog import TITLES
+
+    accounts = [
+        {"step": s, "duration_s": took, "baseline_s": 2.4, "excess_s": took - 2.4, "severity": "ok", "top_cause": None}
+        for s, took in ((1, 2.2), (2, 21.6), (3, 2.3))
+    ]
+    html = "".join(report._steps_table(accounts, []))
+    assert "<th>parts&#x27; usual</th>" in html or "<th>parts' usual</th>" in html, html
+    assert "the median step took 2.3 s" in html, html
+    assert "parts' usual" in TITLES["step_account"][1]

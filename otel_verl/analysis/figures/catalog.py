@@ -88,8 +88,9 @@ TITLES: dict[str, tuple[str, str]] = {
     "step_account": (
         "Where each step's time went",
         "One bar per step: the trainer's phases and, inside the rollout, the parts of its critical path (the "
-        "worker the barrier waited for). The black dash is the step's usual duration in this run; hover a part "
-        "for its seconds, its usual seconds and its share of the step's excess.",
+        "worker the barrier waited for). The black dash is the step's parts' usual (the sum of its parts' usual "
+        "seconds, as in the steps table); hover a part for its seconds, its usual seconds and its share of the "
+        "step's excess.",
     ),
     "request_cdf": (
         "When each step's requests finished",

@@ -169,7 +169,7 @@ def plot_step_account(df: pd.DataFrame, path: str | Path) -> Path:
     ax.set_ylabel("seconds")
     highest = np.nanmax([*bottom, *totals["step_baseline_s"].to_numpy(dtype=float), 0.0])
     ax.set_ylim(0, highest * 1.1 or 1.0)  # room above the tallest bar for its "+20.4 s", below the title
-    ax.set_title("Where each step's time went (dashed: the step's usual duration)")
+    ax.set_title("Where each step's time went (dashed: the step's parts' usual)")
     handles, labels = ax.get_legend_handles_labels()
     _style.legend(ax, handles[::-1], labels[::-1])  # top to bottom, as the bars stack
     return _style.save(fig, path)
@@ -214,7 +214,7 @@ def plotly_step_account(df: pd.DataFrame) -> Any:
     )
     fig.update_layout(
         barmode="stack",
-        title="Where each step's time went (black dash: the step's usual duration)",
+        title="Where each step's time went (black dash: the step's parts' usual)",
         xaxis_title="step",
         yaxis_title="seconds",
         hovermode="closest",
