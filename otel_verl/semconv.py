@@ -201,6 +201,10 @@ VERL_TRAINER_MODE: Final = "verl.trainer.mode"
 VERL_PARAMETER_SYNC_STEP: Final = "verl.trainer.parameter_sync_step"
 """On ``verl.step`` (V1): inner updates per step between parameter syncs (verl's ``parameter_sync_step``)."""
 
+VERL_TRAINER_FIRST_STEP: Final = "verl.trainer.first_step"
+"""On ``verl.step``: the first step this trainer ran (1, or the step after the checkpoint it resumed from): an
+asynchronous run's pipeline fills there, whatever steps an analysis reads."""
+
 VERL_UPDATE_INDEX: Final = "verl.update.index"
 """0-based inner update within the step (verl's ``local_trigger_step``): on ``verl.update`` and its phases."""
 

@@ -45,6 +45,8 @@ _current_step: int | None = None
 _step_span: trace.Span | None = None
 _current_update: int | None = None
 _step_counter = 0
+_first_step: int | None = None
+"""The first step the tracked trainer ran (``verl.trainer.first_step``)."""
 _planned_gen: trace.SpanContext | None = None
 """The open step's ``gen`` span, planned when verl's V1 ``step`` dispatched the rollout before opening it."""
 _gen_ended: float | None = None
@@ -54,9 +56,10 @@ _ids = RandomIdGenerator()
 
 def track_trainer(trainer: Any) -> None:
     """Read ``trainer.global_steps`` for step spans (done automatically for verl's trainers)."""
-    global _active_trainer, _gen_ended
+    global _active_trainer, _gen_ended, _first_step
     if trainer is not _active_trainer:
         _gen_ended = None  # a new trainer's rollouts have not ended yet
+        _first_step = None
     _active_trainer = trainer
 
 
@@ -119,8 +122,12 @@ def _trainer_mode() -> str | None:
 
 
 def _step_attributes(step: int) -> dict[str, Any]:
-    """``verl.step`` and, for verl's trainers, which trainer ran it (mode, inner updates per step)."""
-    attributes: dict[str, Any] = {semconv.VERL_STEP: step}
+    """``verl.step``, the trainer's first step and, for verl's trainers, which trainer ran it (mode, inner updates
+    per step)."""
+    global _first_step
+    if _first_step is None:
+        _first_step = step
+    attributes: dict[str, Any] = {semconv.VERL_STEP: step, semconv.VERL_TRAINER_FIRST_STEP: _first_step}
     mode = _trainer_mode()
     if mode is not None:
         attributes[semconv.VERL_TRAINER_MODE] = mode

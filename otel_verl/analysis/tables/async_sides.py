@@ -57,7 +57,7 @@ GENERATING = "generating"
 PAUSED = "paused"
 ALL_REPLICAS = "all replicas"
 
-STEP_COLUMNS = ["step", "mode", "start_ns", "end_ns", "trace_id", "span_id"]
+STEP_COLUMNS = ["step", "mode", "first_step", "start_ns", "end_ns", "trace_id", "span_id"]
 TRAINER_COLUMNS = [
     "step",
     "what",
@@ -85,11 +85,26 @@ def async_steps(t: Tables) -> pd.DataFrame:
         return pd.DataFrame(columns=STEP_COLUMNS)
     modes = [a.get(sc.VERL_TRAINER_MODE) for a in extra_attributes(rows["extra"])]
     mode_of = {int(s): m for s, m in zip(rows["step"].to_numpy(), modes, strict=True) if m in ASYNC_MODES}
+    first_of = {
+        int(s): _first_step(a.get(sc.VERL_TRAINER_FIRST_STEP))
+        for s, a in zip(rows["step"].to_numpy(), extra_attributes(rows["extra"]), strict=True)
+    }
     st = t.steps[t.steps["step"].isin(list(mode_of))]
     out = st[["step", "start_ns", "end_ns", "trace_id", "span_id"]].copy()
     out["step"] = out["step"].astype("int64")
     out["mode"] = out["step"].map(mode_of)
+    out["first_step"] = out["step"].map(first_of).astype("int64")
     return out[STEP_COLUMNS].sort_values("step").reset_index(drop=True)
+
+
+FRESH_RUN_FIRST_STEP = 1
+"""verl's first step of a run that resumed from no checkpoint: the first step of spans recorded before
+``verl.trainer.first_step`` was."""
+
+
+def _first_step(value: Any) -> int:
+    """The trainer's first step as its step span says it (``verl.trainer.first_step``), else a fresh run's."""
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else FRESH_RUN_FIRST_STEP
 
 
 def trainer_lane(t: Tables, steps: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -358,7 +358,7 @@ def _judge(accounts: list[StepAccount], th: Thresholds) -> None:
             else:
                 p.baseline_s = medians.get(p.key, float("nan"))
             p.seconds = p.value_s - p.baseline_s
-        if i == 0 and a.summary.async_account is not None and len(accounts) > 1:
+        if a.summary.async_account is not None and a.summary.async_account.fills_pipeline and len(accounts) > 1:
             _pipeline_filling(a)
         wall = [p for p in a.parts if not (a.summary.async_account is not None and p.kind in k.ROLLOUT_PARTS)]
         a.baseline_s = float(sum(p.baseline_s for p in wall))

@@ -50,8 +50,8 @@ TRY: dict[tuple[str, str], str] = {
 def find_bound(summaries: list[StepSummary], th: Thresholds) -> list[Finding]:
     """The run's one generation-bound or train-bound finding, or none (sync trainers, balanced sides)."""
     acc = [s.async_account for s in summaries if s.async_account is not None]
-    every, filling = acc, (acc[0].step if len(acc) > 1 else None)
-    acc = acc[1:] if len(acc) > 1 else acc  # the first step waits for the pipeline to fill: not the run's balance
+    every, filling = acc, next((a.step for a in acc if a.fills_pipeline), None) if len(acc) > 1 else None
+    acc = [a for a in acc if a.step != filling]  # the first step waits for the pipeline to fill: not the balance
     wall = sum(a.wall_s for a in acc)
     if not acc or wall <= 0:
         return []

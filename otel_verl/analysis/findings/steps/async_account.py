@@ -64,6 +64,8 @@ class AsyncStep:
     weight_sync_backend: str | None = None
     evidence: list[dict[str, str]] = field(default_factory=list)
     """The step's weight syncs and its longest wait."""
+    first_step: int = 1
+    """The trainer's first step (``verl.trainer.first_step``): where its pipeline filled (:attr:`fills_pipeline`)."""
     pauses: tuple[np.ndarray, np.ndarray] = field(
         default_factory=lambda: (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     )
@@ -77,6 +79,12 @@ class AsyncStep:
         s, e = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
         paused = np.array([disjoint_covered_s(*self.pauses, int(a), int(b)) for a, b in zip(s, e, strict=True)])
         return np.where(e > s, paused * 1e9 / np.maximum(e - s, 1), 0.0) if len(s) else np.zeros(0)
+
+    @property
+    def fills_pipeline(self) -> bool:
+        """The trainer's first step: it waits for the first samples, which no earlier step produced ahead. Known
+        from the step span (the run's, not the analysis's, first step: ``analyze --steps 5:10`` fills nothing)."""
+        return self.step == self.first_step
 
     @property
     def trainer_idle_ratio(self) -> float:
@@ -152,6 +160,7 @@ def async_accounts(t: Tables) -> dict[int, AsyncStep]:
             weight_sync_replicas=_max(syncs["replicas"]),
             weight_sync_backend=next((str(b) for b in syncs["backend"] if isinstance(b, str)), None),
             evidence=_evidence(syncs, waits),
+            first_step=int(row.first_step),
             pauses=paused,
         )
     return out
