@@ -15,7 +15,7 @@ from rich.console import Console
 from otel_verl.analysis.presenting import counted
 from otel_verl.cli.common import console
 from otel_verl.demo import quiet_logs as demo_quiet
-from otel_verl.demo.plants import ENGINE_KEYS, PLANT_STEP, READY_MADE
+from otel_verl.demo.plants import ENGINE_KEYS, GROWING, NEEDS_REPLICAS, PLANT_STEP, READY_MADE, names
 
 if TYPE_CHECKING:
     from otel_verl.demo.options import DemoOptions, DemoResult
@@ -33,9 +33,11 @@ while the step's 64 rollouts decode together (tests/analysis/test_demo_help.py c
 
 def _plant_help() -> str:
     items = "; ".join(f"`{name}`: {what}" for name, (_plan, what) in READY_MADE.items())
+    growing = "; ".join(f"`{name}`: {what}" for name, (_plan, what) in GROWING.items())
     return (
         f"A ready-made problem, planted in step {PLANT_STEP} (repeat to combine): "
-        f"{items}. `scripts/demo.sh` passes `stall`."
+        f"{items}. Over the whole run: {growing}. `scripts/demo.sh` passes `stall`; the asynchronous trainers' "
+        "own: `slow-replica`, `growing-sync`."
     )
 
 
@@ -70,22 +72,22 @@ def _slow_turns(values: list[str] | None) -> dict[int, tuple[int, float, str]]:
     return out
 
 
-def _ready_made(names: list[str] | None, engine: str, knobs: bool) -> dict[int, dict]:
+def _ready_made(chosen: list[str] | None, engine: str, knobs: bool, steps: int) -> dict[int, dict]:
     """``--plant`` names → ``step_plants`` (exit 2 on an unknown name, or a mix the demo cannot honour)."""
     from otel_verl.demo.plants import ready_made
 
-    if not names:
+    if not chosen:
         return {}
-    for name in names:
-        if name not in READY_MADE:
-            console.print(f"error: --plant {name!r}: use {', '.join(READY_MADE)}")
+    for name in chosen:
+        if name not in names():
+            console.print(f"error: --plant {name!r}: use {', '.join(names())}")
             raise typer.Exit(code=2)
     if knobs:
         console.print("error: --plant replaces --stall/--slow-turn/--slow-reward/--slow-step: use one or the other")
         raise typer.Exit(code=2)
-    plans = ready_made(names)
+    plans = ready_made(chosen, steps)
     if engine != "sim" and any(key in ENGINE_KEYS for plan in plans.values() for key in plan):
-        console.print(f"error: --plant {' '.join(names)} plants in the simulated engine: it needs --engine sim")
+        console.print(f"error: --plant {' '.join(chosen)} plants in the simulated engine: it needs --engine sim")
         raise typer.Exit(code=2)
     return plans
 
@@ -253,7 +255,11 @@ def demo(
     from otel_verl.cli.analyze import run_analysis
     from otel_verl.demo.runner import DemoOptions, check_options
 
-    step_plants = _ready_made(plant, engine, knobs=bool(stall or slow_turn or slow_reward or slow_step))
+    step_plants = _ready_made(plant, engine, knobs=bool(stall or slow_turn or slow_reward or slow_step), steps=steps)
+    needed = max((NEEDS_REPLICAS.get(name, 1) for name in plant or []), default=1)
+    if replicas < needed:  # a slow replica needs a peer to be slower than
+        console.print(f"--plant {' '.join(plant or [])}: running {needed} engine replicas (--replicas {needed})")
+        replicas = needed
     if engine not in ("sim", "vllm"):
         console.print(f"error: --engine {engine!r}: use sim or vllm")
         raise typer.Exit(code=2)

@@ -22,13 +22,17 @@ key                        value                              where the time goe
 ``step_slow_decode``       k (float)                          every engine call decodes at k× the usual
                                                               seconds per token (sim engine)
 ``step_slow_reward``       s (float)                          every reward of the step takes ``s`` more
+``slow_replica``           {replica rank: k}                  that replica decodes at k× the usual seconds
+                                                              per token (sim engine; 2 replicas or more)
 ========================  =================================  ============================================
 
-Steps without a plan run clean. The sim-engine keys need ``engine="sim"``.
+Steps without a plan run clean. The sim-engine keys need ``engine="sim"``. Most ready-made problems are one
+step's plan (:data:`READY_MADE`); a growing one is a plan in every step (:data:`GROWING`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 STALL: Final = "stall"
@@ -40,6 +44,7 @@ SLOW_START: Final = "slow_start"
 LONG_RESPONSE: Final = "long_response"
 STEP_SLOW_DECODE: Final = "step_slow_decode"
 STEP_SLOW_REWARD: Final = "step_slow_reward"
+SLOW_REPLICA: Final = "slow_replica"
 KEYS: Final = (
     STALL,
     SLOW_TURN,
@@ -50,8 +55,9 @@ KEYS: Final = (
     LONG_RESPONSE,
     STEP_SLOW_DECODE,
     STEP_SLOW_REWARD,
+    SLOW_REPLICA,
 )
-ENGINE_KEYS: Final = (STALL, SLOW_TURN, LONG_RESPONSE, STEP_SLOW_DECODE)
+ENGINE_KEYS: Final = (STALL, SLOW_TURN, LONG_RESPONSE, STEP_SLOW_DECODE, SLOW_REPLICA)
 """Keys the simulated engine applies (not available with ``engine="vllm"``)."""
 
 PLANT_STEP: Final = 2
@@ -75,18 +81,50 @@ READY_MADE: Final[dict[str, tuple[dict[str, Any], str]]] = {
     ),
     "step-slow-decode": ({STEP_SLOW_DECODE: 8.0}, "every engine call of the step decodes 8x slower per token"),
     "step-slow-reward": ({STEP_SLOW_REWARD: 4.0}, "every reward of the step takes 4 s more"),
+    "slow-replica": (
+        {SLOW_REPLICA: {1: 8.0}},
+        "replica 1 of 2 (the demo runs 2 for it) decodes 8x slower per token: the samples it serves come late "
+        "and the trainer waits for them",
+    ),
 }
 """``--plant NAME``: (the plan put into step :data:`PLANT_STEP`, what it does). Samples 0-7 run on worker 0
 and 8-15 on worker 1 in the default run (16 prompts, 2 workers)."""
 
 
-def ready_made(names: list[str]) -> dict[int, dict[str, Any]]:
-    """``step_plants`` for the ready-made problems ``names`` (merged into one plan of :data:`PLANT_STEP`)."""
-    plan: dict[str, Any] = {}
+GROWTH_S: Final = 0.6
+"""``growing-sync``: seconds the weight sync grows by each step."""
+
+GROWING: Final[dict[str, tuple[Callable[[int], dict[str, Any]], str]]] = {
+    "growing-sync": (
+        lambda step: {SLOW_PHASE: {"update_weights": GROWTH_S * (step - 1)}},
+        f"the weight sync grows by {GROWTH_S} s every step (step 8: +4.2 s, about 15x the demo's 0.3 s; a run of 7 "
+        "steps or more tells it as the weight sync's trend, fewer as a slow weight sync in its last steps)",
+    ),
+}
+"""``--plant NAME`` whose problem grows over the run: (the plan of each step, what it does)."""
+
+NEEDS_REPLICAS: Final = {"slow-replica": 2}
+"""Ready-made problems that need this many engine replicas (the demo raises ``--replicas`` to it)."""
+
+
+def names() -> list[str]:
+    """Every ``--plant`` name."""
+    return [*READY_MADE, *GROWING]
+
+
+def ready_made(names: list[str], steps: int = PLANT_STEP) -> dict[int, dict[str, Any]]:
+    """``step_plants`` for the ready-made problems ``names``: the one-step ones merged into one plan of
+    :data:`PLANT_STEP`, the growing ones into every step's plan up to ``steps``."""
+    plans: dict[int, dict[str, Any]] = {}
     for name in names:
-        for key, value in READY_MADE[name][0].items():
-            plan[key] = {**plan[key], **value} if isinstance(value, dict) and key in plan else value
-    return {PLANT_STEP: plan} if plan else {}
+        per_step = [(PLANT_STEP, READY_MADE[name][0])] if name in READY_MADE else []
+        if name in GROWING:
+            per_step = [(s, GROWING[name][0](s)) for s in range(2, steps + 1)]
+        for step, part in per_step:
+            plan = plans.setdefault(step, {})
+            for key, value in part.items():
+                plan[key] = {**plan[key], **value} if isinstance(value, dict) and key in plan else value
+    return plans
 
 
 def step_plan(opts: Any, step: int) -> tuple[bool, dict[str, Any] | None]:

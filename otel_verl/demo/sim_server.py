@@ -154,12 +154,18 @@ class SimLLMServer(EngineControl):
                 stall=plan.get(plants.STALL, {}),
                 slow_turn=plan.get(plants.SLOW_TURN, {}),
                 long_response=plan.get(plants.LONG_RESPONSE, {}),
-                decode_factor=float(plan.get(plants.STEP_SLOW_DECODE, 1.0)),
+                decode_factor=float(plan.get(plants.STEP_SLOW_DECODE, 1.0)) * self._replica_factor(plan),
             )
         self.completed = 0
         self.abort_event = asyncio.Event()
         for peer in self.peers:
             peer.begin_step.remote(None, planted, plan)
+
+    def _replica_factor(self, plan: dict[str, Any]) -> float:
+        """This replica's planted decode slowdown (``slow_replica``: {replica rank: k}; the name is sim-<rank>)."""
+        rank = self.replica.rsplit("-", 1)[-1]
+        slow = plan.get(plants.SLOW_REPLICA, {})
+        return float(slow.get(int(rank), 1.0)) if rank.isdigit() else 1.0
 
     def abort_now(self) -> None:
         """Over-sampling reached its target on the counting replica: abort what still runs here."""
