@@ -9,7 +9,7 @@ the engine-span format with 2 or 4 replicas):
   staleness is the price of overlap, counted, not a fault: no warning;
 * ``async_phase`` — one step's ``update_actor`` (or ``old_log_prob``) longer in every inner update, costing 15-100 %
   of a median step (and ≥ 2 spreads): ``slow_phase`` at that step naming the phase;
-* ``async_sync`` — the weight sync growing linearly over 8-16 steps, the last step 20-60 % of a median step slower
+* ``async_sync`` — the weight sync growing linearly over 8-12 steps, the last step 20-60 % of a median step slower
   for it: a finding naming the weight sync (``details`` mention ``weight_sync`` or ``update_weights``) that covers
   the run's last third;
 * ``async_replica`` — one replica decoding slower from a random dispatch on, sized so the trainer's wait grows by
@@ -51,7 +51,7 @@ from benchmarks.diagnosis.shape import OTLP_ENGINE, TRAINER_PHASES, draw_shape, 
 from otel_verl.analysis.findings.common import kinds as k
 
 ASYNC_CLASSES = ("async_clean", "async_stale", "async_phase", "async_sync", "async_replica", "async_reward")
-MAX_SPANS = 8_000
+MAX_SPANS = 4_000
 """Small runs: 8 runs a class take a few minutes on two busy cores."""
 SYNC_SHARE = (0.05, 0.15)
 """The weight sync's usual seconds against the median rollout."""
@@ -112,18 +112,18 @@ class Base:
 
 
 def build_async_clean(seed: int, fmt: str) -> tuple[AsyncRun, Expect]:
-    b = Base(seed, fmt, (4, 12))
+    b = Base(seed, fmt, (4, 10))
     return b.run(), Expect("async_clean", variant=b.variant())
 
 
 def build_async_stale(seed: int, fmt: str) -> tuple[AsyncRun, Expect]:
     rng = random.Random(f"{seed}:lookahead")
-    b = Base(seed, fmt, (4, 12), lookahead=rng.choice((2, 3)))
+    b = Base(seed, fmt, (4, 10), lookahead=rng.choice((2, 3)))
     return b.run(), Expect("async_stale", variant=b.variant(f"{b.ashape.lookahead} batches ahead"))
 
 
 def build_async_phase(seed: int, fmt: str) -> tuple[AsyncRun, Expect]:
-    b = Base(seed, fmt, (4, 12))
+    b = Base(seed, fmt, (4, 10))
     rng = b.rng
     phase = rng.choice([p for p in ("update_actor", "old_log_prob") if p in b.plan.phase_s] or ["update_actor"])
     step = rng.randint(2, b.shape.steps)
@@ -145,7 +145,7 @@ def build_async_phase(seed: int, fmt: str) -> tuple[AsyncRun, Expect]:
 
 
 def build_async_sync(seed: int, fmt: str) -> tuple[AsyncRun, Expect]:
-    b = Base(seed, fmt, (8, 16))
+    b = Base(seed, fmt, (8, 12))
     n = b.shape.steps
     growth = b.rng.uniform(0.2, 0.6) * b.median
     factor = 1 + growth / b.ashape.sync_s
@@ -158,7 +158,7 @@ def build_async_sync(seed: int, fmt: str) -> tuple[AsyncRun, Expect]:
 
 
 def build_async_replica(seed: int, fmt: str) -> tuple[AsyncRun, Expect]:
-    b = Base(seed, OTLP_ENGINE, (6, 12), replicas=True)
+    b = Base(seed, OTLP_ENGINE, (6, 10), replicas=True)
     rng = b.rng
     n = b.shape.steps
     replica = rng.randrange(b.shape.replicas)
@@ -186,7 +186,7 @@ def build_async_replica(seed: int, fmt: str) -> tuple[AsyncRun, Expect]:
 
 
 def build_async_reward(seed: int, fmt: str) -> tuple[AsyncRun, Expect]:
-    b = Base(seed, fmt, (4, 12))
+    b = Base(seed, fmt, (4, 10))
     rng = b.rng
     n = b.shape.steps
     dispatch = rng.randint(b.ashape.lookahead, n - 1)
