@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from otel_verl import semconv
 from otel_verl.config import OtelVerlConfig, _env_int, otlp_endpoint_configured
-from otel_verl.export import dropped, flush, live_feed, tracing
+from otel_verl.export import dropped, flush, live_feed, mlflow_traces, tracing
 from otel_verl.export.given_provider import around_given, given_provider
 from otel_verl.export.guard import GuardedExporter
 from otel_verl.export.hold import SpanHold
@@ -200,6 +200,10 @@ def _built_here(
                 )
                 exporter = journaled = JournalingExporter(exporter, journal, otlp_endpoint())
             exporters.append(exporter)
+    if mlflow_traces.wanted():  # OTEL_VERL_MLFLOW_TRACES: to the run's mlflow experiment too
+        to_mlflow = mlflow_traces.exporter(run_id)
+        if to_mlflow is not None:
+            exporters.append(to_mlflow)
     exporters.extend(extra_exporters)
     for exporter in exporters:
         processor = _batch(exporter, config)

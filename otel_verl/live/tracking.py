@@ -26,7 +26,7 @@ import time
 import weakref
 from typing import Any
 
-from otel_verl.export import flush, tracing
+from otel_verl.export import flush, mlflow_traces, tracing
 from otel_verl.instrumentation import trainer
 from otel_verl.instrumentation.rollout.group import ASYNC_MODES  # their groups generate into the next step
 from otel_verl.live import backends, refused
@@ -63,7 +63,18 @@ def init_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         _attach(instance, kwargs.get("default_backend", args[2] if len(args) > 2 else "console"))
     except Exception:
         logger.debug("otel_verl: the live account did not start", exc_info=True)
+    try:
+        _traces_to_mlflow(instance)
+    except Exception:
+        logger.debug("otel_verl: the mlflow run was not tagged for its traces", exc_info=True)
     return result
+
+
+def _traces_to_mlflow(instance: Any) -> None:
+    """OTEL_VERL_MLFLOW_TRACES: the spans go to the mlflow run verl just started (:mod:`..export.mlflow_traces`)."""
+    state = tracing.get_state()
+    if state is not None and "mlflow" in (getattr(instance, "logger", None) or {}) and mlflow_traces.wanted():
+        mlflow_traces.attach_run(state.run_id)
 
 
 def _attach(instance: Any, asked: Any) -> None:
