@@ -173,7 +173,7 @@ def write_parts(
             diagnosis = diagnose_summaries(run.summaries, th, run.quality(), stats, baseline=run.baseline)
             findings = diagnosis.findings
             summary = run.counts.summary(diagnosis, th, stats)
-            steps = add_step_rows(accounts_json(diagnosis.accounts), findings)
+            steps = add_step_rows(accounts_json(diagnosis.accounts), findings, th)
             files = [write_findings(out / "findings.json", findings, summary, steps)]
             rendered: dict[str, Rendered] = {}
             if figures:

@@ -15,8 +15,6 @@ calls).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from otel_verl.analysis.findings.account.step_account import StepAccount, StepSpread
@@ -25,6 +23,7 @@ from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.chance import run_chance
 from otel_verl.analysis.findings.common.record import Finding, fmt_s
 from otel_verl.analysis.findings.common.thresholds import Thresholds
+from otel_verl.analysis.findings.patterns.run_cost import shifted
 
 WINDOW = 3
 """Steps each side a step is compared with."""
@@ -92,8 +91,7 @@ def find_behaviour_shifts(
         # beyond what its extra work accounts for, the parts' seconds are another cause's (told on its own)
         seconds = parts_s if explained else predicted
         j = judge(seconds, a.duration_s, a.baseline_s, a.excess_s, chance, *spread.without(a.step), th)
-        if drawn:
-            j = replace(j, severity="info")
+        j = shifted(j, seconds, a.duration_s, drawn, th)  # from 25 % of its step a warning (:mod:`.run_cost`)
         details = {
             "scope": k.SCOPE_STEP,
             "factor": factor,

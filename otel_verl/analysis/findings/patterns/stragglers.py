@@ -14,7 +14,8 @@ the step take without the straggler):
   slow one; :mod:`.chance`);
 * what it cost a step: the rollout peeled (:func:`.peel.rollout_path`) with its occurrences of that part brought to
   its peers' speed — how much sooner the step would have ended. Told once, with that per step; its severity from
-  the mean over those steps and its persistence (the run's step-to-step spread is no yardstick: it moves it);
+  the mean over those steps and its persistence (:mod:`.run_cost`: a warning from 5 % of the median step; the
+  run's step-to-step spread is no yardstick: it moves it);
 * a step where the group was slower than the pattern's own variation allows (its log ratio beyond the median by
   ``shift_z`` times the noise) has a cause of its own: the step's finding at that place and part is told, and the
   pattern's cost is that of the steps it explains (seen in CI: a worker 1.1× slower at tool calls took a one-off
@@ -31,11 +32,11 @@ import pandas as pd
 from otel_verl.analysis.findings.account.anomaly_rows import anomaly_rows
 from otel_verl.analysis.findings.account.peel import rollout_path
 from otel_verl.analysis.findings.account.step_account import StepAccount
-from otel_verl.analysis.findings.causes.severity import judge
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.chance import run_chance
 from otel_verl.analysis.findings.common.record import Finding, fmt_per_token, fmt_s
 from otel_verl.analysis.findings.common.thresholds import Thresholds
+from otel_verl.analysis.findings.patterns.run_cost import persistent
 from otel_verl.analysis.findings.steps.step_statistics import (
     GROUP_REPLICA,
     GROUP_WORKER,
@@ -187,10 +188,9 @@ def _finding(
     # the step time said beside it is the median's (a mean would carry another cause's slow step into it)
     step_s = float(np.median(durations))
     at_peers = step_s - typical
-    usual = np.array([by_step[s].baseline_s for s in steps], dtype=float)
-    # its evidence is its persistence: the run's step-to-step spread is no yardstick (the straggler moves it)
-    base = float(np.nanmedian(usual)) if np.isfinite(usual).any() else float("nan")
-    j = judge(typical, float(np.mean(durations)), base, float("nan"), chance, float("nan"), float("inf"), th)
+    # its evidence is its persistence, its cost the run's (:mod:`.run_cost`): the run's step-to-step spread is no
+    # yardstick (the straggler moves it), nor is one step's loss (it slows every step a little)
+    j = persistent(per_step, step_s, chance, th)
     ratio = float(np.exp(np.median(list(t.ratios.values()))))
     value = float(np.median(list(t.values.values())))
     peers = float(np.median(list(t.peers.values())))
