@@ -98,14 +98,14 @@ def cause_reference(headline: str, found: Iterable[Mapping[str, Any]]) -> tuple[
     number in the causes list; None when it repeats none. Why: the stall's 60-word sentence was read three times,
     in the headline, the causes list and (the demo) the live line; the causes list tells it in full, once, and the
     report and the terminal summary both point at it (issue 51)."""
-    from otel_verl.analysis import step_rows
+    from otel_verl.analysis.findings.common.step_cause import cause_name
 
     for i, f in enumerate(found, 1):
         message = str(f.get("message") or "")
         if len(message) < 40 or message not in headline:
             continue
-        place = where(f)
-        words = f"cause #{i} below: {step_rows.cause_words(dict(f))}" + (f", {place}" if place else "")
+        place, cost = where(f), f" ({seconds_words(f['seconds'])})" if f.get("seconds") else ""
+        words = f"cause #{i} below: {cause_name(f)}{cost}" + (f", {place}" if place else "")
         head, _, tail = headline.partition(message)
         head = head[: -len("because ")] + "because of " if head.endswith("because ") else head
         return head, words, tail, i

@@ -21,11 +21,7 @@ if TYPE_CHECKING:
     from otel_verl.demo.options import DemoOptions, DemoResult
 
 
-SECONDS_PER_TOKEN_HELP = (
-    "Simulated decode time per token of a rollout while at most 32 decode at once on its replica; more at once "
-    "share it (64 at once: 2x as long). The default run (16 prompts x 4 rollouts on 1 replica) decodes at about "
-    "0.8 ms/token, the usual rate the analysis reports."
-)
+SECONDS_PER_TOKEN_HELP = "Decode s/token at ≤32 rollouts per replica (the default 64 share it: ~0.8 ms/token)."
 """Why the arithmetic: the README demo's stall read "the usual 0.818 ms/token" while this said 0.4 ms, with
 nothing saying why (issue 51); the simulated engine's shared capacity (``SimServerConfig.capacity``) doubles it
 while the step's 64 rollouts decode together (tests/analysis/test_demo_help.py checks the figure)."""
@@ -247,8 +243,8 @@ def demo(
     analyzer writes findings.json, report.html and figures.
 
     Plant a problem for the analyzer to find (the last panel): `--plant stall`, or by hand
-    `--stall 3:20` (the rollouts of prompt 3 stall 20 s: a straggler worker with an idle gap), `--slow-turn
-    5:1:8` (8 s more on turn index 1, the second turn, of prompt 5), `--slow-reward 7:5`, `--slow-step 2`.
+    `--stall 3:20` (prompt 3's rollouts stall 20 s: a straggler worker with an idle gap), `--slow-turn 5:1:8`
+    (8 s more on turn index 1, the second turn, of prompt 5), `--slow-reward 7:5`, `--slow-step 2`.
     """
     from otel_verl.analysis.errors import AnalysisInputError
     from otel_verl.analysis.output_paths import prepare_dir

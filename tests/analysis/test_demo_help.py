@@ -29,9 +29,9 @@ def test_the_demos_decode_rate_is_the_one_its_analysis_calls_usual() -> None:
     at_once = opts.prompts * opts.n / opts.replicas  # one step's rollouts on each replica, decoding together
     rate = opts.seconds_per_token * max(1.0, at_once / engine.capacity)
     text = _help("demo")
-    assert f"at most {engine.capacity} decode at once" in text, text
-    assert f"{opts.prompts} prompts x {opts.n} rollouts on {opts.replicas} replica" in text, text
-    assert f"about {rate * 1000:.1f} ms/token, the usual rate the analysis reports" in text, text
+    assert f"at ≤{engine.capacity} rollouts per replica" in text, text
+    assert f"(the default {opts.prompts * opts.n} share it: ~{rate * 1000:.1f} ms/token)" in text, text
+    assert opts.replicas == 1, "the help's figure is for the default run's one replica"
 
 
 def test_no_help_calls_a_prompt_a_sample() -> None:
