@@ -89,7 +89,10 @@ def _verdict(d: StepDiagnosis) -> str:
     if baseline is None:
         return f"{took}; {caveat}"
     excess = account.get("excess_s") or 0.0
-    line = f"{took} (usually {fmt_s(baseline)}, {excess:+.2f} s)"
+    # "so far": the usual of the steps seen, each valued when it was the newest; ``analyze`` values every step
+    # against the whole run's, and its steps table's "parts' usual" may differ (the demo's step 3: 2.7 s here,
+    # 2.9 s there, issue 51): named alike, the words say which is which
+    line = f"{took} (parts' usual so far {fmt_s(baseline)}, {excess:+.2f} s)"
     line += f"; {caveat}" if caveat else ", within the run's usual variation"
     if cause is not None:
         where = cause_place(cause)

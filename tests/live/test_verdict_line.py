@@ -37,6 +37,14 @@ def test_a_measured_step_with_a_cause_is_its_headline_alone() -> None:
     assert _line(5, account, CAUSE, "step 5: 4.00 s, a stall") == "step 5: 4.00 s, a stall [warning]"
 
 
+def test_a_measured_step_without_a_cause_names_its_usual_as_the_steps_table_does() -> None:
+    """Issue 51: the demo's step 3 read "usually 2.7 s" live and "parts' usual 2.9 s" in the steps table below it;
+    one name, and "so far" says the live one is the steps' seen so far."""
+    account = {"step": 3, "duration_s": 2.4, "baseline_s": 2.713, "excess_s": -0.32}
+    line = _line(3, account, None, None)
+    assert line == "step 3: took 2.4 s (parts' usual so far 2.7 s, -0.32 s), within the run's usual variation", line
+
+
 def test_a_quiet_first_step_says_only_that_it_has_no_baseline() -> None:
     line = _line(1, {"step": 1, "duration_s": 1.5}, None, None)
     assert line.endswith(NO_BASELINE) and line.startswith("step 1: took")
