@@ -9,9 +9,12 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PROMPT_AS_SAMPLE = re.compile(r"\bsamples? (\d+|IDX|N)\b|\{sample[:}]|the sample's|sample IDX's|rollout\.n samples")
+PROMPT_AS_SAMPLE = re.compile(
+    r"\bsamples? (\d+|IDX|N)\b(?!\S* versions)|named by sample|\{sample[:}]|the sample's|sample IDX's"
+    r"|rollout\.n samples"
+)
 """A prompt called a sample: ``sample 3``, ``samples 0-7``, ``sample IDX``, ``{sample: s}``, ``its rollout.n
-samples``."""
+samples`` (not verl's samples, the rollouts: ``samples 1-3 versions old``)."""
 
 
 def _hits(name: str, text: str) -> list[str]:

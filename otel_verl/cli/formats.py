@@ -31,7 +31,7 @@ EXPORT_LEGACY_HELP = (
 )
 EXPORT_PERFETTO_HELP = (
     "A trace for ui.perfetto.dev (Open trace file): a trainer track (steps, phases), a group per worker (its "
-    "chunks and barrier wait, then a track per request named by sample, request id and replica, holding its "
+    "chunks and barrier wait, then a track per request named by prompt, request id and replica, holding its "
     "turns, engine calls and events), every span's attributes on its slice. Perfetto's protobuf format "
     "(`.pftrace`), or Chrome's JSON for an `--out` ending in `.json` (its request lanes cannot be named). "
     "`--steps 7` writes one step: `otel-verl export-perfetto ./spool --steps 7 --out step7.pftrace`."

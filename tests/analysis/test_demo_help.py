@@ -37,9 +37,9 @@ def test_the_demos_decode_rate_is_the_one_its_analysis_calls_usual() -> None:
 def test_no_help_calls_a_prompt_a_sample() -> None:
     from otel_verl.demo.plants import READY_MADE
 
-    for command in (("demo",), ("analyze",)):
+    for command in (("demo",), ("analyze",), ("export-perfetto",)):
         text = _help(*command)
         assert not PROMPT_AS_SAMPLE.search(text), (command, PROMPT_AS_SAMPLE.search(text))
-    assert "prompt IDX" in _help("demo")
+    assert "prompt IDX" in _help("demo") and "named by prompt, request id and replica" in _help("export-perfetto")
     for name, (_plan, what) in READY_MADE.items():
         assert not PROMPT_AS_SAMPLE.search(what), (name, what)
