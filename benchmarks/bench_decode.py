@@ -9,7 +9,7 @@ best run is the one least disturbed by the other engineers' load; the load avera
 Stages: ``parse`` the JSON alone (the general decoder's orjson, the batch decoder's msgspec; informational:
 it is part of ``read``), ``read`` every line into compact parts (``read_files``: parse + columns), ``frame``
 the span table from the parts, ``tree`` (duplicates and the tree: ``filter_and_dedupe`` + ``resolve_hierarchy``),
-``tables`` (``Tables.build``); for seed logs ``read`` is the seed converter (``seed_fast._convert``).
+``tables`` (``Tables.build``); for seed logs ``read`` is the seed converter (``convert._convert``).
 
 ``--before DIR`` runs the same stages with the ``otel_verl`` of another checkout (e.g. a worktree of main) in a
 child process, and prints both: ``python -m benchmarks.bench_decode --before /work/main``. ``--general`` reads
@@ -35,9 +35,9 @@ import gc, json, os, pickle, sys, time
 from pathlib import Path
 import orjson
 from otel_verl.analysis.read.allocator import release_memory, use_system_allocator
-from otel_verl.analysis.read.files import read_files
+from otel_verl.analysis.read.spool.files import read_files
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
-from otel_verl.analysis.read.otlp_json import SpanColumns, frame_from_parts  # also a checkout before span_frame
+from otel_verl.analysis.read.otlp.documents import SpanColumns, frame_from_parts  # also a checkout before span_frame
 from otel_verl.analysis.read.sources import filter_and_dedupe
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.tables import Tables
@@ -60,7 +60,7 @@ for _ in range(reps):
         gc.disable()  # as read_files does: the cyclic GC would rescan every decoded dict
         t0 = clock()
         if batch:
-            from otel_verl.analysis.read.otlp_types import LINE_DECODER
+            from otel_verl.analysis.read.otlp.structs import LINE_DECODER
             for f in files:
                 with f.open("rb") as fh:
                     for line in fh:
@@ -77,9 +77,9 @@ for _ in range(reps):
         read_files(files, cols, LoadStats(), False, lambda n: None)
         parts = cols.take_parts()
     else:
-        from otel_verl.analysis.read.seed import seed_fast
+        from otel_verl.analysis.read.seed import convert
         t0 = clock()
-        res = seed_fast._convert(files, step.parent, "legacy", False, True, None, False)
+        res = convert._convert(files, step.parent, "legacy", False, True, None, False)
         parts = res.parts
     lap("read", clock() - t0)
     # as in iter_steps: parts come from forked readers (pickled), the read's temporaries are handed back

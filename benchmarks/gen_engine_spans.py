@@ -24,7 +24,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanKind
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.read.otlp_json import attr_value
+from otel_verl.analysis.read.otlp.documents import attr_value
 from otel_verl.demo.sim_engine_spans import EngineTimeline
 from otel_verl.export.encoding import document_line, fields_json
 

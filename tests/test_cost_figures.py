@@ -18,7 +18,7 @@ COST = re.compile(r"[~≈]\s?\d[\d.,]*\s?(?:[x×]|µs|us|ns|ms|s|MB|KB|kB|GB|GiB
 
 ALLOWED: dict[str, str] = {
     "otel_verl/demo/plants.py": "a planted problem's message to the user (what the plant does), not a measurement",
-    "otel_verl/analysis/read/files.py": "a spool line's size (up to ~2 MB, one batch) sizes the read buffer",
+    "otel_verl/analysis/read/spool/files.py": "a spool line's size (up to ~2 MB, one batch) sizes the read buffer",
 }
 """Files whose figures stay, with why (path relative to the repository)."""
 

@@ -155,9 +155,9 @@ class SourceOptions:
     """``--run``; after :meth:`with_run`, the run read (None: the source is not a spool)."""
 
     def with_run(self) -> SourceOptions:
-        """The source narrowed to one run (:func:`otel_verl.analysis.read.runs.choose_run`); prints which run
+        """The source narrowed to one run (:func:`otel_verl.analysis.read.spool.runs.choose_run`); prints which run
         was chosen when the spool folder held several."""
-        from otel_verl.analysis.read.runs import choose_run
+        from otel_verl.analysis.read.spool.runs import choose_run
 
         kind = self.source_type
         if kind == "auto":

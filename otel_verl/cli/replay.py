@@ -43,7 +43,7 @@ def replay(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from otel_verl.analysis.errors import AnalysisInputError
-    from otel_verl.analysis.read.runs import choose_run
+    from otel_verl.analysis.read.spool.runs import choose_run
     from otel_verl.export.replay import ReplayError
     from otel_verl.export.replay import replay as do_replay
 

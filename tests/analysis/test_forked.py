@@ -13,9 +13,10 @@ import pytest
 
 from benchmarks.gen_seed_logs import write_seed_logs
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.read import files, load_spans
+from otel_verl.analysis.read import load_spans
 from otel_verl.analysis.read.forked import map_forked
-from otel_verl.analysis.read.seed import seed_fast
+from otel_verl.analysis.read.seed import convert
+from otel_verl.analysis.read.spool import files
 
 PARENT = os.getpid()
 
@@ -42,7 +43,7 @@ def _dying_chunk_reader(chunk: list[Path], *args: object) -> object:
     return _READ(chunk, *args)
 
 
-_READ = seed_fast._convert
+_READ = convert._convert
 
 
 def test_seed_logs_read_whole_though_a_reader_died(
@@ -52,14 +53,14 @@ def test_seed_logs_read_whole_though_a_reader_died(
     monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", "1")
     alone = load_spans(logs, seed_lines=False)
     monkeypatch.setenv("OTEL_VERL_LOAD_JOBS", "2")
-    monkeypatch.setattr(seed_fast, "_convert", _dying_chunk_reader)
+    monkeypatch.setattr(convert, "_convert", _dying_chunk_reader)
     with caplog.at_level(logging.WARNING):
         forked = load_spans(logs, seed_lines=False)
     assert "a forked reader died" in caplog.text
     pd.testing.assert_frame_equal(alone.reset_index(drop=True), forked.reset_index(drop=True))
     # converting into a spool cannot be redone (a dead reader's lines may be there in part): one clear error
     with pytest.raises(AnalysisInputError, match="a reader process died while writing"):
-        seed_fast.convert_dir(logs, "run", spool=tmp_path / "spool")
+        convert.convert_dir(logs, "run", spool=tmp_path / "spool")
 
 
 def _dying_file_reader(chunk: list[Path], skip: bool) -> object:

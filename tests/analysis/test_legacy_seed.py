@@ -19,7 +19,7 @@ import pytest
 
 from benchmarks.gen_seed_logs import write_seed_logs
 from otel_verl.analysis.read import LoadStats, load_spans
-from otel_verl.analysis.read.seed import seed_events as le
+from otel_verl.analysis.read.seed import events as le
 from otel_verl.analysis.write.seed_logs import export_legacy
 from otel_verl.analysis.write.seed_to_spool import import_legacy
 

@@ -21,10 +21,11 @@ import pandas as pd
 import pytest
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.read import LoadStats, load_spans, otlp_batch
-from otel_verl.analysis.read.files import read_files
-from otel_verl.analysis.read.otlp_json import SpanColumns
+from otel_verl.analysis.read import LoadStats, load_spans
+from otel_verl.analysis.read.otlp import batch as otlp_batch
+from otel_verl.analysis.read.otlp.documents import SpanColumns
 from otel_verl.analysis.read.span_frame import frame_from_parts
+from otel_verl.analysis.read.spool.files import read_files
 
 TID, SID, PID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "00f067aa0ba902b7"
 B64 = base64.b64encode(bytes.fromhex(TID)).decode()

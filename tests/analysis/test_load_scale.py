@@ -17,10 +17,10 @@ from builder import PLANTED, TraceBuilder, build_run
 from otel_verl.analysis import analyze
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read import LoadStats, load_spans
-from otel_verl.analysis.read import otlp_json as otlp
-from otel_verl.analysis.read.files import trace_files
 from otel_verl.analysis.read.id_lookup import lookup
+from otel_verl.analysis.read.otlp import documents as otlp
 from otel_verl.analysis.read.span_frame import _ids_clean
+from otel_verl.analysis.read.spool.files import trace_files
 
 
 @pytest.fixture(scope="module")

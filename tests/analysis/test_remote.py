@@ -18,7 +18,8 @@ from builder import all_findings
 from typer.testing import CliRunner
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.read import LoadStats, load_spans, remote
+from otel_verl.analysis.read import LoadStats, load_spans
+from otel_verl.analysis.read.remote import fetch as remote
 from otel_verl.cli import app
 
 

@@ -1,4 +1,4 @@
-"""The Arrow seed reader (read/seed/seed_arrow*) makes exactly the spans the line-by-line reader makes.
+"""The Arrow seed reader (read/seed/arrow*) makes exactly the spans the line-by-line reader makes.
 
 Every comparison converts the same files both ways (``_convert(..., arrow=False)`` is the line-by-line reader
 alone) and compares the span table column for column, the steps' time bounds, the counts and the errors, with
@@ -25,14 +25,15 @@ from benchmarks.diagnosis.run_model import build_run
 from benchmarks.diagnosis.shape import SEED
 from benchmarks.diagnosis.write_seed import write_seed
 from benchmarks.gen_seed_logs import Plant, write_seed_logs
-from otel_verl.analysis.read.seed import seed_arrow, seed_arrow_spans, seed_fast, seed_read
-from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
-from otel_verl.analysis.read.seed.seed_spans import LEGACY_SERVICE
+from otel_verl.analysis.read.seed import arrow as seed_arrow
+from otel_verl.analysis.read.seed import arrow_spans, convert, log_file
+from otel_verl.analysis.read.seed.columns import SeedSpanColumns
+from otel_verl.analysis.read.seed.spans import LEGACY_SERVICE
 from otel_verl.analysis.read.span_frame import frame_from_parts
 
 
 def _convert(root: Path, arrow: bool, skip: bool) -> tuple[Any, ...]:
-    res = seed_fast._convert(seed_read.seed_files(root), root, "legacy", skip, True, None, False, arrow=arrow)
+    res = convert._convert(log_file.seed_files(root), root, "legacy", skip, True, None, False, arrow=arrow)
     if res.error is not None:
         return (res.error,)
     return frame_from_parts(res.parts), res.bounds, res.spans, res.lines, res.bad, res.first_bad
@@ -50,7 +51,7 @@ def assert_same(root: Path) -> None:
 
 
 def assert_all_through_arrow(root: Path) -> None:
-    files = seed_read.seed_files(root)
+    files = log_file.seed_files(root)
     assert files and all(seed_arrow.read_columns(path) is not None for path in files)
 
 
@@ -196,7 +197,7 @@ def _edited_tree(tmp_path: Path, seed: int) -> tuple[Path, list[Path]]:
         _older_layout(src, rng)
     else:
         write_seed_logs(src, steps=2, workers=2, requests=3, seed=seed)
-    files = {p.relative_to(src): p.read_text().splitlines() for p in seed_read.seed_files(src)}
+    files = {p.relative_to(src): p.read_text().splitlines() for p in log_file.seed_files(src)}
     every = [line for lines in files.values() for line in lines]
     root, edited = tmp_path / "edited", []
     for rel, lines in files.items():
@@ -224,7 +225,7 @@ def test_many_edited_files_go_through_arrow(tmp_path: Path) -> None:
             got = seed_arrow.read_columns(path)
             cols = SeedSpanColumns(LEGACY_SERVICE)
             if got is not None:
-                seed_arrow_spans.add_spans(got, "legacy", path.name, "", cols)
+                arrow_spans.add_spans(got, "legacy", path.name, "", cols)
                 taken += 1
             edited += 1
     assert edited > 100 and taken / edited > 0.2, (taken, edited)

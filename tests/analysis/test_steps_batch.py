@@ -19,8 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.read import LoadStats, otlp_batch
-from otel_verl.analysis.read.otlp_json import SpanColumns
+from otel_verl.analysis.read import LoadStats
+from otel_verl.analysis.read.otlp import batch as otlp_batch
+from otel_verl.analysis.read.otlp.documents import SpanColumns
 from otel_verl.analysis.read.step_stream import iter_steps
 from otel_verl.cli import app
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from otel_verl.analysis.read import LoadStats, load_spans
-from otel_verl.analysis.read.remote_steps import PROBE_MISSES
+from otel_verl.analysis.read.remote.steps import PROBE_MISSES
 from otel_verl.analysis.read.step_stream import iter_steps
 
 from .conftest import REPO, replayed_jaeger

@@ -1,4 +1,4 @@
-"""Rows of span-table parts (:meth:`~.otlp_json.SpanColumns.take_parts`): which step and trace each row has, and
+"""Rows of span-table parts (:meth:`~.otlp.documents.SpanColumns.take_parts`): which step and trace each row has, and
 a subset.
 
 Why on parts and not on the DataFrame: a step reader routes freshly parsed spans (to this step, a later one,
@@ -89,7 +89,7 @@ def split_rows(part: Part, mask: np.ndarray) -> tuple[Part | None, Part | None]:
 def merge_parts(parts: list[Part], limit: int) -> list[Part]:
     """Consecutive parts joined while the joined one has at most ``limit`` rows (the same rows, in order).
 
-    Why: the seed reader makes up to four parts a file (:mod:`otel_verl.analysis.read.seed.seed_sinks`);
+    Why: the seed reader makes up to four parts a file (:mod:`otel_verl.analysis.read.seed.sinks`);
     every part costs each later stage a pass of its own."""
     out: list[Part] = []
     run: list[Part] = []

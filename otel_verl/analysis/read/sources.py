@@ -4,7 +4,7 @@ The result is a pandas DataFrame, one row per span (see :mod:`otel_verl.analysis
 the tree resolved: each span knows its step, worker, request and turn even when only the request
 span carried those attributes.
 
-Reading files is :mod:`.files`, remote backends :mod:`.remote`, the tree :mod:`.hierarchy`."""
+Reading files is :mod:`.spool.files`, remote backends :mod:`.remote.fetch`, the tree :mod:`.hierarchy`."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ import pyarrow.compute as pc
 
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.allocator import release_memory
-from otel_verl.analysis.read.files import parallelism, read_files, read_parallel, trace_files
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
 from otel_verl.analysis.read.id_lookup import arrow_strings
 from otel_verl.analysis.read.load_options import LoadOptions
-from otel_verl.analysis.read.otlp_json import SpanColumns
+from otel_verl.analysis.read.otlp.documents import SpanColumns
 from otel_verl.analysis.read.progress import Bar
 from otel_verl.analysis.read.span_frame import frame_from_parts
+from otel_verl.analysis.read.spool.files import parallelism, read_files, read_parallel, trace_files
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.read.window import in_window, no_spans_message
 
@@ -33,7 +33,7 @@ def detect_source_type(source: str) -> str:
     """Pick the reader from SOURCE: a URL is asked which API it serves (Jaeger or Tempo), a dir is a
     spool, a file a collector export."""
     if source.startswith(("http://", "https://")):
-        from otel_verl.analysis.read import remote
+        from otel_verl.analysis.read.remote import fetch as remote
 
         return remote.probe(source)
     path = Path(source)
@@ -43,9 +43,9 @@ def detect_source_type(source: str) -> str:
 
 
 def _is_seed_log_dir(path: Path) -> bool:
-    from otel_verl.analysis.read.seed import seed_read
+    from otel_verl.analysis.read.seed import log_file
 
-    return seed_read.looks_like_seed_dir(path)
+    return log_file.looks_like_seed_dir(path)
 
 
 def filter_and_dedupe(
@@ -108,19 +108,19 @@ def load_spans(
         jobs = parallelism(total, len(files))
         with Bar(opts.progress and total > 20_000_000, "loading spans", total, "bytes") as bar:
             if path.is_dir() and _is_seed_log_dir(path):  # the seed's own logs, read as import-legacy does
-                from otel_verl.analysis.read.seed import seed_fast
+                from otel_verl.analysis.read.seed import convert
 
-                results, steps = seed_fast.convert_dir(
+                results, steps = convert.convert_dir(
                     path, "legacy", opts.skip_bad_lines, stats, True, bar.advance, keep_lines=opts.seed_lines
                 )
-                frame = frame_from_parts(seed_fast.table_parts(results, steps))
+                frame = frame_from_parts(convert.table_parts(results, steps))
             elif jobs > 1 and hasattr(os, "fork"):
                 frame = frame_from_parts(read_parallel(files, stats, opts.skip_bad_lines, bar.advance, jobs))
             else:
                 read_files(files, cols, stats, opts.skip_bad_lines, bar.advance)
                 frame = None
     else:
-        from otel_verl.analysis.read import remote
+        from otel_verl.analysis.read.remote import fetch as remote
 
         now = time.time_ns()
         lo = opts.since_ns if opts.since_ns is not None else now - 24 * 3600 * 10**9

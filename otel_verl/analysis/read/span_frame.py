@@ -1,7 +1,7 @@
 """Parts of the span table (from either decoder) into the span table, and the Arrow string helpers both use.
 
 Why apart from the decoders: the table is built once from compact parts (Arrow strings, numpy numbers), whoever
-made them (:class:`~otel_verl.analysis.read.otlp_json.SpanColumns`, :mod:`.otlp_batch`, the seed readers, a
+made them (:class:`~otel_verl.analysis.read.otlp.documents.SpanColumns`, :mod:`.otlp.batch`, the seed readers, a
 spilled step), so it needs none of the decoding; trace, span and parent ids are checked here once per column
 (:func:`_ids_clean`) and normalized span by span only when some id is not clean hex.
 """
@@ -100,7 +100,7 @@ def _ids_clean(arr: pa.Array, nbytes: int) -> bool:
 
 
 def frame_from_parts(parts: list[dict[str, Any]]) -> pd.DataFrame:
-    """Concatenate parts (from one or several :class:`~.otlp_json.SpanColumns`) into the span table, in order."""
+    """Concatenate parts (from one or several :class:`~.otlp.documents.SpanColumns`) into the span table, in order."""
     n = sum(p["n"] for p in parts)
     offsets = np.cumsum([0] + [p["n"] for p in parts])[:-1]
     data: dict[str, Any] = {}

@@ -12,8 +12,8 @@ Spans whose trace holds no step at all come once, after the steps, as ``StepSpan
 ``stats`` counts them (``no_step_spans``), as it counts spans that arrived after their step was handed out
 (``late_spans``: a file outside the spool's layout; they come with the spans of no step, and a warning says so).
 
-Each source is split by step where it is cheapest: spool and collector archive in :mod:`.step_files`, the
-seed's logs in :mod:`otel_verl.analysis.read.seed.seed_steps`, Jaeger and Tempo in :mod:`.remote_steps`.
+Each source is split by step where it is cheapest: spool and collector archive in :mod:`.spool.steps`, the
+seed's logs in :mod:`otel_verl.analysis.read.seed.steps`, Jaeger and Tempo in :mod:`.remote.steps`.
 Assumption: a trace's spans without a step reach their step through their own trace (the instrumentation
 makes one trace per step, or per request with ``verl.step`` on it).
 """
@@ -82,16 +82,16 @@ def _open_source(source: str, kind: str, opts: LoadOptions, *, stats: LoadStats,
         path = Path(source)
         if not path.exists():
             raise AnalysisInputError(f"{source}: no such file or directory")
-        from otel_verl.analysis.read.seed import seed_read
+        from otel_verl.analysis.read.seed import log_file
 
-        if path.is_dir() and seed_read.looks_like_seed_dir(path):
-            from otel_verl.analysis.read.seed.seed_steps import SeedSteps
+        if path.is_dir() and log_file.looks_like_seed_dir(path):
+            from otel_verl.analysis.read.seed.steps import SeedSteps
 
             return SeedSteps(path, opts.skip_bad_lines, stats, steps, opts.seed_lines)
-        from otel_verl.analysis.read.step_files import FileSteps
+        from otel_verl.analysis.read.spool.steps import FileSteps
 
         return FileSteps(path, opts.skip_bad_lines, stats, steps)
-    from otel_verl.analysis.read.remote_steps import RemoteSteps
+    from otel_verl.analysis.read.remote.steps import RemoteSteps
 
     return RemoteSteps(source, kind, stats, steps, opts.service, (opts.since_ns, opts.until_ns), opts.max_traces)
 

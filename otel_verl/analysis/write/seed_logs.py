@@ -7,7 +7,7 @@ worker events), timestamp = event end time. tests/analysis/test_legacy_contract.
 tests/analysis/test_legacy_seed.py list every event name and field the seed's scripts read and its
 logger wrote. Spans imported from seed logs carry their whole original line (``verl.legacy.line``):
 it is written back as it was, so a round trip keeps every field. Each (step, worker) gets the seed's
-once-per-worker-step events (:data:`~otel_verl.analysis.read.seed.seed_events.WORKER_STEP_EVENTS`) from
+once-per-worker-step events (:data:`~otel_verl.analysis.read.seed.events.WORKER_STEP_EVENTS`) from
 :mod:`otel_verl.analysis.write.seed_worker_step` when its lines lack them.
 """
 
@@ -24,9 +24,9 @@ import pandas as pd
 
 from otel_verl import semconv as sc
 from otel_verl.analysis.output_paths import prepare_dir, writing
-from otel_verl.analysis.read.seed import seed_events as le
-from otel_verl.analysis.read.seed.seed_read import VALIDATION_PREFIX
-from otel_verl.analysis.read.seed.seed_spans import LEGACY_SERVICE
+from otel_verl.analysis.read.seed import events as le
+from otel_verl.analysis.read.seed.log_file import VALIDATION_PREFIX
+from otel_verl.analysis.read.seed.spans import LEGACY_SERVICE
 from otel_verl.analysis.write import seed_worker_step
 
 

@@ -5,7 +5,7 @@ in ``step_<n>/worker_<rank>.jsonl``. Each becomes a span of the contract (start 
 keeping its whole line (``verl.legacy.line``) so ``export-legacy`` gives back every field; step, gen
 phase and worker spans are synthesized around them. Unknown events are kept as generic spans named
 after the event, with ``verl.event.origin``. The work is done file by file, in parallel, by
-:mod:`otel_verl.analysis.read.seed.seed_fast`.
+:mod:`otel_verl.analysis.read.seed.convert`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.output_paths import prepare_dir, writing
 from otel_verl.analysis.read.progress import Bar, interactive
-from otel_verl.analysis.read.seed import seed_fast
-from otel_verl.analysis.read.seed.seed_read import OTLP_HINT, VALIDATION_PREFIX, parse_ts
+from otel_verl.analysis.read.seed import convert
+from otel_verl.analysis.read.seed.log_file import OTLP_HINT, VALIDATION_PREFIX, parse_ts
 from otel_verl.export.spool import make_private_dirs
 
 
@@ -46,10 +46,10 @@ def import_legacy(
     total = sum(p.stat().st_size for p in Path(logdir).rglob("*.jsonl")) if Path(logdir).is_dir() else 0
     with Bar(interactive() and total > 20_000_000, "reading seed logs", total, "bytes") as bar:
         if endpoint is not None:  # the lines come back to be sent (and written, with --spool)
-            results, steps = seed_fast.convert_dir(logdir, run, skip_bad_lines, stats, advance=bar.advance)
-            send_documents(seed_fast.documents(results, steps), endpoint, protocol)
+            results, steps = convert.convert_dir(logdir, run, skip_bad_lines, stats, advance=bar.advance)
+            send_documents(convert.documents(results, steps), endpoint, protocol)
         else:  # the workers write the spool themselves
-            results, steps = seed_fast.convert_dir(
+            results, steps = convert.convert_dir(
                 logdir,
                 run,
                 skip_bad_lines,
@@ -59,7 +59,7 @@ def import_legacy(
             )
     if spool is not None:
         with writing(Path(spool) / run):
-            return seed_fast.write_spool(results, steps, Path(spool), run)
+            return convert.write_spool(results, steps, Path(spool), run)
     return sum(r.spans for r in results) + len(steps)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from otel_verl.analysis.read.seed import seed_events as le
+from otel_verl.analysis.read.seed import events as le
 
 
 @dataclass
@@ -46,7 +46,7 @@ class WorkerStepTimes:
 
 
 def missing_events(times: WorkerStepTimes, present: set[str]) -> list[tuple[int, str, float]]:
-    """(end ns, event, seconds) of each of :data:`~otel_verl.analysis.read.seed.seed_events.WORKER_STEP_EVENTS` not in
+    """(end ns, event, seconds) of each of :data:`~otel_verl.analysis.read.seed.events.WORKER_STEP_EVENTS` not in
     ``present``: preprocessing = rollout start → first request, generate = first request → rollout end,
     barrier = the barrier spans (0 s at the rollout end without one), total = rollout start → last line."""
     start = times.start if times.start is not None else times.earliest

@@ -1,5 +1,5 @@
-"""A worker-step's lines as rows: what the seed readers' front ends make (:mod:`.seed_lines` from parsed lines,
-:mod:`.seed_arrow_spans` from Arrow's columns) and the span builder (:mod:`.seed_batch`) takes.
+"""A worker-step's lines as rows: what the seed readers' front ends make (:mod:`.lines` from parsed lines,
+:mod:`.arrow_spans` from Arrow's columns) and the span builder (:mod:`.batch`) takes.
 
 Each row is a line, in file order, with the kind of span it makes (:func:`row_kinds`, decided by the worker-step's
 other lines) and the fields the spans read.
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from otel_verl.analysis.read.seed import seed_events as le
+from otel_verl.analysis.read.seed import events as le
 
 KINDS = ("other", "worker", "request", "aborted", "turn", "barrier", "engine", "tool", "reward", "preprocess")
 KINDS += ("tool_parse",)
@@ -26,7 +26,7 @@ Column = list[Any] | pa.Array
 
 @dataclass
 class StepRows:
-    """A worker-step's lines as rows, in file order: what :func:`.seed_batch.build` needs of them."""
+    """A worker-step's lines as rows, in file order: what :func:`.batch.build` needs of them."""
 
     run: str
     rel: str
@@ -44,9 +44,9 @@ class StepRows:
     end: np.ndarray
     lineno: np.ndarray
     rid: Column
-    """Request id per row (:func:`.seed_spans.request_id`), null where none."""
+    """Request id per row (:func:`.spans.request_id`), null where none."""
     turn: np.ndarray
-    """A turn line's own turn (``extra.turn``, :func:`.seed_spans.turn_index`) as an int64 key (where ``has_turn``)."""
+    """A turn line's own turn (``extra.turn``, :func:`.spans.turn_index`) as an int64 key (where ``has_turn``)."""
     has_turn: np.ndarray
     turn_value: Column
     """The same turn as written on the turn span (``turn`` is its key: equal values, equal keys)."""
@@ -57,7 +57,7 @@ class StepRows:
     tool: Column
     """``extra.tool_name or extra.tool``."""
     pre_kind: Column
-    """``extra.kind`` or the event's own preprocess kind (:data:`.seed_events.PREPROCESS_KIND_OF`)."""
+    """``extra.kind`` or the event's own preprocess kind (:data:`.events.PREPROCESS_KIND_OF`)."""
     output_tokens: Column
     """``extra.output_tokens``, else ``extra.generated_tokens`` where the first is absent."""
     input_tokens: Column

@@ -6,7 +6,7 @@ kernels leaves one Python step per value (the join), and touches each value whil
 
 Exactness: a text is read here only when it is plain (a string without escapes, a decimal int); anything else
 is decoded by orjson, value by value, or raises :class:`Irregular` so the line is read the general way
-(:class:`~otel_verl.analysis.read.otlp_json.SpanColumns`). msgspec has already checked the JSON syntax of every
+(:class:`~otel_verl.analysis.read.otlp.documents.SpanColumns`). msgspec has already checked the JSON syntax of every
 raw (control characters, escapes) but not its UTF-8: every text becomes an Arrow string through a validating cast.
 """
 

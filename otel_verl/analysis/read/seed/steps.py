@@ -2,7 +2,7 @@
 
 Split by step: the seed writes ``step_<n>/worker_<rank>.jsonl`` (and ``val_step_<n>/`` for validation), so
 the files of step n are those whose directory carries n, read when step n's turn comes (the next step's are
-converted ahead in forked readers, as ``analyze LOGDIR`` converts them all: :mod:`.seed_fast`). A line
+converted ahead in forked readers, as ``analyze LOGDIR`` converts them all: :mod:`.convert`). A line
 carries its own ``step`` (the directory's is the default); a line of another step is routed to that step by
 the caller. Files whose directory carries no number are converted first and spilled. Each step's ``verl.step``
 and ``gen`` spans need the time bounds of all its workers: they are made once the step's files are read.
@@ -18,13 +18,14 @@ from typing import Any
 import orjson
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.read.otlp_json import SpanColumns
+from otel_verl.analysis.read.otlp.documents import SpanColumns
 from otel_verl.analysis.read.part_rows import Part
-from otel_verl.analysis.read.seed import seed_read, seed_spans
-from otel_verl.analysis.read.seed.seed_fast import FileResult, _convert, _document, widen
+from otel_verl.analysis.read.seed import log_file
+from otel_verl.analysis.read.seed import spans as seed_spans
+from otel_verl.analysis.read.seed.convert import FileResult, _convert, _document, widen
 from otel_verl.analysis.read.spill import SpillEntry, spill_parts
+from otel_verl.analysis.read.spool.steps import StepDirectories
 from otel_verl.analysis.read.stats import LoadStats
-from otel_verl.analysis.read.step_files import StepDirectories
 from otel_verl.export.encoding import fields_json
 
 RUN = "legacy"
@@ -44,13 +45,13 @@ class SeedSteps(StepDirectories):
     """Seed log directory, a step at a time."""
 
     def __init__(self, root: Path, skip_bad_lines: bool, stats: LoadStats, steps: range | None, keep_lines: bool):
-        files = seed_read.seed_files(root)
+        files = log_file.seed_files(root)
         if not files:
             raise AnalysisInputError(f"{root}: no step_<n>/worker_<rank>.jsonl files found")
         by_step: dict[int, list[Path]] = {}
         unsorted: list[Path] = []
         for path in files:
-            step = seed_read.number_in(path.parent.name)  # the default step of its lines (seed_read.read_file)
+            step = log_file.number_in(path.parent.name)  # the default step of its lines (log_file.read_file)
             if step is None:
                 unsorted.append(path)
             elif steps is None or step in steps:

@@ -1,6 +1,6 @@
 """Read spool and collector-file traces: every trace file under a path, line by line, into span columns.
 
-One job: bytes on disk → :class:`~otel_verl.analysis.read.otlp_json.SpanColumns`, with ``file:line`` on a bad
+One job: bytes on disk → :class:`~otel_verl.analysis.read.otlp.documents.SpanColumns`, with ``file:line`` on a bad
 line (or counted and skipped), in forked processes for large loads."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.read.otlp_batch import LineBatch, read_lines
-from otel_verl.analysis.read.otlp_json import SpanColumns
+from otel_verl.analysis.read.otlp.batch import LineBatch, read_lines
+from otel_verl.analysis.read.otlp.documents import SpanColumns
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.invocation import otel_verl_command
 

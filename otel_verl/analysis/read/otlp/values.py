@@ -19,8 +19,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from otel_verl.analysis.read.otlp_json import attr_value
-from otel_verl.analysis.read.raw_json import Irregular, decimal_mask, replace_at, to_strings
+from otel_verl.analysis.read.otlp.documents import attr_value
+from otel_verl.analysis.read.otlp.raw_json import Irregular, decimal_mask, replace_at, to_strings
 
 STR, INT, BOOL, OBJ = range(4)
 """How a value was read: plain string, decimal int, boolean, or a Python object from :func:`general_value`."""
@@ -58,7 +58,7 @@ class Values:
 
 
 def general_value(raw: bytes) -> Any:
-    """One attribute's ``value`` text read as :meth:`~.otlp_json.SpanColumns._add` reads it (string member first, then
+    """One attribute's ``value`` text read as :meth:`~.documents.SpanColumns._add` reads it (string member first, then
     int, then the first member in the text's key order); :class:`Irregular` where that raises."""
     try:
         v = (orjson.loads(raw) if raw else None) or {}

@@ -5,7 +5,7 @@ own trace, or traces cut per request or per sample group that carry ``verl.step`
 comes whole (the engine's spans under our calls with it), so :mod:`.step_stream` can resolve and route it.
 
 * **Tempo**: TraceQL ``{ span.verl.step = N }`` (Tempo 1.x: the tag search ``verl.step=N``), then each trace
-  by id, as :func:`otel_verl.analysis.read.remote.tempo_documents`. The steps come from Tempo's tag values API
+  by id, as :func:`otel_verl.analysis.read.remote.fetch.tempo_documents`. The steps come from Tempo's tag values API
   (``/api/v2/search/tag/span.verl.step/values``), else they are probed as for Jaeger.
 * **Jaeger**: ``/api/v3/traces`` with ``query.attributes={"verl.step":"N"}`` (Jaeger >= 2.19). Older Jaeger
   v2 (2.13, the module built here) ignores that parameter; it is detected with one search for a step that
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.read import remote
-from otel_verl.analysis.read.otlp_json import SpanColumns
+from otel_verl.analysis.read.otlp.documents import SpanColumns
 from otel_verl.analysis.read.part_rows import Part
+from otel_verl.analysis.read.remote import fetch as remote
 from otel_verl.analysis.read.span_frame import normalize_id
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.semconv import VERL_STEP

@@ -1,4 +1,4 @@
-"""The shape of an OTLP/JSON trace line as the batch decoder (:mod:`.otlp_batch`) reads it: msgspec structs
+"""The shape of an OTLP/JSON trace line as the batch decoder (:mod:`.batch`) reads it: msgspec structs
 whose leaves stay raw JSON (``msgspec.Raw``, a view of the line).
 
 Why: msgspec decodes a line into these slotted structs skipping every field the span table does not read
@@ -8,7 +8,7 @@ docs/performance.md).
 
 A line that is not of this shape (not an object, another top-level key such as a Jaeger/Tempo wrapper, a
 span or attribute that is not an object, a list that is ``null``) fails to decode and goes the general way
-(:class:`~otel_verl.analysis.read.otlp_json.SpanColumns`), which gives its reading or its ``file:line`` error.
+(:class:`~otel_verl.analysis.read.otlp.documents.SpanColumns`), which gives its reading or its ``file:line`` error.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Lines of OTLP/JSON (spool, collector file archive) to parts of the span table, a batch of lines at a time.
 
-Why: the general decoder (:class:`~otel_verl.analysis.read.otlp_json.SpanColumns`) spends most of a load's CPU
+Why: the general decoder (:class:`~otel_verl.analysis.read.otlp.documents.SpanColumns`) spends most of a load's CPU
 on a real-size step: orjson's dicts, a Python loop over every attribute, lists turned into arrays long after
 their objects left the cache. Here msgspec decodes each line into structs whose leaves stay raw JSON
-(:mod:`.otlp_types`); while the line is in cache, each field's raws of all its spans are joined into one
+(:mod:`.structs`); while the line is in cache, each field's raws of all its spans are joined into one
 buffer (:meth:`LineBatch.add`: one list comprehension and one join per field); a batch of lines then becomes
-one part with Arrow and numpy kernels (:func:`_part`, :mod:`.raw_json`, :mod:`.otlp_values`). Measured numbers:
+one part with Arrow and numpy kernels (:func:`_part`, :mod:`.raw_json`, :mod:`.values`). Measured numbers:
 ``benchmarks/bench_decode.py``, docs/performance.md.
 
 The part equals what the general decoder makes of the same lines, column for column
@@ -26,10 +26,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from otel_verl.analysis.read.otlp_json import attr_value
-from otel_verl.analysis.read.otlp_types import LINE_DECODER
-from otel_verl.analysis.read.otlp_values import column_values, extra_json, read_values
-from otel_verl.analysis.read.raw_json import Irregular, decimal_ints, json_strings, replace_at, unquoted_plain
+from otel_verl.analysis.read.otlp.documents import attr_value
+from otel_verl.analysis.read.otlp.raw_json import Irregular, decimal_ints, json_strings, replace_at, unquoted_plain
+from otel_verl.analysis.read.otlp.structs import LINE_DECODER
+from otel_verl.analysis.read.otlp.values import column_values, extra_json, read_values
 from otel_verl.analysis.read.span_columns import ATTR_COLUMNS
 from otel_verl.analysis.read.span_frame import normalize_id
 

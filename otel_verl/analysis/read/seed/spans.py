@@ -1,8 +1,8 @@
 """What every seed span builder shares: ids, the service name, the damage rules for a line's fields, the
 grouping of a file's lines and the step spans.
 
-A worker-step's spans are built once, as a batch (:mod:`.seed_batch`), from the lines
-(:mod:`.seed_lines`) or from Arrow's columns (:mod:`.seed_arrow_spans`); the rules here are the ones both
+A worker-step's spans are built once, as a batch (:mod:`.batch`), from the lines
+(:mod:`.lines`) or from Arrow's columns (:mod:`.arrow_spans`); the rules here are the ones both
 front ends apply to a line's fields. Span ids are a per-file hash plus the line number (one hash per file
 instead of one per span, which was an eighth of the import).
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.read.seed.seed_read import Line
+from otel_verl.analysis.read.seed.log_file import Line
 
 LEGACY_SERVICE = "otel-verl-legacy"
 """service.name of imported spans: ``export-legacy`` writes their stored lines back verbatim."""

@@ -1,9 +1,9 @@
-"""The two sinks of a :class:`.seed_batch.SpanBatch`: one span at a time, or span-table parts.
+"""The two sinks of a :class:`.batch.SpanBatch`: one span at a time, or span-table parts.
 
 :func:`emit_rows` hands each span to a ``SpanSink`` with its attributes in the order the seed importer
 has always written them (so ``import-legacy``'s OTLP/JSON, :func:`~otel_verl.export.encoding.fields_json`,
 stays byte for byte the same), the kept line (``verl.legacy.line``) included. :func:`add_to_table` adds the
-batch to a :class:`.seed_columns.SeedSpanColumns`: from Arrow's typed columns as whole parts (the worker and
+batch to a :class:`.columns.SeedSpanColumns`: from Arrow's typed columns as whole parts (the worker and
 request spans, whose attributes are dicts, one by one); a batch whose columns hold any JSON type, or kept
 lines, goes through :func:`emit_rows` into ``add_span``, which converts each value as the OTLP round trip does.
 """
@@ -17,10 +17,10 @@ import numpy as np
 import pyarrow as pa
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.read.seed.seed_batch import FORM_EVENT, FORM_TIMED, FORM_TURN, SpanBatch
-from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns, constant_columns
-from otel_verl.analysis.read.seed.seed_rows import BARRIER, ENGINE, PREPROCESS, TOOL, Column
-from otel_verl.analysis.read.seed.seed_spans import LEGACY_SERVICE
+from otel_verl.analysis.read.seed.batch import FORM_EVENT, FORM_TIMED, FORM_TURN, SpanBatch
+from otel_verl.analysis.read.seed.columns import SeedSpanColumns, constant_columns
+from otel_verl.analysis.read.seed.rows import BARRIER, ENGINE, PREPROCESS, TOOL, Column
+from otel_verl.analysis.read.seed.spans import LEGACY_SERVICE
 from otel_verl.analysis.read.span_columns import ATTR_COLUMNS
 
 _ORIGIN, _LINE, _STEP, _WORKER = sc.VERL_EVENT_ORIGIN, sc.VERL_LEGACY_LINE, sc.VERL_STEP, sc.VERL_WORKER_RANK
@@ -33,7 +33,7 @@ def _values(col: Column | np.ndarray) -> list[Any]:
 
 
 def emit_rows(b: SpanBatch, sink: Callable[..., Any]) -> list[Any]:
-    """Hand every span of ``b`` to ``sink`` (a :data:`.seed_spans.SpanSink`, or
+    """Hand every span of ``b`` to ``sink`` (a :data:`.spans.SpanSink`, or
     :func:`~otel_verl.export.encoding.fields_json`), in order, attributes as dicts (None values included: sinks
     skip them); returns what ``sink`` returned for each."""
     r = b.rows
@@ -108,7 +108,7 @@ def add_to_table(b: SpanBatch, cols: SeedSpanColumns) -> None:
 
 def _part(b: SpanBatch, at: np.ndarray) -> dict[str, Any]:
     """The spans at positions ``at`` (none of them the worker's or a request's) as one span-table part
-    (:meth:`~otel_verl.analysis.read.otlp_json.SpanColumns.flush`'s layout)."""
+    (:meth:`~otel_verl.analysis.read.otlp.documents.SpanColumns.flush`'s layout)."""
     r, n = b.rows, len(at)
     rows, form, kind, outer = b.row[at], b.form[at], b.kind[at], b.outer[at]
     take = pa.array(np.maximum(rows, 0))

@@ -58,7 +58,7 @@ class SpanColumns:
     """Accumulates spans from many documents; :meth:`frame` builds the span table once.
 
     The general decoder: any document, every odd input read leniently. Files of OTLP/JSON lines go through
-    the batch decoder (:mod:`.otlp_batch`, about twice as fast) and come here only for the lines it does not
+    the batch decoder (:mod:`.batch`, about twice as fast) and come here only for the lines it does not
     read exactly; ``batch_decoder = False`` reads them all here (the benchmark's "before", a check)."""
 
     batch_decoder: bool = True

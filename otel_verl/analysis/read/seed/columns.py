@@ -1,7 +1,7 @@
 """Seed spans straight into span-table columns (``analyze LOGDIR``), with no OTLP/JSON dicts on the way.
 
 Why: building each span as an OTLP/JSON dict (attributes as ``{"key", "value": {"stringValue"}}``
-lists) only for :class:`~otel_verl.analysis.read.otlp_json.SpanColumns` to take it apart again was
+lists) only for :class:`~otel_verl.analysis.read.otlp.documents.SpanColumns` to take it apart again was
 over half of the load (figures: docs/performance.md).
 Values are exactly what the OTLP round trip gives (``attr_value(any_value(v))``; str and int pass
 as they are), so the table is the same either way.
@@ -17,7 +17,7 @@ import orjson
 import pyarrow as pa
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.read.otlp_json import SpanColumns, attr_value
+from otel_verl.analysis.read.otlp.documents import SpanColumns, attr_value
 from otel_verl.export.encoding import encode_value
 
 _LINE = sc.VERL_LEGACY_LINE

@@ -1,4 +1,4 @@
-"""The line reader's front end of the one seed span builder: a worker-step's lines → :class:`.seed_rows.StepRows`.
+"""The line reader's front end of the one seed span builder: a worker-step's lines → :class:`.rows.StepRows`.
 
 Every file the Arrow reader refuses comes here (damaged, unusual, or with its lines kept for ``import-legacy``
 and ``export-legacy``): the ``extra`` values the spans carry stay as the line has them, of any JSON type
@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from otel_verl.analysis.read.seed import seed_events as le
-from otel_verl.analysis.read.seed.seed_batch import build
-from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
-from otel_verl.analysis.read.seed.seed_read import Line
-from otel_verl.analysis.read.seed.seed_rows import ENGINE, PREPROCESS, TOOL, TURN, StepRows, row_kinds
-from otel_verl.analysis.read.seed.seed_sinks import add_to_table, emit_rows
-from otel_verl.analysis.read.seed.seed_spans import turn_index
+from otel_verl.analysis.read.seed import events as le
+from otel_verl.analysis.read.seed.batch import build
+from otel_verl.analysis.read.seed.columns import SeedSpanColumns
+from otel_verl.analysis.read.seed.log_file import Line
+from otel_verl.analysis.read.seed.rows import ENGINE, PREPROCESS, TOOL, TURN, StepRows, row_kinds
+from otel_verl.analysis.read.seed.sinks import add_to_table, emit_rows
+from otel_verl.analysis.read.seed.spans import turn_index
 from otel_verl.export.encoding import fields_json
 
 _NO_EXTRA: dict[str, Any] = {}
@@ -39,8 +39,8 @@ def worker_step_spans(
 
 
 def line_rows(lines: list[Line], run: str, rel: str, key: tuple[bool, int | None, int | None], parent: str) -> StepRows:
-    """A worker-step's lines (one group of :func:`.seed_spans.group_lines`) as rows, applying the damage rules
-    of :mod:`.seed_batch`; each field is read only on the rows whose kind uses it."""
+    """A worker-step's lines (one group of :func:`.spans.group_lines`) as rows, applying the damage rules
+    of :mod:`.batch`; each field is read only on the rows whose kind uses it."""
     ds = [x.d for x in lines]
     events = [d["event"] for d in ds]  # a str: the reader checks it
     index: dict[str, int] = {}

@@ -20,10 +20,13 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from otel_verl import semconv as sc
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.read.otlp_json import FLUSH_SPANS
+from otel_verl.analysis.read.otlp.documents import FLUSH_SPANS
 from otel_verl.analysis.read.part_rows import merge_parts
-from otel_verl.analysis.read.seed import seed_arrow, seed_arrow_spans, seed_lines, seed_read, seed_spans
-from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
+from otel_verl.analysis.read.seed import arrow as seed_arrow
+from otel_verl.analysis.read.seed import arrow_spans, log_file
+from otel_verl.analysis.read.seed import lines as seed_lines
+from otel_verl.analysis.read.seed import spans as seed_spans
+from otel_verl.analysis.read.seed.columns import SeedSpanColumns
 from otel_verl.export.encoding import document_line, fields_json
 from otel_verl.export.spool import open_private_append
 
@@ -40,7 +43,7 @@ class FileResult:
     documents: list[tuple[str, str, bytes]] = field(default_factory=list)
     """(step dir, file name, one OTLP/JSON line with its newline) for ``import-legacy``."""
     parts: list[dict[str, Any]] = field(default_factory=list)
-    """Span-table parts (:class:`~otel_verl.analysis.read.otlp_json.SpanColumns`) for ``analyze``."""
+    """Span-table parts (:class:`~otel_verl.analysis.read.otlp.documents.SpanColumns`) for ``analyze``."""
     bounds: dict[int | None, tuple[int, int]] = field(default_factory=dict)
     """Training step → (earliest start, latest end) of its lines in these files."""
     spans: int = 0
@@ -67,7 +70,7 @@ def _convert(
 ) -> FileResult:
     """Worker body: read ``files`` and turn each worker-step into spans: table parts, spool lines appended
     under ``spool`` by the worker itself (nothing large crosses the process boundary), or lines returned.
-    Table parts without the seed lines come from Arrow's columns where a file allows (:mod:`.seed_arrow`;
+    Table parts without the seed lines come from Arrow's columns where a file allows (:mod:`.arrow`;
     ``arrow=False``: never, the tests' reference)."""
     res = FileResult()
     cols = SeedSpanColumns(seed_spans.LEGACY_SERVICE) if to_table else None
@@ -79,7 +82,7 @@ def _convert(
             if cols is not None and not keep_lines and arrow and _convert_columns(path, root, run, cols, res):
                 continue
             try:
-                got = seed_read.read_file(path, skip_bad_lines, keep_text=keep_lines or cols is None)
+                got = log_file.read_file(path, skip_bad_lines, keep_text=keep_lines or cols is None)
             except ValueError as exc:
                 res.error = str(exc)
                 return res
@@ -94,7 +97,7 @@ def _convert(
                 if not val:
                     widen(res.bounds, step, min(x.start for x in lines), max(x.end for x in lines))
                 parent = "" if val else seed_spans.gen_span_id(run, step)
-                if cols is not None:  # straight into table columns: no OTLP dicts (see seed_columns)
+                if cols is not None:  # straight into table columns: no OTLP dicts (see columns.py)
                     before = cols.n
                     seed_lines.worker_step_spans(lines, run, rel, (val, step, worker), parent, cols)
                     res.spans += cols.n - before
@@ -128,7 +131,7 @@ def _convert_columns(path: Path, root: Path, run: str, cols: SeedSpanColumns, re
         return False
     parent = "" if got.validate else seed_spans.gen_span_id(run, got.step)
     before = cols.n
-    seed_arrow_spans.add_spans(got, run, path.relative_to(root).as_posix(), parent, cols)
+    arrow_spans.add_spans(got, run, path.relative_to(root).as_posix(), parent, cols)
     res.spans += cols.n - before
     res.lines += got.n
     if not got.validate:
@@ -151,7 +154,7 @@ def spool_file(rel: str, val: bool, step: int | None, worker: int | None) -> tup
     file, a second log of the same worker, a stray file name) is named after its source file too."""
     sub = f"step_{step}" if step is not None else "no_step"
     base = f"worker_{worker}" if worker is not None else "worker"
-    if rel != f"{seed_read.VALIDATION_PREFIX if val else ''}{sub}/{base}.jsonl":
+    if rel != f"{log_file.VALIDATION_PREFIX if val else ''}{sub}/{base}.jsonl":
         return sub, f"{base}.from.{rel.replace('/', '.')}"
     return sub, f"{base}.validate.jsonl" if val else f"{base}.jsonl"
 
@@ -165,7 +168,7 @@ def _append(handles: dict[Path, Any], path: Path, line: bytes) -> None:
 
 
 def _chunks(files: list[Path], jobs: int) -> list[list[Path]]:
-    from otel_verl.analysis.read.files import byte_chunks  # the span loader's split, one place
+    from otel_verl.analysis.read.spool.files import byte_chunks  # the span loader's split, one place
 
     return byte_chunks(files, jobs)
 
@@ -191,12 +194,12 @@ def convert_dir(
     ``OTEL_VERL_LOAD_JOBS`` or one forked process per CPU (at most 4) from 64 MiB up, as ``load_spans``.
     ``keep_lines=False`` (table parts only) leaves each span's original line out (see ``load_spans``).
     """
-    from otel_verl.analysis.read.files import parallelism as _parallelism
+    from otel_verl.analysis.read.spool.files import parallelism as _parallelism
 
     root = Path(logdir)
     if not root.exists():
         raise AnalysisInputError(f"{logdir}: no such directory")
-    files = seed_read.seed_files(root)
+    files = log_file.seed_files(root)
     if not files:
         raise AnalysisInputError(f"{logdir}: no step_<n>/worker_<rank>.jsonl files found")
     jobs = _parallelism(sum(f.stat().st_size for f in files), len(files))

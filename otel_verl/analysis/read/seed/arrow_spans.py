@@ -1,5 +1,5 @@
-"""The Arrow reader's front end of the one seed span builder: a file's columns (:mod:`.seed_arrow`) →
-:class:`.seed_rows.StepRows`, whose batch goes into the span table as whole parts.
+"""The Arrow reader's front end of the one seed span builder: a file's columns (:mod:`.arrow`) →
+:class:`.rows.StepRows`, whose batch goes into the span table as whole parts.
 
 The columns are typed (Arrow took the file only where every field the spans read has one JSON type), so the
 ``extra`` fields are arrays with nulls. Where a field's value depends on a key being absent rather than null
@@ -15,13 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from otel_verl.analysis.read.seed import seed_events as le
-from otel_verl.analysis.read.seed.seed_arrow import SeedColumns
-from otel_verl.analysis.read.seed.seed_batch import build
-from otel_verl.analysis.read.seed.seed_columns import SeedSpanColumns
-from otel_verl.analysis.read.seed.seed_rows import BARRIER, ENGINE, StepRows, row_kinds
-from otel_verl.analysis.read.seed.seed_sinks import add_to_table, valid_mask
-from otel_verl.analysis.read.seed.seed_spans import extra_of, request_id, turn_index
+from otel_verl.analysis.read.seed import events as le
+from otel_verl.analysis.read.seed.arrow import SeedColumns
+from otel_verl.analysis.read.seed.batch import build
+from otel_verl.analysis.read.seed.columns import SeedSpanColumns
+from otel_verl.analysis.read.seed.rows import BARRIER, ENGINE, StepRows, row_kinds
+from otel_verl.analysis.read.seed.sinks import add_to_table, valid_mask
+from otel_verl.analysis.read.seed.spans import extra_of, request_id, turn_index
 
 
 def add_spans(c: SeedColumns, run: str, rel: str, parent: str, cols: SeedSpanColumns) -> None:
@@ -30,7 +30,7 @@ def add_spans(c: SeedColumns, run: str, rel: str, parent: str, cols: SeedSpanCol
 
 
 def arrow_rows(c: SeedColumns, run: str, rel: str, parent: str) -> StepRows:
-    """The file's rows for :func:`.seed_batch.build`, from its columns."""
+    """The file's rows for :func:`.batch.build`, from its columns."""
     enc = c.event.dictionary_encode()
     names: list[str] = enc.dictionary.to_pylist()
     codes = enc.indices.to_numpy()

@@ -26,10 +26,10 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from otel_verl.analysis.read.files import byte_chunks, parallelism, read_files, trace_files
-from otel_verl.analysis.read.otlp_json import SpanColumns
+from otel_verl.analysis.read.otlp.documents import SpanColumns
 from otel_verl.analysis.read.part_rows import Part
 from otel_verl.analysis.read.spill import SpillEntry, spill_parts
+from otel_verl.analysis.read.spool.files import byte_chunks, parallelism, read_files, trace_files
 from otel_verl.analysis.read.stats import LoadStats
 
 STEP_DIR = re.compile(r"step_(-?\d+)")

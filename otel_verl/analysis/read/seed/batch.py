@@ -1,14 +1,14 @@
 """The one seed span builder: a worker-step's lines, as rows, → all its spans at once, as a batch.
 
 Design (issue 42: one way to build seed spans). A front end reads a worker-step's lines into
-:class:`.seed_rows.StepRows` (a row per line: times, kind, request id, turn, the ``extra`` fields event spans
-read): :mod:`.seed_lines` from parsed lines, any JSON type a damaged file holds kept as it is (Python lists), and
-:mod:`.seed_arrow_spans` from Arrow's typed columns (the usual file). :func:`build` then makes every span of the
-worker-step at once, as arrays: ids and parents (:mod:`.seed_tree` decides who hangs under whom), names, windows,
+:class:`.rows.StepRows` (a row per line: times, kind, request id, turn, the ``extra`` fields event spans
+read): :mod:`.lines` from parsed lines, any JSON type a damaged file holds kept as it is (Python lists), and
+:mod:`.arrow_spans` from Arrow's typed columns (the usual file). :func:`build` then makes every span of the
+worker-step at once, as arrays: ids and parents (:mod:`.tree` decides who hangs under whom), names, windows,
 which attributes each span has. The spans are in the order they are written: the worker, any further rollout line
 (a generic span), the requests, the turns from turn lines, the turns laid out from ``turn_timings``, then every
 other line's span. The worker's and the requests' attributes come from their lines' whole objects (a few lines a
-file) as dicts; the rest are the rows' columns under masks. Two sinks take a batch (:mod:`.seed_sinks`): one span
+file) as dicts; the rest are the rows' columns under masks. Two sinks take a batch (:mod:`.sinks`): one span
 at a time (OTLP/JSON for ``import-legacy``, the kept line included) and span-table parts (``analyze``).
 
 Damage rules (kept from the line-by-line builder): a turn that is a bool or no integer is no turn (the event
@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.read.seed.seed_rows import (
+from otel_verl.analysis.read.seed.rows import (
     ABORTED,
     BARRIER,
     ENGINE,
@@ -40,7 +40,7 @@ from otel_verl.analysis.read.seed.seed_rows import (
     Column,
     StepRows,
 )
-from otel_verl.analysis.read.seed.seed_tree import event_parents, ids_of, requests_of, turns_of, worker_of
+from otel_verl.analysis.read.seed.tree import event_parents, ids_of, requests_of, turns_of, worker_of
 
 FIXED_NAMES = {BARRIER: sc.SPAN_BARRIER, REWARD: sc.SPAN_REWARD, PREPROCESS: sc.SPAN_PREPROCESS}
 FIXED_NAMES[TOOL_PARSE] = sc.SPAN_TOOL_PARSE
@@ -75,7 +75,7 @@ class SpanBatch:
 
 
 def build(r: StepRows) -> SpanBatch:
-    """Every span of the worker-step ``r``, in write order (parents: :mod:`.seed_tree`)."""
+    """Every span of the worker-step ``r``, in write order (parents: :mod:`.tree`)."""
     flag = {sc.VERL_VALIDATE: True} if r.validate else {}
     ids = ids_of(r)
     worker = worker_of(r, flag)

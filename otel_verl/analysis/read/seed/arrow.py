@@ -1,9 +1,9 @@
-"""Read one seed log file with Arrow's JSON reader into columns, or None: then :mod:`.seed_read` reads it line by line.
+"""Read one seed log file with Arrow's JSON reader into columns, or None: then :mod:`.log_file` reads it line by line.
 
-Why: the line-by-line reader builds a dict, a datetime and a :class:`~.seed_read.Line` per line, and
-:mod:`.seed_spans` a dict of attributes per span: most of the CPU of ``analyze`` on seed logs
-(docs/performance.md). Arrow parses the fields the spans use into typed columns, and :mod:`.seed_arrow_spans`
-hands them to the span builder (:mod:`.seed_batch`).
+Why: the line-by-line reader builds a dict, a datetime and a :class:`~.log_file.Line` per line, and
+:mod:`.spans` a dict of attributes per span: most of the CPU of ``analyze`` on seed logs
+(docs/performance.md). Arrow parses the fields the spans use into typed columns, and :mod:`.arrow_spans`
+hands them to the span builder (:mod:`.batch`).
 
 Only the usual file qualifies, so that the answer is the line-by-line reader's to the byte: UTF-8 throughout,
 each line one JSON object starting at its first byte (no blank line), every field the spans read of one JSON
@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from otel_verl.analysis.read.seed import seed_read
+from otel_verl.analysis.read.seed import log_file
 from otel_verl.analysis.read.span_columns import INT64_LIMIT
 
 EXTRA_FIELDS: dict[str, pa.DataType] = {
@@ -40,7 +40,7 @@ EXTRA_FIELDS: dict[str, pa.DataType] = {
     "tool": pa.string(),
     "kind": pa.string(),
 }
-"""The fields of a line's ``extra`` the event and turn spans read (:class:`.seed_rows.StepRows`);
+"""The fields of a line's ``extra`` the event and turn spans read (:class:`.rows.StepRows`);
 request and worker lines are read whole, one by one (:meth:`SeedColumns.line`)."""
 SCHEMA = pa.schema(
     [
@@ -95,7 +95,7 @@ class SeedColumns:
 
     def line(self, row: int) -> dict[str, Any]:
         """Row ``row``'s whole JSON object, as the line-by-line reader has it."""
-        return seed_read._loads(self.data[self.line_starts[row] : self.line_ends[row]])
+        return log_file._loads(self.data[self.line_starts[row] : self.line_ends[row]])
 
 
 def _find_all(data: bytes, needle: bytes) -> list[int]:
@@ -145,7 +145,7 @@ def read_columns(path: Path) -> SeedColumns | None:
 
 
 def _times(timestamp: pa.Array, duration: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
-    """(start, end) in ns as :func:`.seed_read._fast` computes them, or None for anything it would not take."""
+    """(start, end) in ns as :func:`.log_file._fast` computes them, or None for anything it would not take."""
     if timestamp.null_count or not pc.all(pc.match_substring_regex(timestamp, _ISO)).as_py():
         return None
     try:
@@ -163,9 +163,9 @@ def _times(timestamp: pa.Array, duration: pa.Array) -> tuple[np.ndarray, np.ndar
 
 def _group(path: Path, cols: dict[str, pa.Array]) -> tuple[int | None, int | None, bool] | None:
     """The file's one (step, worker, validation?) or None: several, or a null where a default would apply."""
-    in_val_dir = path.parent.name.startswith(seed_read.VALIDATION_PREFIX)
+    in_val_dir = path.parent.name.startswith(log_file.VALIDATION_PREFIX)
     out: list[Any] = []
-    for col, default in (("step", seed_read.number_in(path.parent.name)), ("workid", seed_read.number_in(path.stem))):
+    for col, default in (("step", log_file.number_in(path.parent.name)), ("workid", log_file.number_in(path.stem))):
         arr = cols[col]
         if arr.null_count and (default is not None or arr.null_count != len(arr)):
             return None

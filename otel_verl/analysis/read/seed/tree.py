@@ -1,5 +1,5 @@
 """Who hangs under whom in a worker-step: its ids, the worker span's window, its requests, their turns, and the
-parent of every other line's span. :func:`.seed_batch.build` lays the spans out from these, in write order.
+parent of every other line's span. :func:`.batch.build` lays the spans out from these, in write order.
 
 The rules: the worker spans its rollout lines, else the lines before the barrier wait (those after it would stretch
 every worker to the end of the step, hiding the straggler), else all. A request id seen twice keeps its first place
@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.read.seed.seed_rows import ABORTED, BARRIER, REQUEST, TURN, WORKER, Column, StepRows
-from otel_verl.analysis.read.seed.seed_spans import SLACK_NS, extra_of, request_id, stable_id, turn_durations
+from otel_verl.analysis.read.seed.rows import ABORTED, BARRIER, REQUEST, TURN, WORKER, Column, StepRows
+from otel_verl.analysis.read.seed.spans import SLACK_NS, extra_of, request_id, stable_id, turn_durations
 
 _MASK = (1 << 64) - 1
 

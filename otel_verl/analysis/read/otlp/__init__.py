@@ -1,0 +1,1 @@
+"""The OTLP/JSON decoders every OTLP source shares (spool, collector files, Jaeger, Tempo): lines and documents → span columns."""

@@ -1,0 +1,1 @@
+"""Remote backends: Jaeger v2 and Tempo query APIs, whole or a step at a time."""

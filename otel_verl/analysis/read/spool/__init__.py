@@ -1,0 +1,1 @@
+"""Our own format on disk: the spool's folders and collector file exports (OTLP/JSON lines), whole or a step at a time."""
