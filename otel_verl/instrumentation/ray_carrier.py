@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import MutableMapping
 from typing import Any
 
 from opentelemetry import baggage, trace
@@ -58,19 +59,24 @@ def step_from_context(ctx: otel_context.Context | None) -> int | None:
         return None
 
 
-def put_in_meta_info(data: Any, carrier: dict[str, str]) -> bool:
+def meta_info_of(data: Any) -> MutableMapping[str, Any] | None:
+    """``data.meta_info`` when it can be written: a ``dict`` on ``verl.protocol.DataProto``, a live mapping over
+    the ref table on verl's NeoProto view (``LocalProxy``, verl#7557: ``from verl import DataProto`` on ``neo``)."""
     meta = getattr(data, "meta_info", None)
-    if isinstance(meta, dict) and carrier:
+    return meta if isinstance(meta, MutableMapping) else None
+
+
+def put_in_meta_info(data: Any, carrier: dict[str, str]) -> bool:
+    meta = meta_info_of(data)
+    if meta is not None and carrier:
         meta[semconv.CARRIER_KEY] = carrier
         return True
     return False
 
 
 def pop_from_meta_info(data: Any) -> Any:
-    meta = getattr(data, "meta_info", None)
-    if isinstance(meta, dict):
-        return meta.pop(semconv.CARRIER_KEY, None)
-    return None
+    meta = meta_info_of(data)
+    return meta.pop(semconv.CARRIER_KEY, None) if meta is not None else None
 
 
 def put_in_tensordict(batch: Any, carrier: dict[str, str]) -> bool:

@@ -123,6 +123,10 @@ TARGETS: tuple[Target, ...] = (
            ("prompts",), "verl.barrier spans and the phase-to-worker parent links"),
     Target("verl.protocol", "DataProto.concat", lambda: manager.concat_wrapper, Kind.CHUNK,
            ("data",), "verl.barrier spans"),
+    #    and on what `from verl import DataProto` gives: the same class up to 0.10, the NeoProto view on verl's neo
+    #    (verl#7557; its concat never calls the old one); one wrapper per function, whichever seam comes first
+    Target("verl", "DataProto.concat", lambda: manager.concat_wrapper, Kind.CHUNK,
+           None, "verl.barrier spans (verl.DataProto)"),
     # -- rollout worker (AgentLoopWorker process): one verl.rollout.worker span per chunk
     Target(AGENT_LOOP, "AgentLoopWorker.generate_sequences", lambda: chunk.generate_sequences_wrapper, Kind.CHUNK,
            ("batch",), "verl.rollout.worker spans"),
@@ -164,6 +168,8 @@ TARGETS: tuple[Target, ...] = (
            ("outputs",), "verl.reward and verl.reward.compute spans"),
     Target("verl.protocol", "DataProto.__post_init__", lambda: reward.dataproto_post_init_wrapper, Kind.REQUEST,
            None, "the parent link of verl.reward.compute spans"),
+    Target("verl", "DataProto.__post_init__", lambda: reward.dataproto_post_init_wrapper, Kind.REQUEST,
+           None, "the parent link of verl.reward.compute spans (verl.DataProto)"),
     # -- the receiving ends: server actors, engines, the RewardLoopWorker
     Target("verl.workers.rollout.sglang_rollout.async_sglang_server", "SGLangHttpServer.generate",
            lambda: engine_link.server_generate_wrapper, Kind.RECEIVER, ("prompt_ids", "sampling_params"), _ENGINE_LINK),

@@ -182,8 +182,8 @@ CURRENT_CHUNK: ContextVar[WorkerChunk | None] = ContextVar("otel_verl_worker_chu
 
 def _batch_value(batch: Any, key: str) -> Any:
     """``key`` of the batch's meta info (legacy ``DataProto``) or its non-tensor data (V1 ``TensorDict``)."""
-    meta = getattr(batch, "meta_info", None)
-    if isinstance(meta, dict):
+    meta = ray_carrier.meta_info_of(batch)
+    if meta is not None:
         return meta.get(key)
     try:
         value = batch.get(key)
@@ -311,8 +311,8 @@ async def generate_sequences_wrapper(wrapped: Any, instance: Any, args: tuple, k
                 logger.debug("otel_verl: worker span could not end", exc_info=True)
     try:
         if chunk is not None and chunk.end_ns is not None:
-            meta = getattr(result, "meta_info", None)
-            if isinstance(meta, dict) and chunk.manager_span_id is not None:
+            meta = ray_carrier.meta_info_of(result)
+            if meta is not None and chunk.manager_span_id is not None:
                 meta[ray_carrier.WORKER_INFO_KEY] = chunk.info()
     except Exception:
         logger.debug("otel_verl: worker info not attached", exc_info=True)

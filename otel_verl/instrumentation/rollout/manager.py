@@ -147,12 +147,14 @@ def _manager_finalizer(prompts: Any, injected: str | None, parent_id: int | None
 
 
 def concat_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """Pop worker-chunk end times before verl merges meta_info (so verl never sees them)."""
-    data = args[0] if args else kwargs.get("data")
+    """Pop worker-chunk end times before verl merges meta_info (so verl never sees them). The same wrapper on
+    ``verl.protocol.DataProto.concat`` (``data``) and on what ``verl.DataProto`` resolves to (the NeoProto view's
+    ``concat(items, new_index=False)`` on verl's ``neo``): the list is the first argument either way."""
+    data = args[0] if args else kwargs.get("data", kwargs.get("items"))
     try:
         for item in data or ():
-            meta = getattr(item, "meta_info", None)
-            info = meta.pop(ray_carrier.WORKER_INFO_KEY, None) if isinstance(meta, dict) else None
+            meta = ray_carrier.meta_info_of(item)
+            info = meta.pop(ray_carrier.WORKER_INFO_KEY, None) if meta is not None else None
             if info:
                 with _infos_lock:
                     bucket = _worker_infos.get(info.get("manager_span_id", -1))
