@@ -12,8 +12,9 @@ Spans whose trace holds no step at all come once, after the steps, as ``StepSpan
 ``stats`` counts them (``no_step_spans``), as it counts spans that arrived after their step was handed out
 (``late_spans``: a file outside the spool's layout; they come with the spans of no step, and a warning says so).
 
-Each source is split by step where it is cheapest: spool and collector archive in :mod:`.spool.steps`, the
-seed's logs in :mod:`otel_verl.analysis.read.seed.steps`, Jaeger and Tempo in :mod:`.remote.steps`.
+Each source is split by step where it is cheapest, by its format's step reader (the one dispatcher,
+:func:`~.sources.step_source`, picks it): spool and collector archive in :mod:`.spool.steps`, the seed's logs in
+:mod:`.seed.steps`, Jaeger and Tempo in :mod:`.remote.steps`.
 Assumption: a trace's spans without a step reach their step through their own trace (the instrumentation
 makes one trace per step, or per request with ``verl.step`` on it).
 """
@@ -23,8 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,7 +37,7 @@ from otel_verl.analysis.read.hierarchy import resolve_hierarchy
 from otel_verl.analysis.read.load_options import LoadOptions
 from otel_verl.analysis.read.part_rows import Part, raw_steps, select_rows, split_rows, trace_ids
 from otel_verl.analysis.read.progress import Bar
-from otel_verl.analysis.read.sources import detect_source_type, filter_and_dedupe
+from otel_verl.analysis.read.sources import ON_DISK, StepSource, filter_and_dedupe, source_format, step_source
 from otel_verl.analysis.read.span_columns import whole_numbers
 from otel_verl.analysis.read.span_frame import frame_from_parts
 from otel_verl.analysis.read.spill import Spill, SpillEntry, partition
@@ -64,36 +64,6 @@ class StepSpans:
     def step(self) -> int | None:
         """The (first) step, None for the spans of no step."""
         return self.steps[0] if self.steps else None
-
-
-class StepSource(Protocol):
-    """What :func:`iter_steps` asks of a source (spool/archive, seed logs, Jaeger/Tempo)."""
-
-    total_bytes: int
-
-    def start(self, spill_dir: Path, register: Any, advance: Any) -> None: ...
-    def candidate_steps(self) -> Iterator[int]: ...
-    def read(self, group: tuple[int, ...], advance: Any) -> list[Part]: ...
-    def close(self) -> None: ...
-
-
-def _open_source(source: str, kind: str, opts: LoadOptions, *, stats: LoadStats, steps: range | None) -> StepSource:
-    if kind in ("spool", "file"):
-        path = Path(source)
-        if not path.exists():
-            raise AnalysisInputError(f"{source}: no such file or directory")
-        from otel_verl.analysis.read.seed import log_file
-
-        if path.is_dir() and log_file.looks_like_seed_dir(path):
-            from otel_verl.analysis.read.seed.steps import SeedSteps
-
-            return SeedSteps(path, opts.skip_bad_lines, stats, steps, opts.seed_lines)
-        from otel_verl.analysis.read.spool.steps import FileSteps
-
-        return FileSteps(path, opts.skip_bad_lines, stats, steps)
-    from otel_verl.analysis.read.remote.steps import RemoteSteps
-
-    return RemoteSteps(source, kind, stats, steps, opts.service, (opts.since_ns, opts.until_ns), opts.max_traces)
 
 
 class _Assembler:
@@ -244,9 +214,9 @@ def iter_steps(
     source = str(source)
     if window < 1:
         raise AnalysisInputError(f"step window {window}: must be at least 1")
-    kind = detect_source_type(source) if opts.source_type == "auto" else opts.source_type
-    files = kind in ("spool", "file")
-    src = _open_source(source, kind, opts, stats=stats, steps=steps)
+    fmt = source_format(source, opts)
+    files = fmt in ON_DISK
+    src = step_source(source, fmt, opts, stats=stats, steps=steps)
     spill = Spill(spill_dir)
 
     def table(parts: list[Part]) -> pd.DataFrame | None:
