@@ -43,8 +43,8 @@ HELD_MAX = 65536
 HTTP_TIMEOUT_S = 5.0
 """The run lookup's HTTP timeout."""
 SEND_TIMEOUT_S = 30.0
-"""An OTLP request's timeout: a loaded mlflow server on SQLite took over 10 s for a batch of 2,048 spans (the
-exporter then retried a batch the server had kept; mlflow stores a span once by its id)."""
+"""An OTLP request's timeout: a loaded mlflow server on SQLite is slow to take a full batch (docs/backends.md,
+"Traces in mlflow"); the exporter's default 10 s made it send again a batch the server had kept."""
 
 _target: tuple[str, str] | None = None
 """(experiment id, mlflow run id) set in the trainer's process by :func:`attach_run`."""
