@@ -67,9 +67,10 @@ def test_readme_demo_names_the_planted_stall(readme_demo) -> None:
     assert top["seconds"] > 0.5 * step2["excess_s"], (top["seconds"], step2["excess_s"], top["message"])
     assert "stalled" in top["message"], top["message"]
     # the usual rate is the one the demo's --help gives (issue 51: "the usual 0.818 ms/token" beside "0.4 ms"): the
-    # simulated engine's shared capacity doubles 0.4 ms while the step's 64 rollouts decode together
+    # simulated engine's shared capacity doubles 0.4 ms while the step's 64 rollouts decode together; a loaded
+    # machine stretches asyncio's sleeps (1.54 ms/token at a load of 81 on 2 cores, 2026-12-07)
     usual = re.search(r"the usual ([\d.]+) ms/token", top["message"])
-    assert usual and 0.5 <= float(usual.group(1)) <= 1.6, top["message"]
+    assert usual and 0.6 <= float(usual.group(1)) <= 2.4, top["message"]
     # ...and the user reads it on the screen: the headline of step 2 and the stalled worker
     assert "step 2" in printed and "worker 0 stalled" in printed, printed[-3000:]
 
