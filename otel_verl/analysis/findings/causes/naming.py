@@ -28,7 +28,8 @@ from otel_verl.analysis.findings.account.step_account import Part, StepAccount, 
 from otel_verl.analysis.findings.causes.cause import Cause
 from otel_verl.analysis.findings.causes.messages import describe, requests_named
 from otel_verl.analysis.findings.causes.phase_causes import phase_cause, phase_spreads
-from otel_verl.analysis.findings.causes.severity import Judgement, Levels, carrying, judge
+from otel_verl.analysis.findings.causes.severity import Judgement, Levels, carrying, judge_cause
+from otel_verl.analysis.findings.causes.warm_up import mark_warm_up
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import SEVERITIES, Finding, evidence, sort_findings
 from otel_verl.analysis.findings.common.thresholds import Thresholds
@@ -50,6 +51,7 @@ def name_causes(
     for a in accounts:
         causes.extend(_step_causes(a, b, th, phases) if np.isfinite(a.baseline_s) else _anomalies_only(a))
     _mark_stall_echoes(causes)
+    mark_warm_up(causes, accounts)
     causes = _without_members(causes)
     named = {a.step: 0.0 for a in accounts}
     for c in causes:
@@ -104,15 +106,8 @@ def _without_members(causes: list[Cause]) -> list[Cause]:
 
 
 def _judged(c: Cause, a: StepAccount, level: tuple[float, float], th: Thresholds, carries: bool) -> Judgement:
-    """A cause's severity (:mod:`.severity`): a degraded part is a warning; a stall's echo a note; an anomaly earns
-    it from its own norm or the run's steps, the usual path running long from the run's steps only."""
-    if c.details.get("degraded"):
-        return Judgement("warning", c.seconds / a.duration_s if a.duration_s > 0 else 0.0, False, True)
-    anomaly = not c.details.get("tail") and not c.details.get("stall_echo")
-    chance = float(c.details.get("chance", 1.0)) if anomaly else 1.0
-    spread_s, warn_s = level
-    j = judge(c.seconds, a.duration_s, a.baseline_s, a.excess_s, chance, spread_s, warn_s, th, carries)
-    return Judgement("info", j.share, j.beyond_steps, False) if c.details.get("stall_echo") else j
+    """A cause's severity: one judgement for every kind (:func:`.severity.judge_cause`)."""
+    return judge_cause(c, a, level, th, carries)
 
 
 def _anomalies_only(a: StepAccount) -> list[Cause]:

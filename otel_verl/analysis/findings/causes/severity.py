@@ -19,12 +19,18 @@ A warning that cost ``critical_fraction`` of a usual step is **critical**. The u
 (each part at its median over the run's steps), or, with no other step to take one from, the step without the
 cause. A cause that is the usual critical path running long (``details.tail``: each of its occurrences inside its
 norm) has only the run's steps as evidence.
+
+Every kind of cause goes through this one judgement (:func:`judge_cause`; issue 50): rollout parts, trainer phases
+(their own history is their norm: :mod:`.phase_causes`), the weight sync and an asynchronous trainer's wait (both
+phases), patterns (stragglers, trends and shifts, on top of :func:`judge`). Below the floor nothing is a warning,
+whatever its evidence; a note says why it is one (``details.judged.why``, :data:`WHY`): an empty basis is never
+silent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,10 +57,49 @@ class Judgement:
     beyond_norm: bool
     chance: float | None = None
     """How likely a clean run of this size shows the cause's anomaly (None: not an anomaly)."""
+    cost: float | None = None
+    """The seconds the severity was weighed by (None: the caller's own measure, e.g. a pattern's)."""
+    floor: float | None = None
+    """The cost a warning needs: ``warning_min_s`` and ``warning_fraction`` of a usual step."""
+    why: str | None = None
+    """Why a cause is information, where neither the floor nor missing evidence says it (:data:`WHY`)."""
+
+    @property
+    def basis(self) -> list[str]:
+        return [name for name, on in (("steps", self.beyond_steps), ("norm", self.beyond_norm)) if on]
+
+    def reason(self) -> str | None:
+        """Why the cause is information (None for a warning or worse): one of :data:`WHY`."""
+        if self.severity != "info":
+            return None
+        if self.why:
+            return self.why
+        if self.cost is not None and self.floor is not None and self.cost < self.floor:
+            return BELOW_FLOOR
+        return NO_EVIDENCE if not self.basis else PATTERN_RULE
 
     def as_json(self) -> dict[str, object]:
-        basis = [name for name, on in (("steps", self.beyond_steps), ("norm", self.beyond_norm)) if on]
-        return {"share_of_step": round(self.share, 4), "basis": basis, "chance": self.chance}
+        out: dict[str, object] = {"share_of_step": round(self.share, 4), "basis": self.basis, "chance": self.chance}
+        if self.cost is not None and self.floor is not None:
+            out |= {"cost_s": round(self.cost, 3), "floor_s": round(self.floor, 3)}
+        if (why := self.reason()) is not None:
+            out["why"] = why
+        return out
+
+
+BELOW_FLOOR = "below_floor"
+NO_EVIDENCE = "no_evidence"
+WARM_UP = "warm_up"
+STALL_ECHO = "stall_echo"
+PATTERN_RULE = "pattern_rule"
+WHY = {
+    BELOW_FLOOR: "it cost less than a warning needs (the floor), whatever its evidence",
+    NO_EVIDENCE: "neither the run's steps nor its own norm and peers say it is not the run's usual",
+    WARM_UP: "an engine warming up on its first calls of the run",
+    STALL_ECHO: "a stall seen from another side (a small cause on a stalled worker)",
+    PATTERN_RULE: "its pattern's own rule holds it as information (e.g. a shift within chance)",
+}
+"""``details.judged.why`` of an ``info`` cause: every note says why it is one (an empty basis is never silent)."""
 
 
 def carriers(
@@ -116,7 +161,34 @@ def judge(
     beyond_norm = beyond_norm and (not measured or seconds >= th.evidence_spread * spread_s)
     cost = seconds if beyond_norm else lost
     shown = float(f"{chance:.2g}") if chance < 1 else None
-    if not (beyond_steps or beyond_norm) or cost < max(th.warning_min_s, th.warning_fraction * usual):
-        return Judgement("info", share, beyond_steps, beyond_norm, shown)
+    floor = cost_floor(usual, th)
+    if not (beyond_steps or beyond_norm) or cost < floor:
+        return Judgement("info", share, beyond_steps, beyond_norm, shown, cost, floor)
     severity = "critical" if cost >= th.critical_fraction * usual else "warning"
-    return Judgement(severity, share, beyond_steps, beyond_norm, shown)
+    return Judgement(severity, share, beyond_steps, beyond_norm, shown, cost, floor)
+
+
+def cost_floor(usual_step_s: float, th: Thresholds) -> float:
+    """The least a warning costs: ``warning_min_s`` and ``warning_fraction`` of a usual step."""
+    return max(th.warning_min_s, th.warning_fraction * max(usual_step_s, 0.0))
+
+
+def judge_cause(c: Cause, a: StepAccount, level: tuple[float, float], th: Thresholds, carries: bool) -> Judgement:
+    """A cause's severity, the same :func:`judge` for every kind (a rollout part, a trainer phase, a weight sync, a
+    wait): an anomaly earns it from its own norm and peers (``details.chance``) or the run's steps, the usual path
+    running long (``details.tail``) from the run's steps only. A degraded part (far outside its norm on every
+    worker, at little cost) keeps its evidence but not a warning: below the floor nothing is one. A stall's echo
+    and an engine's warm-up (``details.warm_up``) are information, their evidence kept."""
+    usual = a.baseline_s if np.isfinite(a.baseline_s) and a.baseline_s > 0 else max(a.duration_s - c.seconds, 0.0)
+    share = c.seconds / a.duration_s if a.duration_s > 0 else 0.0
+    if c.details.get("degraded"):
+        chance = c.details.get("chance")
+        return Judgement("info", share, False, True, chance, c.seconds, cost_floor(usual, th), BELOW_FLOOR)
+    echo, warm = bool(c.details.get("stall_echo")), bool(c.details.get("warm_up"))
+    anomaly = not c.details.get("tail") and not echo
+    chance = float(c.details.get("chance", 1.0)) if anomaly else 1.0
+    spread_s, warn_s = level
+    j = judge(c.seconds, a.duration_s, a.baseline_s, a.excess_s, chance, spread_s, warn_s, th, carries)
+    if echo or warm:
+        return replace(j, severity="info", why=STALL_ECHO if echo else WARM_UP)
+    return j
