@@ -34,14 +34,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from otel_verl.config import _env_int  # the batch processor's delay, read as export.provider reads it
+from otel_verl.export.provider import HOLD_SETTLE_S
 from otel_verl.live import names as n
 from otel_verl.live.metrics import LiveStep
 
 logger = logging.getLogger(__name__)
 
 
-WORKER_HOLD_S = 1.0
-"""``export.provider.HOLD_SETTLE_S`` (not imported: the provider imports the live exporter; a test keeps them equal)."""
+WORKER_HOLD_S = HOLD_SETTLE_S
+"""How long a worker holds its request spans after its last chunk (the export side's figure; export no longer imports
+the live exporter, so it is read from there, not copied)."""
 LIVE_DELAY_S = (min(_delay, 500) if (_delay := _env_int("OTEL_BSP_SCHEDULE_DELAY", 2000)) > 0 else 500) / 1000
 """The live feed's own batch processor's delay (``OTEL_BSP_SCHEDULE_DELAY``, at most 0.5 s; the spool's and the OTLP
 exporter's keep theirs): spans no flush sends (an engine's) reach the collector this soon, so the settle below and the
