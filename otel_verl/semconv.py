@@ -60,6 +60,12 @@ SPAN_WEIGHT_SYNC: Final = "verl.weight_sync"
 """One parameter sync (``CheckpointEngineManager.update_weights``): the new policy version into the rollout
 replicas; seconds are the span's, bytes where the engine reports them (:data:`VERL_SYNC_BYTES`)."""
 
+SPAN_SUBMISSION_HOLD: Final = "verl.submission_hold"
+"""The time a request waited at a rollout server's submission gate before reaching the engine
+(``vLLMHttpServer._park_until_admitted``, verl#7511: the gate is closed while a weight sync drains the engine), under
+the engine call that waited, beside the engine's own span (which starts after it). Only a request that found the gate
+closed gets one; :data:`VERL_SUBMISSION_REJECTED` when the gate refused it instead (the client re-routes)."""
+
 SPAN_GENERATE: Final = "verl.generate"
 """A fully-async client's engine round trip (``FullyAsyncLLMServerClient.generate``, which resumes after aborts):
 its attempts are its children, each one engine submission and the GenAI ``text_completion <model>`` span with its
@@ -254,6 +260,9 @@ VERL_SYNC_REPLICAS: Final = "verl.weight_sync.replicas"
 
 VERL_SYNC_BYTES: Final = "verl.weight_sync.bytes"
 """Bytes on the wire, where the engine reports them (verl's ``checkpoint_engine/payload_mbytes``)."""
+
+VERL_SUBMISSION_REJECTED: Final = "verl.submission.rejected"
+"""The gate refused the request (the server left rotation behind it): it never reached the engine."""
 
 VERL_EVENT_ORIGIN: Final = "verl.event.origin"
 """For imported seed logs: the original event name."""
