@@ -21,10 +21,11 @@ if TYPE_CHECKING:
     from otel_verl.demo.options import DemoOptions, DemoResult
 
 
-SECONDS_PER_TOKEN_HELP = "Decode s/token at ≤32 rollouts per replica (the default 64 share it: ~0.8 ms/token)."
+SECONDS_PER_TOKEN_HELP = "Decode s/token (about 0.8 ms at 64 rollouts a replica)."
 """Why the arithmetic: the README demo's stall read "the usual 0.818 ms/token" while this said 0.4 ms, with
 nothing saying why (issue 51); the simulated engine's shared capacity (``SimServerConfig.capacity``) doubles it
-while the step's 64 rollouts decode together (tests/analysis/test_demo_help.py checks the figure)."""
+while the step's 64 rollouts decode together, up to 32 at full speed (tests/analysis/test_demo_help.py checks the
+figure). Two lines of help: ``demo --help`` stays within 140 lines at 80 columns (test_cli_help)."""
 
 
 def _plant_help() -> str:
@@ -242,9 +243,8 @@ def demo(
     lengths and over-sampling aborts; rewards by verl's RewardLoopWorker with GSM8K scoring. Then the
     analyzer writes findings.json, report.html and figures.
 
-    Plant a problem for the analyzer to find (the last panel): `--plant stall`, or by hand
-    `--stall 3:20` (prompt 3's rollouts stall 20 s: a straggler worker with an idle gap), `--slow-turn 5:1:8`
-    (8 s more on turn index 1, the second turn, of prompt 5), `--slow-reward 7:5`, `--slow-step 2`.
+    Plant a problem for the analyzer to find (the last panel): `--plant stall`, or by hand `--stall 3:20`
+    (prompt 3's rollouts stall 20 s), `--slow-turn 5:1:8`, `--slow-reward 7:5`, `--slow-step 2`.
     """
     from otel_verl.analysis.errors import AnalysisInputError
     from otel_verl.analysis.output_paths import prepare_dir
