@@ -56,3 +56,11 @@ def test_instrumentor_documents_its_keywords() -> None:
 def test_the_section_reader_sees_sections() -> None:
     doc = "    Args:\n        a: one.\n        **kw: more.\n\n    Returns:\n        x.\n"
     assert set(sections(doc)) == {"Args", "Returns"} and documented(doc) == {"a", "kw"}
+
+
+def test_the_incremental_call_documents_every_argument() -> None:
+    """``IncrementalDiagnosis.add``: the live account's one call into the analyzer (issue 52, must-have 1)."""
+    add = analysis.IncrementalDiagnosis.add
+    doc = docstring(add)
+    assert {"Args", "Returns", "Raises"} <= set(sections(doc)), sorted(sections(doc))
+    assert documented(doc) == set(inspect.signature(add).parameters) - {"self"}
