@@ -33,7 +33,7 @@ def _plant_help() -> str:
     growing = "; ".join(f"`{name}`: {what}" for name, (_plan, what) in GROWING.items())
     return (
         f"A ready-made problem, planted in step {PLANT_STEP} (repeat to combine): "
-        f"{items}. Over the whole run: {growing}. `scripts/demo.sh` passes `stall`; the asynchronous trainers' "
+        f"{items}. From step {PLANT_STEP} on: {growing}. `scripts/demo.sh` passes `stall`; the asynchronous trainers' "
         "own: `slow-replica`, `growing-sync`."
     )
 

@@ -81,27 +81,31 @@ READY_MADE: Final[dict[str, tuple[dict[str, Any], str]]] = {
     ),
     "step-slow-decode": ({STEP_SLOW_DECODE: 8.0}, "every engine call of the step decodes 8x slower per token"),
     "step-slow-reward": ({STEP_SLOW_REWARD: 4.0}, "every reward of the step takes 4 s more"),
-    "slow-replica": (
-        {SLOW_REPLICA: {1: 8.0}},
-        "replica 1 of 2 (the demo runs 2 for it) decodes 8x slower per token: the samples it serves come late "
-        "and the trainer waits for them",
-    ),
 }
 """``--plant NAME``: (the plan put into step :data:`PLANT_STEP`, what it does). Samples 0-7 run on worker 0
 and 8-15 on worker 1 in the default run (16 prompts, 2 workers)."""
 
 
+SLOW_REPLICA_FACTOR: Final = 25.0
+"""``slow-replica``: how many times slower replica 1 decodes per token (the demo's calls decode ~150 tokens at
+0.4 ms: ~1.5 s more a call, several seconds a multi-turn request, well above a loaded machine's noise)."""
 GROWTH_S: Final = 0.6
 """``growing-sync``: seconds the weight sync grows by each step."""
 
 GROWING: Final[dict[str, tuple[Callable[[int], dict[str, Any]], str]]] = {
+    "slow-replica": (
+        lambda step: {SLOW_REPLICA: {1: SLOW_REPLICA_FACTOR}},
+        f"from step {PLANT_STEP} on, replica 1 of 2 (the demo runs 2 for it) decodes {SLOW_REPLICA_FACTOR:.0f}x "
+        "slower per token: the samples it serves come late and the trainer waits for them",
+    ),
     "growing-sync": (
         lambda step: {SLOW_PHASE: {"update_weights": GROWTH_S * (step - 1)}},
         f"the weight sync grows by {GROWTH_S} s every step (step 8: +4.2 s, about 15x the demo's 0.3 s; a run of 7 "
         "steps or more tells it as the weight sync's trend, fewer as a slow weight sync in its last steps)",
     ),
 }
-"""``--plant NAME`` whose problem grows over the run: (the plan of each step, what it does)."""
+"""``--plant NAME`` whose problem lasts or grows over the run, from step :data:`PLANT_STEP` on: (the plan of each
+step, what it does)."""
 
 NEEDS_REPLICAS: Final = {"slow-replica": 2}
 """Ready-made problems that need this many engine replicas (the demo raises ``--replicas`` to it)."""
@@ -114,12 +118,12 @@ def names() -> list[str]:
 
 def ready_made(names: list[str], steps: int = PLANT_STEP) -> dict[int, dict[str, Any]]:
     """``step_plants`` for the ready-made problems ``names``: the one-step ones merged into one plan of
-    :data:`PLANT_STEP`, the growing ones into every step's plan up to ``steps``."""
+    :data:`PLANT_STEP`, the lasting and growing ones into every step's plan from there up to ``steps``."""
     plans: dict[int, dict[str, Any]] = {}
     for name in names:
         per_step = [(PLANT_STEP, READY_MADE[name][0])] if name in READY_MADE else []
         if name in GROWING:
-            per_step = [(s, GROWING[name][0](s)) for s in range(2, steps + 1)]
+            per_step = [(s, GROWING[name][0](s)) for s in range(PLANT_STEP, steps + 1)]
         for step, part in per_step:
             plan = plans.setdefault(step, {})
             for key, value in part.items():

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from otel_verl.analysis.findings.causes.waited_for import dispatch_words
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import Finding, fmt_per_token, fmt_s
 from otel_verl.analysis.findings.common.step_cause import told_as_stall
@@ -24,6 +25,8 @@ _WHAT = {
     k.SLOW_GAP: "time between a request's spans",
 }
 """What a per-request part is called in a sentence."""
+PHASE_WORDS = {"update_weights": "the weight sync (update_weights)"}
+"""Trainer phases named by what they do where their timer's name does not say it (issue 50)."""
 
 
 def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
@@ -31,7 +34,7 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     d = f.details
     who = _subject(f, a, reqs)
     usual, value = d.get("usual"), d.get("value")
-    when = _steps(f.steps)
+    when = _steps(f.steps) + dispatch_words(d, f.steps)
     cost = f": +{fmt_s(f.seconds)}" if f.seconds > 0 else ""
     if d.get("degraded"):
         cost = f"; it cost the step only {fmt_s(f.seconds)} because requests overlapped"
@@ -47,7 +50,8 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     their = "their" if plural else "its"
     if f.kind == k.SLOW_PHASE:
         upto = "up to " if len(f.steps) > 1 else ""
-        return f"{d.get('phase')} took {upto}{fmt_s(value)} (usually {fmt_s(usual)}) {when}{cost}"
+        phase = PHASE_WORDS.get(str(d.get("phase")), str(d.get("phase")))
+        return f"{phase} took {upto}{fmt_s(value)} (usually {fmt_s(usual)}) {when}{cost}"
     if f.kind == k.STALL:
         n = d.get("occurrences", "several")
         still_for = f"nothing started or ended for {fmt_s(value)}"

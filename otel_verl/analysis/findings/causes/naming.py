@@ -12,8 +12,8 @@ A cause is a part of a step's account that moved (``Part.seconds`` > 0), told by
 A cause never claims more than its step lost (its step's excess). One that recurs (the same kind at the same place:
 a phase, a worker, a replica, every worker) is one finding listing its ``steps``. Severity is earned by seconds
 lost and by the evidence that it is not the run's usual (:mod:`.severity`); a part far outside its norm on every
-worker is a warning even when overlapping requests hid its cost (a degraded service, before it costs more).
-A step with no baseline (a run of one step) is told by its anomalies alone: its own peers are their evidence.
+worker is a warning even when overlapping requests hid its cost (a degraded service, before it costs more). No
+baseline: told by its anomalies (its peers are their evidence); asynchronous: where the trainer waited (.waited_for).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from otel_verl.analysis.findings.causes.cause import Cause
 from otel_verl.analysis.findings.causes.messages import describe, requests_named
 from otel_verl.analysis.findings.causes.phase_causes import phase_cause, phase_spreads
 from otel_verl.analysis.findings.causes.severity import Judgement, Levels, carrying, judge_cause
+from otel_verl.analysis.findings.causes.waited_for import waited_for
 from otel_verl.analysis.findings.causes.warm_up import mark_warm_up
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import SEVERITIES, Finding, evidence, sort_findings
@@ -85,8 +86,7 @@ STALL_ECHO_SHARE = 0.1
 
 def _spans(c: Cause) -> set[int]:
     """The request spans a cause happened in."""
-    r = c.requests
-    return {int(x) for x in r["request_span"]} if len(r) and "request_span" in r else set()
+    return {int(x) for x in c.requests["request_span"]} if len(c.requests) and "request_span" in c.requests else set()
 
 
 def _without_members(causes: list[Cause]) -> list[Cause]:
@@ -187,13 +187,13 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame) -> list[Cause]:
             details["stalled_s"] = still
             details["by_engine"] = bool(occ["by_engine"].to_numpy(dtype=bool)[occ_rows].any())
         ev = a.summary.evidence_of(occ_rows[np.argsort(-g["cost"].to_numpy())][:5])
-        seconds = a.held_to_the_wait(float(g["cost"].sum()))  # an asynchronous step: its trainer's wait
+        step, seconds = waited_for(a, reqs, float(g["cost"].sum()), details)  # async: the step that waited
         if still and not details["by_engine"] and cause == k.SLOW_DECODE and len(workers) == 1:
             # the calls' seconds per token moved while nothing moved on their worker, and no engine span says the
             # engine spent them: the worker stood still (a paused process stretches the calls it holds)
             cause, scope, where = k.STALL, k.SCOPE_WORKER, str(workers[0])
             details |= {"metric": "s", "value": still, "usual": 0.0, "ratio": float("inf"), "rate": details["value"]}
-        out.append(Cause(cause, scope, where, a.step, seconds, str(top["part"]), workers, reqs, details, ev))
+        out.append(Cause(cause, scope, where, step, seconds, str(top["part"]), workers, reqs, details, ev))
     return out
 
 

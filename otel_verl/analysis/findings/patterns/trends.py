@@ -13,7 +13,8 @@ over hundreds):
   critical request's calls;
 * a trainer phase, or a part no factor drives (a worker's start and finish, the rollout's overhead), moved by its
   own Theil-Sen change when that moved surely; a phase's change goes to the tokens a step decodes as far as they
-  grew (the trainer's work follows them), the rest to the trainer;
+  grew (the trainer's work follows them), the rest to the trainer; the weight sync (``update_weights``) is a
+  factor of its own, "the weight sync" (its size is the model's, not the tokens');
 * the parts' changes add up to the trend; at least ``trend_min_growth`` of the median step, it is told, named by
   the side with the larger share. Growing answers are normal in RL: a behaviour trend is information; an
   infrastructure trend a warning once it costs ``evidence_share`` of a step.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from otel_verl.analysis.findings.account.step_account import StepAccount, StepSpread
+from otel_verl.analysis.findings.account.step_account import Part, StepAccount, StepSpread
 from otel_verl.analysis.findings.causes.severity import judge
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.chance import upper_tail
@@ -73,8 +74,13 @@ FACTOR_WORDS = {
     "tool_latency": "tool latency",
     "reward_latency": "reward latency",
     "trainer": "the trainer's phases",
+    "weight_sync": "the weight sync",
     "other": "the workers' start and finish",
 }
+WEIGHT_SYNC_PHASES = frozenset({"update_weights"})
+"""Phases that are the weight sync (verl's timer around it, legacy and V1): a part of its own in a trend, named as
+the sync (issue 50: a sync growing to 3x was told as "the trainer's phases"), not driven by the tokens a step
+decodes as the trainer's compute is."""
 MIN_STEPS = 6
 """Fewer steps than this show no trend."""
 
@@ -156,19 +162,20 @@ def _factor_seconds(
             level[name] = float(np.median(y[ok]))
     counts = _PathCounts(accounts)
     out: dict[tuple[str, str], float] = {}
-    for (kind, _), vs in values.items():
+    for (kind, phase), vs in values.items():
         if kind not in OWN_CHANGE:
             continue
         v = np.nan_to_num(vs) if kind in k.ROLLOUT_PARTS else vs
         if abs(mann_kendall_z(x, v)) < th.trend_z:
             continue
         moved = change_over(x, v)
-        tokens = moves.get("tokens_per_step", 0.0) if kind == k.PART_PHASE else 0.0
+        sync = kind == k.PART_PHASE and phase in WEIGHT_SYNC_PHASES  # the model's size drives it, not the tokens
+        tokens = moves.get("tokens_per_step", 0.0) if kind == k.PART_PHASE and not sync else 0.0
         own = log_change_over(x, v) if kind == k.PART_PHASE else 0.0
         behaviour = moved * min(max(tokens / own, 0.0), 1.0) if own and np.sign(own) == np.sign(moved) else 0.0
         if behaviour:
             out[("tokens", B)] = out.get(("tokens", B), 0.0) + behaviour
-        name = "trainer" if kind == k.PART_PHASE else "other"
+        name = "weight_sync" if sync else "trainer" if kind == k.PART_PHASE else "other"
         out[(name, INFRA)] = out.get((name, INFRA), 0.0) + moved - behaviour
     typical = {kind: float(np.nanmedian(np.nan_to_num(vs))) for (kind, _), vs in values.items()}
     for name, (_, side, parts) in FACTORS.items():
@@ -182,7 +189,7 @@ def _factor_seconds(
         else:  # a count or a rate grows its parts in proportion, from the first step's level to the last's
             grown = on_path * 2 * float(np.sinh(moves[name] / 2))
         out[(name, side)] = out.get((name, side), 0.0) + grown
-    zs["trainer"] = zs["other"] = float("inf")
+    zs["trainer"] = zs["other"] = zs["weight_sync"] = float("inf")
     return out, zs
 
 
@@ -221,7 +228,11 @@ def _metric(accounts: list[StepAccount], name: str) -> np.ndarray:
 
 
 def _moved(accounts: list[StepAccount], x: np.ndarray, factor: str) -> dict[str, float] | None:
-    """The driving metric's fitted value at the first and last step."""
+    """The driving metric's fitted value at the first and last step (the weight sync: its own seconds)."""
+    if factor == "weight_sync":
+        y = np.array([sum(p.value_s for p in a.parts if _is_sync(p)) for a in accounts], dtype=float)
+        change, mid = change_over(x, y), float(np.median(y))
+        return {"metric": "weight_sync_s", "from": max(mid - change / 2, 0.0), "to": mid + change / 2}
     metric = METRIC_OF.get(factor)
     if metric is None:
         return None
@@ -252,7 +263,8 @@ def _message(f: Finding, accounts: list[StepAccount]) -> str:
     moved = d.get("moved")
     how = ""
     if moved:
-        how = f"; {FACTOR_WORDS.get(d['factor'], d['factor'])}: {moved['from']:.3g} → {moved['to']:.3g}"
+        unit = " s" if moved["metric"] == "weight_sync_s" else ""
+        how = f"; {FACTOR_WORDS.get(d['factor'], d['factor'])}: {moved['from']:.3g}{unit} → {moved['to']:.3g}{unit}"
     tail = (
         ": the policy changed (growing answers are normal in RL; information)"
         if d["side"] == B
@@ -261,6 +273,10 @@ def _message(f: Finding, accounts: list[StepAccount]) -> str:
         else ""
     )
     return f"{head}: {'; '.join(sides)}{how}{tail}"
+
+
+def _is_sync(p: Part) -> bool:
+    return p.kind == k.PART_PHASE and p.phase in WEIGHT_SYNC_PHASES
 
 
 def _side_of(name: str) -> str:

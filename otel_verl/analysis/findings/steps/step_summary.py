@@ -27,6 +27,7 @@ from otel_verl.analysis.findings.steps.segments import (
 )
 from otel_verl.analysis.findings.steps.step_metrics import step_metrics
 from otel_verl.analysis.findings.steps.step_statistics import step_statistics
+from otel_verl.analysis.tables.consumption import consuming_steps
 
 if TYPE_CHECKING:
     from otel_verl.analysis.tables import Tables
@@ -47,7 +48,12 @@ REQUEST_COLUMNS = (
     "num_turns",
     "trace_id",
     "span_id",
+    "consumed_step",
+    "policy_version",
+    "consumer_wait_s",
 )
+"""... ``consumed_step``, ``policy_version``, ``consumer_wait_s``: asynchronous trainers' step that took the sample
+(:mod:`~otel_verl.analysis.tables.consumption`), its weights, and that step's trainer wait (NaN elsewhere)."""
 
 
 @dataclass
@@ -111,6 +117,8 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
     if t.steps.empty:
         return []
     req = _requests(t)
+    sides = async_accounts(t)
+    req["consumer_wait_s"] = req["consumed_step"].map({s: a.trainer_wait_s for s, a in sides.items()}).astype(float)
     seg = request_segments(t)
     seg = seg.merge(req[["request_span", "step", "worker", "replica", "sample_index"]], on="request_span", how="left")
     phases = _phases(t)
@@ -138,7 +146,6 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
     occ = as_objects(occ, TEXT_COLUMNS)
     occ_by_step = occ.groupby("step", sort=False).indices
     hist, groups = step_statistics(occ)
-    sides = async_accounts(t)
     out = []
     for row, step, rollout, ph, wk, r in steps:
         mine = occ.iloc[occ_by_step.get(float(step), [])].drop(columns="step").reset_index(drop=True)
@@ -206,6 +213,9 @@ def _requests(t: Tables) -> pd.DataFrame:
         j = calls[calls["joined"].to_numpy(dtype=bool)].sort_values("start_ns")
         replica = j.groupby("request_span")["replica"].first()
     out["replica"] = out["request_span"].map(replica).astype(object)
+    taken = consuming_steps(t)  # asynchronous trainers: the step whose trainer took the sample, its weights
+    for column in taken.columns:
+        out[column] = out["request_span"].map(taken[column]).astype(float)
     bare = bare_workers(t)
     if len(bare):  # a worker without request spans is its own chain of parts (:func:`.segments.request_segments`)
         out = pd.concat([out, bare.assign(status=BARE_WORKER, request_id=None, replica=None)], ignore_index=True)
