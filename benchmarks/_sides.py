@@ -12,7 +12,7 @@ bandwidth) is alike for both roles, and the drivers swap the roles every repetit
 
 A mode is a detail level (``untraced``, ``step``, ``worker``, ``request``, ``full``), or the benchmark-only
 ``seed``: seed 000's logger writing one line per span ``full`` records (:mod:`benchmarks._seed_mode`). The removal
-candidates of issue 26 were measured here as benchmark-only variants (figures in docs/performance.md);
+candidates of issue 26 were measured here as benchmark-only variants (figures in docs/notes/performance-history.md);
 the variants went with the code they patched.
 """
 
@@ -102,7 +102,7 @@ def _configure(mode: str, spool_root: Path) -> Callable[[], None]:
         otel_verl.instrument()
 
     def restore() -> None:
-        """The removal candidates measured in docs/performance.md patched internals here; they are gone."""
+        """The removal candidates (docs/notes/performance-history.md) patched internals here; they are gone."""
 
     return restore
 

@@ -4,9 +4,9 @@ step) through the OTel SDK → the real collector (``otelcol-verl``) → Jaeger,
 The rollout is :mod:`benchmarks._real_size_rollout`: a trainer process and 8 AgentLoopWorker processes, as verl
 runs them, their trajectories generated and driven through otel_verl's own wrappers (the recorder, trace
 placement, hold, delivery and exporters verl's would use). verl's real agent loop (the CPU demo) does not keep
-up at this size on a 2-core machine: see docs/performance.md, "Real-size load". Collector and Jaeger are the
-binaries scripts/install_backends.sh builds, run with the repo's configs (the collector's Tempo exporter left
-out of its pipeline by an overlay: a Jaeger-only login node).
+up at this size on a 2-core machine: see docs/notes/performance-history.md, "Real-size load". Collector and
+Jaeger are the binaries scripts/install_backends.sh builds, run with the repo's configs (the collector's Tempo
+exporter left out of its pipeline by an overlay: a Jaeger-only login node).
 
 Counted: spans created (each process's ``.counts`` file: spans its tracer and recorder ended), written to the
 spool, delivered to the collector (the delivery journal), and found in Jaeger (every trace of the spool fetched
