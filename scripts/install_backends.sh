@@ -5,6 +5,7 @@
 #   - otelcol-verl (scripts/build_collector.sh) and jaeger (scripts/build_jaeger.sh), built with Go and
 #     cached in ${OTEL_VERL_CACHE:-$HOME/.cache/otel_verl}/bin;
 #   - OpenSearch and Elasticsearch nodes for Jaeger's search stores (scripts/build_search_nodes.sh: Java 17 + Maven).
+#   - an mlflow server (scripts/install_mlflow.sh: a uv venv in the cache, mlflow at the project's mlflow-skinny version).
 # Tempo is not built (AGPL, and we build or vendor no AGPL program): the Tempo reader is tested against
 # Tempo's documented query API (tests/backends/tempo_standin.py); docker compose runs grafana/tempo for users.
 # Usage: scripts/install_backends.sh        (CI: run before `pytest tests/backends`)
@@ -41,6 +42,7 @@ fi
 bash "$ROOT/scripts/build_collector.sh"
 bash "$ROOT/scripts/build_jaeger.sh"
 bash "$ROOT/scripts/build_search_nodes.sh"
+bash "$ROOT/scripts/install_mlflow.sh"  # a real mlflow server for test_mlflow_traces.py, its own venv
 
 echo "install_backends: done in $((SECONDS - start)) s"
 echo "  otelcol-verl   $(readlink -f "$CACHE/bin/otelcol-verl")"
