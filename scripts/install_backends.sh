@@ -58,5 +58,5 @@ JAEGER_UI="${OTEL_VERL_JAEGER_UI:-$(dirname "$ROOT")/shared/jaeger-ui/v1.74.0}"
 if [[ -f "$JAEGER_UI/index.html" ]]; then
     echo "  jaeger-ui      $JAEGER_UI"
 else
-    echo "  jaeger-ui      absent at $JAEGER_UI: tests/backends/test_jaeger_ui.py skips (docs/backends.md: build it)"
+    echo "  jaeger-ui      absent at $JAEGER_UI: tests/backends/test_jaeger_ui.py skips (docs/without-docker.md: build it)"
 fi

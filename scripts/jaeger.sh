@@ -11,7 +11,7 @@
 # the bind address are the configs' own variables (docs/backends.md): OTEL_VERL_OTLP_GRPC_PORT,
 # JAEGER_QUERY_HTTP_PORT, OTEL_VERL_COLLECTOR_BIND, … Pid files and logs: $OTEL_VERL_BACKENDS_DIR
 # (default <cache>/run); the collector's file archive: $OTEL_VERL_ARCHIVE_DIR (default <that dir>/archive).
-# Jaeger's web UI: a Go-built Jaeger has none of its own (docs/backends.md, "The Jaeger UI without Docker");
+# Jaeger's web UI: a Go-built Jaeger has none of its own (docs/without-docker.md, "The Jaeger UI without Docker");
 # set JAEGER_UI_ASSETS_PATH to a built jaeger-ui, or put one in <cache>/jaeger-ui. Without it the API still works.
 # Missing binaries are built first when Go is installed (minutes, once).
 set -euo pipefail
@@ -140,7 +140,7 @@ up() {
     say "collector: OTLP gRPC 127.0.0.1:$GRPC, HTTP 127.0.0.1:$HTTP (pid $(running_pid collector), log $RUN/collector.log)"
     say "jaeger: $ui (pid $(running_pid jaeger), log $RUN/jaeger.log)"
     if [[ -z "${JAEGER_UI_ASSETS_PATH:-}" ]]; then
-        say "no Jaeger web UI here (API only): build one, docs/backends.md 'The Jaeger UI without Docker'"
+        say "no Jaeger web UI here (API only): build one, docs/without-docker.md 'The Jaeger UI without Docker'"
     fi
     local spool=SPOOL_DIR
     [[ -d traces ]] && spool=./traces

@@ -13,7 +13,7 @@ mlflow logger, and so the live account, writes to: verl starts that run in the t
 
 The spans go to ``MLFLOW_TRACKING_URI``, which must be a server (``http(s)://``): a ``file:`` or ``sqlite:`` store
 has no OTLP endpoint, said once, and nothing is sent. Exporting runs on the batch processor's thread, never in
-verl's. What mlflow keeps of the spans: docs/backends.md, "Traces in mlflow".
+verl's. What mlflow keeps of the spans: docs/mlflow.md.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ HELD_MAX = 65536
 HTTP_TIMEOUT_S = 5.0
 """The run lookup's HTTP timeout."""
 SEND_TIMEOUT_S = 30.0
-"""An OTLP request's timeout: a loaded mlflow server on SQLite is slow to take a full batch (docs/backends.md,
-"Traces in mlflow"); the exporter's default 10 s made it send again a batch the server had kept."""
+"""An OTLP request's timeout: a loaded mlflow server on SQLite is slow to take a full batch (docs/mlflow.md); the
+exporter's default 10 s made it send again a batch the server had kept."""
 
 _target: tuple[str, str] | None = None
 """(experiment id, mlflow run id) set in the trainer's process by :func:`attach_run`."""

@@ -36,7 +36,7 @@ CACHE = Path(os.environ.get("OTEL_VERL_CACHE") or Path.home() / ".cache" / "otel
 BIN = CACHE / "bin"
 INSTALL_HINT = "run scripts/install_backends.sh (builds otelcol-verl and jaeger, installs prometheus)"
 JAEGER_UI = Path(os.environ.get("OTEL_VERL_JAEGER_UI") or REPO.parent / "shared" / "jaeger-ui" / "v1.74.0")
-"""The built Jaeger UI (jaegertracing/jaeger-ui's ``packages/jaeger-ui/build``; docs/backends.md says how)."""
+"""The built Jaeger UI (jaegertracing/jaeger-ui's ``packages/jaeger-ui/build``; docs/without-docker.md says how)."""
 
 
 def jaeger_ui_assets() -> Path | None:

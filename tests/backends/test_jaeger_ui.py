@@ -62,7 +62,7 @@ def ui(request) -> str:
     if jaeger_ui_assets() is None:
         pytest.skip(
             f"no built Jaeger UI at {JAEGER_UI}: build jaegertracing/jaeger-ui v1.74.0 "
-            "(docs/backends.md, 'The Jaeger UI without Docker') or set OTEL_VERL_JAEGER_UI"
+            "(docs/without-docker.md, 'The Jaeger UI without Docker') or set OTEL_VERL_JAEGER_UI"
         )
     if not Path(CHROMIUM).exists():
         pytest.skip("chromium not installed (scripts/install_backends.sh installs it)")

@@ -1,5 +1,5 @@
 """Jaeger v2 on real OpenSearch 2.19 and Elasticsearch 7.17 nodes (scripts/build_search_nodes.sh), the stores
-docs/backends.md recommends for runs too large for one machine: the planted run replayed into Jaeger
+docs/large-traces.md recommends for runs too large for one machine: the planted run replayed into Jaeger
 (jaeger/config-opensearch.yaml, unchanged but for ports; for Elasticsearch its store's key renamed, as the file
 says) and fetched a step at a time equals the whole-run fetch; ``--steps`` stops after the last step; and
 ``otel-verl analyze`` over it finds what it finds in the spool, word for word.
