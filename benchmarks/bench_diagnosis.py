@@ -232,7 +232,7 @@ def class_header(specs: list[RunSpec], runs: list[dict[str, Any]], seconds: floa
         f"Measured {time.strftime('%Y-%m-%d')} on {where}, CPython {platform.python_version()}: {len(runs)} runs "
         f"(--seed {specs[0].seed // 1_000_003 if specs else 0}; {per_class}; formats in turn), {seconds / 60:.1f} min "
         f"with --jobs {jobs} ({per_run:.1f} s of analysis per run). What each class plants and asks: "
-        "benchmarks/diagnosis/classes.py, docs/diagnosis-benchmark.md."
+        "benchmarks/diagnosis/classes.py, docs/diagnosis-scoring.md."
     )
 
 

@@ -17,7 +17,6 @@ LIMIT = 15_000
 """Bytes a user page may hold: a page read in minutes."""
 
 PENDING: dict[str, str] = {
-    "diagnosis-benchmark.md": "split pending (issue 52.6)",
     "live.md": "split pending (issue 52.6)",
     "engines.md": "split pending (issue 52.6)",
 }
