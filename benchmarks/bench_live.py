@@ -1,6 +1,6 @@
 """Issue 43's cost target: the live account (otel_verl/live) at 4,096 trajectories × 8 turns a step.
 
-What a step costs, where (docs/live.md, "Cost"):
+What a step costs, where (docs/live-details.md, "Cost"):
 
 * **the trainer's step** (its critical path): verl's ``Tracking.log`` wrapped: the collector polled without
   waiting, one step's account written to the console and file backends, the step marked done;

@@ -16,7 +16,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("OTEL_VERL_DETAIL", "full")
 # The live account (otel_verl/live) is on by default for users; here only the tests that are about it turn it on
 # (tests/live, the demo's output, the README's demo: each takes OTEL_VERL_LIVE out of its run's environment). Why:
-# its collector runs beside the trainer (~5 s of CPU a step at full detail, docs/live.md) and on CI's 2 cores it
+# its collector runs beside the trainer (~5 s of CPU a step at full detail, docs/live-details.md) and on CI's 2 cores it
 # competed with every other demo's simulated engine: slower runs, and planted timings moved (a train-bound run read
 # 23 % rollout idle instead of > 50 %).
 os.environ.setdefault("OTEL_VERL_LIVE", "false")

@@ -17,7 +17,6 @@ LIMIT = 15_000
 """Bytes a user page may hold: a page read in minutes."""
 
 PENDING: dict[str, str] = {
-    "live.md": "split pending (issue 52.6)",
     "engines.md": "split pending (issue 52.6)",
 }
 """Pages still over the limit, with why; a page leaves this list when it is split."""

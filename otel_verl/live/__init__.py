@@ -1,6 +1,6 @@
 """The step's account while training runs, in verl's own logger (wandb, mlflow, tensorboard, console …).
 
-The way of a span (docs/live.md has the picture, the lag and the metric table)::
+The way of a span (docs/live.md has the picture and the metric table, docs/live-details.md the lag)::
 
     every process   LiveSpanExporter (span_feed.py), behind its own BatchSpanProcessor: lines by step
          │ Ray call, fire-and-forget                 (Ray actor "otel_verl_live:<run>", sink.py)

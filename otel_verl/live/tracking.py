@@ -6,7 +6,7 @@ handed in by :mod:`otel_verl.live.plug`.
 - ``Tracking.__init__``: when a trainer is tracked in this process (:mod:`otel_verl.instrumentation.trainer`) and
   ``Tracking`` has a backend, open the run's collector (:func:`~otel_verl.live.sink.open_sink`).
 - ``Tracking.log(data, step)``: *before* verl logs, write every account that has come (step n's arrives during
-  step n+1: it goes out with step n+1's log call, in the step it describes; see docs/live.md, "The lag");
+  step n+1: it goes out with step n+1's log call, in the step it describes; see docs/live-details.md, "The lag");
   *after*, tell the collector that ``step`` is done (with the lag its trainer's spans may still have, and how long
   ago its rollout ended), from the flush thread once this process's spans of the step were sent.
 - ``Tracking.finish`` (and ``Tracking.__del__``, which verl's ``neo`` branch ends its backends in, having no
