@@ -545,7 +545,7 @@ REPLACING_SEAMS = {
     ("vllm.v1.engine.output_processor", "instrument_manual"),
 }
 """Seams that replace vLLM's own telemetry set-up on purpose (its global provider and exporter are what the
-engine-span fix keeps out, docs/engines.md): they call vLLM's function only for a call they cannot read as
+engine-span fix keeps out, docs/engines-details.md): they call vLLM's function only for a call they cannot read as
 today's signature, which ``test_replacing_seams_pass_unreadable_calls_through`` checks."""
 PASS_THROUGH_SEAMS = [seam for seam in ALL_SEAMS if tuple(seam[:2]) not in REPLACING_SEAMS]
 
