@@ -8,7 +8,8 @@ the step take without the straggler):
 * per step, each worker's (replica's) median of each part — seconds; seconds per token for decoding — against the
   median of its peers' medians in that step, as a log ratio (per turn index or tool, weighted by count);
 * a group is a straggler of a part when, over at least half the run's steps (and five), its median log ratio is
-  at least ``shift_min_ratio``, it is above its peers in ``straggler_share`` of those steps, and its median ratio
+  at least ``shift_min_ratio``, it is above its peers in ``straggler_share`` of those steps (in a run of 3 to
+  ``short_run_steps`` steps: above them in most of the run's steps, :func:`_least`), and its median ratio
   is unlikely in a clean run: the noise is how much every group's ratio moves from step to step around its own
   median (not how far groups are from each other: with two workers, the one that is fast looks as far off as the
   slow one; :mod:`.chance`);
@@ -53,7 +54,11 @@ NOISE_FLOOR = 0.05
 STRAGGLER_SHARE = 0.7
 """A straggler is slower than its peers in at least this share of the steps it is judged in..."""
 MIN_STEPS = 5
-"""...which are at least this many (and half the run's): "in most steps" of three is no pattern."""
+"""...which are at least this many (and half the run's); a run of 3 to ``short_run_steps`` steps asks most of its
+steps instead (issue 50: in a 4-step run, a worker's tools several times slower than its peers' in 3 steps was told
+in 2 of them, step by step, and the verdict's total missed most of it)."""
+SHORT_MIN_STEPS = 3
+"""Fewer steps than this have no "most steps" that is a pattern."""
 MAX_SAID_RATIO = 100.0
 """Above this, the message gives the peers' figure without a ratio (0.85 s against 0.00 s is not "67505×")."""
 WHAT = {
@@ -118,8 +123,9 @@ def find_stragglers(
     """The run's persistent stragglers (module docstring), and the (scope, place, part, steps beyond the pattern) of
     each, so the step's causes at that place and part are not told again beside them but in those steps."""
     n_steps = len(accounts)
-    least = max(MIN_STEPS, int(np.ceil(0.5 * n_steps)))
-    if n_steps < MIN_STEPS:
+    short = n_steps <= th.short_run_steps
+    least = _least(n_steps, short)
+    if n_steps < SHORT_MIN_STEPS:
         return [], []
     tracks: dict[tuple[str, str, str, str], _Track] = {}
     pooled: dict[tuple[str, str, str], list[float]] = {}
@@ -133,7 +139,10 @@ def find_stragglers(
     for (gt, _, part, metric), t in tracks.items():
         lr = np.array(list(t.ratios.values()))
         if len(lr) >= least:  # a group's deviations from its own median, scaled up for the median's own pull
-            pooled.setdefault((gt, part, metric), []).extend((lr - np.median(lr)) * np.sqrt(len(lr) / (len(lr) - 1)))
+            dev = (lr - np.median(lr)) * np.sqrt(len(lr) / (len(lr) - 1))
+            if short and len(lr) % 2:  # of three values one is the median: its zero would halve a short run's noise
+                dev = np.delete(dev, np.argmin(np.abs(dev)))
+            pooled.setdefault((gt, part, metric), []).extend(dev)
     noise = {key: _scale(np.asarray(v)) for key, v in pooled.items()}
     tested = max(len(tracks), 1)
     by_step = {a.step: a for a in accounts}
@@ -144,7 +153,8 @@ def find_stragglers(
             continue
         med = float(np.median(lr))
         z = med / (MEDIAN_SE * noise[(gt, part, metric)] / np.sqrt(len(lr)))
-        if med < np.log(th.shift_min_ratio) or (lr > 0).mean() < STRAGGLER_SHARE or z < th.shift_z:
+        slower = (lr > 0).sum() > n_steps / 2 if short else (lr > 0).mean() >= STRAGGLER_SHARE
+        if med < np.log(th.shift_min_ratio) or not slower or z < th.shift_z:
             continue
         chance = float(run_chance(z, tested))
         fence = med + th.shift_z * noise[(gt, part, metric)]
@@ -154,6 +164,12 @@ def find_stragglers(
             found.append(f)
             places.append((JUDGED[gt], group, part, beyond))
     return found, places
+
+
+def _least(n_steps: int, short: bool) -> int:
+    """How many steps a group must be judged in: most of a short run's (3 of 4 or 5, 2 of 3), else half the run's
+    and at least :data:`MIN_STEPS`."""
+    return n_steps // 2 + 1 if short else max(MIN_STEPS, int(np.ceil(0.5 * n_steps)))
 
 
 def _scale(x: np.ndarray) -> float:
