@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from otel_verl.analysis.findings.common.kinds import PART_PHASE
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 
 if TYPE_CHECKING:
@@ -188,6 +189,10 @@ def judge_cause(c: Cause, a: StepAccount, level: tuple[float, float], th: Thresh
     anomaly = not c.details.get("tail") and not echo
     chance = float(c.details.get("chance", 1.0)) if anomaly else 1.0
     spread_s, warn_s = level
+    if c.part == PART_PHASE:
+        # a phase's excess is read off its own span, not a noisy critical path, and its chance already weighs its
+        # own spread: the run's step-to-step spread (mostly the rollout's) is no bar to its own evidence
+        spread_s = float("nan")
     j = judge(c.seconds, a.duration_s, a.baseline_s, a.excess_s, chance, spread_s, warn_s, th, carries)
     if echo or warm:
         return replace(j, severity="info", why=STALL_ECHO if echo else WARM_UP)
