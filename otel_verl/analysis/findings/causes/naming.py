@@ -12,7 +12,7 @@ A cause is a part of a step's account that moved (``Part.seconds`` > 0), told by
 A cause never claims more than its step lost (its step's excess). One that recurs (the same kind at the same place:
 a phase, a worker, a replica, every worker) is one finding listing its ``steps``. Severity is earned by seconds
 lost and by the evidence that it is not the run's usual (:mod:`.severity`); a part far outside its norm on every
-worker is a warning even when overlapping requests hid its cost (a degraded service, before it costs more). No
+worker is told even when overlapping requests hid its cost (a note below the floor, before it costs more). No
 baseline: told by its anomalies (its peers are their evidence); asynchronous: where the trainer waited (.waited_for).
 """
 
