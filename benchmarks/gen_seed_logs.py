@@ -38,6 +38,8 @@ T0 = datetime(2025, 7, 13, 11, 4, 25, 706221)
 FINISH = "FinishReasonTypeEnum."
 BYTES_PER_REQUEST = 7_800
 """Mean bytes of one request's lines with the default turn mix (measured on this generator)."""
+TURN_WEIGHTS: list[float] = [0.35, 0.35, 0.18, 0.08, 0.04]
+"""Chance of a request having 1..5 turns (a benchmark may set another mix to vary the run's shape)."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def draw_request(rng: random.Random, plant: Plant | None = None) -> SeedRequest:
     rid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
     prompt = rng.randint(80, 400)
     pending = rng.uniform(0.001, 0.02)
-    max_turns = rng.choices([1, 2, 3, 4, 5], [0.35, 0.35, 0.18, 0.08, 0.04])[0]
+    max_turns = rng.choices(range(1, len(TURN_WEIGHTS) + 1), TURN_WEIGHTS)[0]
     seq = rng.randint(100, 400)
     turns: list[SeedTurn] = []
     for turn in range(max_turns):
