@@ -1,1 +1,4 @@
-"""The OTLP/JSON decoders every OTLP source shares (spool, collector files, Jaeger, Tempo): lines and documents → span columns."""
+"""The OTLP/JSON decoders every OTLP source shares (spool, collector files, Jaeger, Tempo).
+
+Lines and documents → span columns.
+"""

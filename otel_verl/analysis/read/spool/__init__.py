@@ -1,1 +1,4 @@
-"""Our own format on disk: the spool's folders and collector file exports (OTLP/JSON lines), whole or a step at a time."""
+"""Our own format on disk: the spool's folders and collector file exports (OTLP/JSON lines).
+
+Read whole or a step at a time.
+"""
