@@ -165,7 +165,7 @@ def test_figures_never_import_findings() -> None:
 
 
 ANALYZER_STAGES: tuple[tuple[str, ...], ...] = (
-    ("errors", "labels", "output_paths", "plotly_embed"),
+    ("errors", "labels", "output_paths", "report.plotly_embed"),
     ("read",),
     ("tables",),
     ("findings.common",),
@@ -175,14 +175,16 @@ ANALYZER_STAGES: tuple[tuple[str, ...], ...] = (
     ("findings.patterns", "findings.quality"),
     ("findings",),
     ("incremental",),
-    ("presenting", "step_rows"),
+    ("report.presenting", "report.step_rows"),
     ("figures", "write"),
     ("stream",),
     ("report",),
     ("pipeline",),
 )
 """The analyzer's stages in order (docs/internals.md draws them), under ``otel_verl.analysis``: a module imports only
-its own stage and the ones before it. The seed's readers are part of ``read`` (``read.seed``)."""
+its own stage and the ones before it. The seed's readers are part of ``read`` (``read.seed``). The report's room
+(``report/``) holds modules of three stages: the packed plotly.js and the shared words sit low, for the figures and
+the Perfetto writer use them; the page itself is built last."""
 
 
 def _stage(module: str) -> int | None:

@@ -22,7 +22,8 @@ The stages, one folder each (read → tables → findings → figures → report
 * :mod:`.findings` — the step's account and the causes it names (:func:`diagnose`)
 * :mod:`.figures` — one figure per module (reads tables, never findings)
 * :mod:`.write` — other formats out: the seed's logs, Perfetto, seed logs into a spool
-* :mod:`.report` and :mod:`.pipeline` — report.html; the run of all of them
+* :mod:`.report` — what a reader sees: the shared words, the steps table, report.html
+* :mod:`.pipeline` — the run of all of them (:func:`analyze`)
 
 A module imports only its own stage and the ones before it (tests/test_layout.py).
 

@@ -28,8 +28,8 @@ from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.read.step_split import own_positions, owner_steps, split_by_step, take_rows
 from otel_verl.analysis.read.step_stream import StepSpans
-from otel_verl.analysis.report import write_html
-from otel_verl.analysis.step_rows import add_step_rows
+from otel_verl.analysis.report.page import write_html
+from otel_verl.analysis.report.step_rows import add_step_rows
 from otel_verl.analysis.stream.collect import RunCollector
 from otel_verl.analysis.stream.store import PartStore
 from otel_verl.analysis.tables import Tables
@@ -143,7 +143,7 @@ def write_parts(
     ``top_requests``: how many of the slowest requests the outlier figure breaks down (besides every request a
     finding names). ``figures=False``: findings.json only (no PNG; the report without figures). ``report``: only
     these steps are reported (counted, drawn, told); the others only judge them (:func:`read_plan`).
-    ``trace_url``/``timeline_steps``/``source``: see :func:`otel_verl.analysis.report.write_html`.
+    ``trace_url``/``timeline_steps``/``source``: see :func:`otel_verl.analysis.report.page.write_html`.
     """
     out = prepare_dir(out)
     th = thresholds or Thresholds()

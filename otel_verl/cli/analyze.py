@@ -166,7 +166,7 @@ def print_summary(
     from rich.markup import escape
     from rich.table import Table
 
-    from otel_verl.analysis import presenting
+    from otel_verl.analysis.report import presenting
     from otel_verl.cli.prose import Prose
 
     console = Console()
@@ -215,11 +215,11 @@ STEP_ROWS = 12
 
 def _print_steps(console: Any, accounts: list[dict[str, Any]]) -> None:
     """Each step: how long it took, its usual duration, the excess, its severity and top cause (findings.json
-    ``steps``, :mod:`otel_verl.analysis.step_rows`)."""
+    ``steps``, :mod:`otel_verl.analysis.report.step_rows`)."""
     from rich.markup import escape
     from rich.table import Table
 
-    from otel_verl.analysis import presenting, step_rows
+    from otel_verl.analysis.report import presenting, step_rows
 
     rows, left_out = step_rows.table_rows(accounts, STEP_ROWS)
     if not rows:
@@ -255,7 +255,7 @@ def _print_steps(console: Any, accounts: list[dict[str, Any]]) -> None:
 def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | None, source: str | None) -> None:
     """The full trace ids of the causes shown (at most 3 each), linked when ``trace_url`` is given; else the
     command that writes the first cause's steps for ui.perfetto.dev, and the Jaeger form of ``--trace-url``."""
-    from otel_verl.analysis import presenting
+    from otel_verl.analysis.report import presenting
 
     causes: dict[str, list[int]] = {}  # a trace id two causes share is listed once, with both numbers
     for i, f in enumerate(shown, 1):

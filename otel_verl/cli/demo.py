@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from otel_verl.analysis.presenting import counted
+from otel_verl.analysis.report.presenting import counted
 from otel_verl.cli.common import console
 from otel_verl.demo import quiet_logs as demo_quiet
 from otel_verl.demo.plants import ENGINE_KEYS, GROWING, NEEDS_REPLICAS, PLANT_STEP, READY_MADE, names

@@ -111,7 +111,7 @@ def test_analyze_writes_everything(planted_spans, tmp_path: Path) -> None:
     res = analyze(planted_spans, tmp_path)
     for name, *_ in FIGURES:
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
-    from otel_verl.analysis.plotly_embed import packed_plotly
+    from otel_verl.analysis.report.plotly_embed import packed_plotly
 
     html = (tmp_path / "report.html").read_text()
     # plotly.js inside the page, gzipped (no CDN, no file beside it): the report is one file

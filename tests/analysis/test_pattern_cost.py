@@ -32,7 +32,7 @@ from otel_verl.analysis.findings.common.record import Finding
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.patterns.run_cost import persistent, shifted
 from otel_verl.analysis.findings.verdict import verdict
-from otel_verl.analysis.step_rows import add_step_rows
+from otel_verl.analysis.report.step_rows import add_step_rows
 
 TH = Thresholds()
 SERIOUS = ("warning", "critical")

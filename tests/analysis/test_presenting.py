@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from accounts import new_findings, new_summary
 
-from otel_verl.analysis import presenting
 from otel_verl.analysis.findings.common.record import Finding
+from otel_verl.analysis.report import presenting
 from otel_verl.invocation import otel_verl_command
 
 

@@ -98,8 +98,8 @@ def test_account_and_new_findings_in_chromium(tmp_path: Path) -> None:
     their full trace ids and the command that opens their steps."""
     from accounts import REWARD_TRACE, new_findings, new_summary, step_accounts
 
-    from otel_verl.analysis.report import write_html
-    from otel_verl.analysis.step_rows import add_step_rows
+    from otel_verl.analysis.report.page import write_html
+    from otel_verl.analysis.report.step_rows import add_step_rows
 
     (tmp_path / "run1").mkdir()
     accounts = add_step_rows(step_accounts(), new_findings())
@@ -144,7 +144,7 @@ def test_layout_as_written_and_copied_alone(
     import json
     import shutil
 
-    from otel_verl.analysis import presenting
+    from otel_verl.analysis.report import presenting
 
     path = planted_report
     if where == "copied alone":

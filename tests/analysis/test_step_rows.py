@@ -10,8 +10,8 @@ from pathlib import Path
 from accounts import new_findings, step_accounts
 from typer.testing import CliRunner
 
-from otel_verl.analysis import presenting
-from otel_verl.analysis.step_rows import add_step_rows, cause_words, table_rows
+from otel_verl.analysis.report import presenting
+from otel_verl.analysis.report.step_rows import add_step_rows, cause_words, table_rows
 from otel_verl.cli import app
 
 

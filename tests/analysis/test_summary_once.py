@@ -38,8 +38,8 @@ def test_a_cause_is_told_once_and_the_usual_column_says_what_it_is(tmp_path: Pat
 
 def test_the_reports_steps_table_and_account_figure_name_the_usual_alike() -> None:
     """report.html: the steps table's column and caption, and the account figure's dash, say "parts' usual"."""
-    from otel_verl.analysis import report
     from otel_verl.analysis.figures.catalog import TITLES
+    from otel_verl.analysis.report import page as report
 
     accounts = [
         {"step": s, "duration_s": took, "baseline_s": 2.4, "excess_s": took - 2.4, "severity": "ok", "top_cause": None}

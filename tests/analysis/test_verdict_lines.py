@@ -15,7 +15,7 @@ from otel_verl.analysis import Analysis, analyze
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import Finding, fmt_s
 from otel_verl.analysis.findings.verdict import headlines
-from otel_verl.analysis.step_rows import cause_words
+from otel_verl.analysis.report.step_rows import cause_words
 
 
 def _account(step: int, took: float, usual: float) -> SimpleNamespace:

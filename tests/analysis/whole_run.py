@@ -24,8 +24,8 @@ from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.diagnose import diagnose_run
 from otel_verl.analysis.findings.verdict import headlines, verdict
 from otel_verl.analysis.pipeline import named_requests
-from otel_verl.analysis.report import write_html
-from otel_verl.analysis.step_rows import add_step_rows
+from otel_verl.analysis.report.page import write_html
+from otel_verl.analysis.report.step_rows import add_step_rows
 from otel_verl.analysis.stream.counts import missing_steps
 from otel_verl.analysis.tables import Tables
 from otel_verl.analysis.tables.engine_calls import engine_summary

@@ -20,7 +20,7 @@ import pandas as pd
 
 from otel_verl.analysis.figures import _style
 from otel_verl.analysis.output_paths import writing
-from otel_verl.analysis.plotly_embed import figure_html
+from otel_verl.analysis.report.plotly_embed import figure_html
 from otel_verl.analysis.tables import Tables
 
 FigureSpec = tuple[str, Callable[..., pd.DataFrame], Callable[..., Path], Callable[..., Any]]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from otel_verl.analysis.figures import _style
 from otel_verl.analysis.labels import color, hatch, phase_key, readable
-from otel_verl.analysis.presenting import signed_seconds
+from otel_verl.analysis.report.presenting import signed_seconds
 
 COLUMNS = [
     "step",

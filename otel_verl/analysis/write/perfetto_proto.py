@@ -33,7 +33,7 @@ import pandas as pd
 
 from otel_verl import semconv as sc
 from otel_verl.analysis.output_paths import writing
-from otel_verl.analysis.presenting import counted
+from otel_verl.analysis.report.presenting import counted
 from otel_verl.analysis.write.perfetto import TRAINER_LANES, _args, _slice_names, assign_lanes
 
 SEQUENCE_ID = 1

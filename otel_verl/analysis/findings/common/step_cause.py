@@ -1,5 +1,5 @@
 """A cause as a step tells it: its name and what it cost that step, from this one place for the steps table
-(:mod:`otel_verl.analysis.step_rows`), the verdict (its headlines, what it says the problems cost) and the live
+(:mod:`otel_verl.analysis.report.step_rows`), the verdict (its headlines, what it says the problems cost) and the live
 account's line and ``cause_s``, so that none of them calls one cause by two names or gives it two costs.
 
 The name follows the message: a slow decode, a long response or a slow engine call whose worker stood still

@@ -17,11 +17,11 @@ from urllib.parse import urlparse
 
 import pandas as pd
 
-from otel_verl.analysis import plotly_embed, presenting, step_rows
 from otel_verl.analysis.figures import event_share, step_account_bars, timeline
 from otel_verl.analysis.figures.catalog import TITLES
 from otel_verl.analysis.labels import color, hatch, readable
 from otel_verl.analysis.output_paths import writing
+from otel_verl.analysis.report import plotly_embed, presenting, step_rows
 from otel_verl.analysis.tables import Tables
 
 _CSS = """*{box-sizing:border-box}
@@ -134,7 +134,7 @@ def write_html(
 
 def _headline_html(headline: str, found: list[dict[str, Any]]) -> str:
     """A headline that repeats a cause's message names the cause instead, linked to its row
-    (:func:`~otel_verl.analysis.presenting.cause_reference`: ``because of cause #1 below: stall (19.6 s)``)."""
+    (:func:`~otel_verl.analysis.report.presenting.cause_reference`: ``because of cause #1 below: stall (19.6 s)``)."""
     ref = presenting.cause_reference(headline, found)
     if ref is None:
         return html.escape(headline)

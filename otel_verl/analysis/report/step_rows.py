@@ -27,10 +27,10 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from otel_verl.analysis import presenting
 from otel_verl.analysis.findings.common.kinds import CAUSES, SEVERITIES, TREND
 from otel_verl.analysis.findings.common.step_cause import cause_name, cause_seconds
 from otel_verl.analysis.findings.common.thresholds import Thresholds
+from otel_verl.analysis.report import presenting
 
 OK = "ok"
 """The severity of a step no cause names."""
