@@ -11,10 +11,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT_AS_SAMPLE = re.compile(
     r"\bsamples? (\d+|IDX|N)\b(?!\S* versions)|named by sample|\{sample[:}]|the sample's|sample IDX's"
-    r"|rollout\.n samples"
+    r"|rollout\.n samples|samples it serves",
+    re.IGNORECASE,
 )
 """A prompt called a sample: ``sample 3``, ``samples 0-7``, ``sample IDX``, ``{sample: s}``, ``its rollout.n
-samples`` (not verl's samples, the rollouts: ``samples 1-3 versions old``)."""
+samples``, ``Sample IDX's``, ``the samples it serves`` (not verl's samples, the rollouts: ``samples 1-3 versions
+old``)."""
 
 
 def _hits(name: str, text: str) -> list[str]:
@@ -50,3 +52,22 @@ def test_a_cause_of_one_prompts_rollouts_names_the_prompt() -> None:
     source = Path(messages.__file__).read_text()
     assert "rollouts of prompt {d.get('sample_index')}" in source and k.SCOPE_SAMPLE in ("sample",)
     assert not _hits("messages.py", source)
+
+
+def test_the_demos_help_and_plants_call_a_prompt_a_prompt() -> None:
+    """``demo --help`` said "Sample IDX's first engine call stalls" and the slow-replica plant "the samples it
+    serves" (issue 51), while the glossary says every option says *prompt*: the help text of every option and every
+    plant's description (the ready-made ones and the growing ones) are read as a user sees them."""
+    from typer.testing import CliRunner
+
+    from otel_verl.cli import app
+    from otel_verl.demo.plants import GROWING, READY_MADE
+
+    res = CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "2000"})
+    assert res.exit_code == 0, res.output
+    help_text = " ".join(res.stdout.replace("│", " ").split())
+    assert "--stall" in help_text and "--plant" in help_text, help_text
+    plants = {name: what for name, (_plan, what) in {**READY_MADE, **GROWING}.items()}
+    assert {"slow-replica", "growing-sync"} <= plants.keys()
+    hits = _hits("demo --help", help_text) + [h for n, w in plants.items() for h in _hits(f"--plant {n}", w)]
+    assert not hits, "\n".join(hits)

@@ -142,7 +142,7 @@ def demo(
     stall: Annotated[
         list[str] | None,
         typer.Option(
-            metavar="IDX:SEC", help="Sample IDX's first engine call stalls SEC s (idle gap).", rich_help_panel=PLANT
+            metavar="IDX:SEC", help="Prompt IDX's first engine call stalls SEC s (idle gap).", rich_help_panel=PLANT
         ),
     ] = None,
     slow_turn: Annotated[

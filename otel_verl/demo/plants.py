@@ -82,7 +82,7 @@ READY_MADE: Final[dict[str, tuple[dict[str, Any], str]]] = {
     "step-slow-decode": ({STEP_SLOW_DECODE: 8.0}, "every engine call of the step decodes 8x slower per token"),
     "step-slow-reward": ({STEP_SLOW_REWARD: 4.0}, "every reward of the step takes 4 s more"),
 }
-"""``--plant NAME``: (the plan put into step :data:`PLANT_STEP`, what it does). Samples 0-7 run on worker 0
+"""``--plant NAME``: (the plan put into step :data:`PLANT_STEP`, what it does). Prompts 0-7 run on worker 0
 and 8-15 on worker 1 in the default run (16 prompts, 2 workers)."""
 
 
@@ -96,7 +96,7 @@ GROWING: Final[dict[str, tuple[Callable[[int], dict[str, Any]], str]]] = {
     "slow-replica": (
         lambda step: {SLOW_REPLICA: {1: SLOW_REPLICA_FACTOR}},
         f"from step {PLANT_STEP} on, replica 1 of 2 (the demo runs 2 for it) decodes {SLOW_REPLICA_FACTOR:.0f}x "
-        "slower per token: the samples it serves come late and the trainer waits for them",
+        "slower per token: the rollouts it serves come late and the trainer waits for them",
     ),
     "growing-sync": (
         lambda step: {SLOW_PHASE: {"update_weights": GROWTH_S * (step - 1)}},
