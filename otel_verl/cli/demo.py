@@ -15,6 +15,7 @@ from rich.console import Console
 from otel_verl.analysis.report.presenting import counted
 from otel_verl.cli.common import console
 from otel_verl.demo import quiet_logs as demo_quiet
+from otel_verl.demo import trackers as demo_trackers
 from otel_verl.demo.plants import ENGINE_KEYS, GROWING, NEEDS_REPLICAS, PLANT_STEP, READY_MADE, names
 
 if TYPE_CHECKING:
@@ -306,6 +307,8 @@ def demo(
         out.print(f"vLLM server(s) launched in {result.engine_launch_seconds:.0f} s")
     for tracker, place in result.trackers.items():  # --logger's backends: where each wrote
         out.print(f"{tracker} wrote to {place}", markup=False, highlight=False, soft_wrap=True)
+        if hint := demo_trackers.how_to_read(tracker, place):
+            out.print(f"  {hint}", markup=False, highlight=False, soft_wrap=True)
     if result.spool_dir is None:
         endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         out.print(f"traces sent to {endpoint or 'nowhere (OTEL_SDK_DISABLED)'}")

@@ -5,8 +5,9 @@ project's mlflow, has none); mlflow 3 refuses a ``file:`` store unless ``MLFLOW_
 retries for 10 s and goes on without mlflow, its warning hidden by the demo's quiet mode. So when the user has not
 chosen a store (``MLFLOW_TRACKING_URI``), the demo uses a file store in ``./otel-verl-mlruns`` (beside
 ``./otel-verl-spool`` and ``./otel-verl-report``), which needs nothing more, and prints it with the other trackers'
-places (:func:`where`). A user's own job keeps verl's default; a tracker verl could not start is said there by
-:mod:`otel_verl.live.refused`.
+places (:func:`where`), with how to read it back from another shell (:func:`how_to_read`: the reader needs
+``MLFLOW_ALLOW_FILE_STORE=true`` too, and mlflow-skinny has no ``mlflow ui``). A user's own job keeps verl's default;
+a tracker verl could not start is said there by :mod:`otel_verl.live.refused`.
 """
 
 from __future__ import annotations
@@ -60,3 +61,18 @@ def _place(name: str, backend: Any) -> str | None:
         run = backend.run
         return (run.url or run.dir) if run is not None else None
     return None
+
+
+def how_to_read(tracker: str, place: str) -> str | None:
+    """How a user reads ``tracker``'s store back in a fresh shell, when it needs more than its place: mlflow 3
+    refuses a ``file:`` store (the demo's) to any reader without ``MLFLOW_ALLOW_FILE_STORE=true``, which the demo
+    set only for itself; mlflow-skinny (this project's) has no UI, so the client is the way, ``mlflow ui`` the way
+    with the full mlflow."""
+    uri = place.split(" ", 1)[0]
+    if tracker != "mlflow" or not uri.startswith("file:"):
+        return None
+    return (
+        f'read it with MLFLOW_ALLOW_FILE_STORE=true set: mlflow.MlflowClient(tracking_uri="{uri}") '
+        f"(this project's mlflow-skinny has no UI; with pip install mlflow: "
+        f"MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri {uri})"
+    )

@@ -115,6 +115,8 @@ def test_demo_logs_to_mlflow_out_of_the_box(tmp_path: Path) -> None:
     board = re.search(r"^tensorboard wrote to (.+)$", r.stdout, re.M)
     assert uri is not None and board is not None, r.stdout
     assert uri.group(1) == (tmp_path / "otel-verl-mlruns").as_uri()
+    hint = f'read it with MLFLOW_ALLOW_FILE_STORE=true set: mlflow.MlflowClient(tracking_uri="{uri.group(1)}")'
+    assert hint in r.stdout, r.stdout
     assert any(Path(board.group(1)).glob("events.out.tfevents.*"))
     verdicts = {int(m.group(1)): m.group(0)[len(CONSOLE_PREFIX) :] for m in _console_lines(r.stdout)}
     assert sorted(verdicts) == list(range(1, STEPS + 1)), r.stdout
@@ -135,3 +137,39 @@ def test_demo_logs_to_mlflow_out_of_the_box(tmp_path: Path) -> None:
 
 def _console_lines(stdout: str) -> list[re.Match[str]]:
     return list(re.finditer(rf"^{re.escape(CONSOLE_PREFIX)}step (\d+): .*$", stdout, re.M))
+
+
+def test_the_demos_mlflow_store_reads_back_in_a_fresh_shell_as_its_hint_says(tmp_path: Path) -> None:
+    """``mlflow wrote to file:///…`` alone left a user's ``MlflowClient`` in a fresh shell refusing the store (set
+    MLFLOW_ALLOW_FILE_STORE=true): the demo set it only for itself. The hint under that line says how; read back
+    here in fresh processes, it works with the variable set and fails without it, as a user's shell would."""
+    from otel_verl.demo.trackers import MLRUNS_DIR, how_to_read
+
+    uri = (tmp_path / MLRUNS_DIR).as_uri()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    write = (
+        f"import mlflow; mlflow.set_tracking_uri({uri!r})\n"
+        "with mlflow.start_run() as run: mlflow.log_metric('otel_verl/step', 2.0, step=2)\n"
+        "print(run.info.run_id)"
+    )
+    w = subprocess.run([sys.executable, "-c", write], env={**env, "MLFLOW_ALLOW_FILE_STORE": "true"}, **_TEXT)
+    assert w.returncode == 0, w.stderr[-2000:]
+    run_id = w.stdout.split()[-1]
+
+    hint = how_to_read("mlflow", f"{uri} (run {run_id})")
+    assert hint is not None and how_to_read("mlflow", "sqlite:////tmp/mlruns.db") is None
+    said_uri = re.search(r'MlflowClient\(tracking_uri="([^"]+)"\)', hint)
+    assert said_uri is not None and said_uri.group(1) == uri, hint
+    assert "MLFLOW_ALLOW_FILE_STORE=true" in hint and f"mlflow ui --backend-store-uri {uri}" in hint
+    read = (
+        "from mlflow import MlflowClient\n"
+        f"c = MlflowClient(tracking_uri={said_uri.group(1)!r})\n"
+        f"print([(m.step, m.value) for m in c.get_metric_history({run_id!r}, 'otel_verl/step')])"
+    )
+    as_said = subprocess.run([sys.executable, "-c", read], env={**env, "MLFLOW_ALLOW_FILE_STORE": "true"}, **_TEXT)
+    assert as_said.returncode == 0 and as_said.stdout.strip() == "[(2, 2.0)]", as_said.stderr[-2000:]
+    without = subprocess.run([sys.executable, "-c", read], env=env, **_TEXT)
+    assert without.returncode != 0 and "MLFLOW_ALLOW_FILE_STORE" in without.stderr, without.stderr[-2000:]
+
+
+_TEXT: dict = {"capture_output": True, "text": True, "timeout": 300}
