@@ -21,6 +21,7 @@ from otel_verl.analysis.findings.diagnose import part_quality
 from otel_verl.analysis.findings.quality.engine_orphans import merge_engine_orphans
 from otel_verl.analysis.findings.steps.step_summary import StepSummary, summarize_steps
 from otel_verl.analysis.read.step_stream import StepSpans
+from otel_verl.analysis.stream.consumers import LateConsumers
 from otel_verl.analysis.stream.counts import RunCounts
 from otel_verl.analysis.stream.held import OutlierHold, TimelineHold
 from otel_verl.analysis.stream.store import PartStore
@@ -52,6 +53,7 @@ class RunCollector:
         self.outliers = OutlierHold(store, top_requests)
         self.timelines = TimelineHold(timeline_steps)
         self.parts = 0
+        self.consumers = LateConsumers(store)
         self._quality: dict[str, list[Finding]] = {kind: [] for kind in QUALITY_ORDER}
 
     def add(self, part: StepSpans | pd.DataFrame, reported: bool = True) -> None:
@@ -69,7 +71,9 @@ class RunCollector:
         index = self.parts
         self.parts += 1
         self.counts.add(t)
-        self.summaries += [SpilledSummary(s, self.store) for s in summarize_steps(t)]
+        new = [SpilledSummary(s, self.store) for s in summarize_steps(t)]
+        self.summaries += new
+        self.consumers.add(t, new)  # asynchronous: this part's updates consumed earlier parts' groups
         for f in part_quality(t, self.th):
             self._quality.setdefault(f.kind, []).append(f)
         if self.figures:

@@ -49,6 +49,7 @@ class PartStore:
 
     def put(self, key: str, name: str, value: Any) -> None:
         path = self._path(key, name)
+        self._cache.get(name, OrderedDict()).pop(key, None)  # a value put again is read back anew
         with path.open("wb") as fh:
             pickle.dump(_packed(value), fh, protocol=pickle.HIGHEST_PROTOCOL)
             self.bytes += fh.tell()

@@ -51,9 +51,12 @@ REQUEST_COLUMNS = (
     "consumed_step",
     "policy_version",
     "consumer_wait_s",
+    "group_span",
 )
 """... ``consumed_step``, ``policy_version``, ``consumer_wait_s``: asynchronous trainers' step that took the sample
-(:mod:`~otel_verl.analysis.tables.consumption`), its weights, and that step's trainer wait (NaN elsewhere)."""
+(:mod:`~otel_verl.analysis.tables.consumption`), its weights, and that step's trainer wait (NaN elsewhere);
+``group_span``: its sample group's span id, which a later part's consuming update links
+(:mod:`otel_verl.analysis.stream.consumers`)."""
 
 
 @dataclass
@@ -215,11 +218,13 @@ def _requests(t: Tables) -> pd.DataFrame:
     out["replica"] = out["request_span"].map(replica).astype(object)
     taken = consuming_steps(t)  # asynchronous trainers: the step whose trainer took the sample, its weights
     for column in taken.columns:
-        out[column] = out["request_span"].map(taken[column]).astype(float)
+        mapped = out["request_span"].map(taken[column])
+        out[column] = mapped.astype(object if column == "group_span" else float)
     bare = bare_workers(t)
     if len(bare):  # a worker without request spans is its own chain of parts (:func:`.segments.request_segments`)
         out = pd.concat([out, bare.assign(status=BARE_WORKER, request_id=None, replica=None)], ignore_index=True)
-    return as_objects(out[out["step"].notna()], ("request_id", "status", "trace_id", "span_id", "replica"))
+    objects = ("request_id", "status", "trace_id", "span_id", "replica", "group_span")
+    return as_objects(out[out["step"].notna()], objects)
 
 
 def _empty_phases() -> pd.DataFrame:
