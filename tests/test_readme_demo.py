@@ -105,7 +105,7 @@ def test_the_demo_tells_its_cause_by_one_name_and_one_cost(readme_demo) -> None:
     assert len(told) == 1 and told[0].startswith("│"), told  # the causes table's row
     serious = [f for f in doc["findings"] if f["severity"] in SERIOUS]
     if serious and len(doc["findings"]) > len(serious[:10]):  # the causes table shows the serious ones only
-        assert re.search(r"causes: \S.* above; \d+ notes? more in the files", printed), printed[-800:]
+        assert re.search(r"causes: \S.* above; \d+ (info|warnings?)\b.* more in findings.json", printed), printed[-800:]
 
 
 @pytest.mark.ray

@@ -28,6 +28,7 @@ from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.analysis.read.step_split import own_positions, owner_steps, split_by_step, take_rows
 from otel_verl.analysis.read.step_stream import StepSpans
+from otel_verl.analysis.read.window import no_spans_message
 from otel_verl.analysis.report.page import write_html
 from otel_verl.analysis.report.step_rows import add_step_rows
 from otel_verl.analysis.stream.collect import RunCollector
@@ -149,7 +150,7 @@ def write_parts(
     th = thresholds or Thresholds()
     with PartStore(spill_dir) as store:
         run = RunCollector(store, th, figures=figures, top_requests=top_requests, timeline_steps=timeline_steps)
-        read_s = 0.0
+        read_s, any_shown = 0.0, False
         it = iter(parts)
         while True:
             t0 = time.perf_counter()
@@ -160,7 +161,10 @@ def write_parts(
             shown = report is None or any(step in report for step in part.steps)
             if shown or part.steps:  # spans of no step go with the reported steps only when every step is
                 run.add(part, reported=shown)
+            any_shown = any_shown or (shown and bool(part.steps))
             del part  # the part's table goes before the next one is read
+        if report is not None and not any_shown:  # `--steps 5` of a 3-step run: said as export-perfetto says it
+            raise AnalysisInputError(no_spans_message(source or "the run", steps=report))
         # what the last steps freed goes back to the OS before the figure worker forks (it would copy those
         # pages as it wrote into them); during the read, every few steps (read/step_stream.py RELEASE_EVERY)
         release_memory()

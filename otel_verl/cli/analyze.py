@@ -114,6 +114,7 @@ def analyze(
     against: str | range = baseline if baseline in ("run", "selected") else parse_step_range(baseline, "--baseline")
     out = out if out is not None else src.default_out()
     prepare_dir(out)  # before a load that may take minutes
+    trace_url = trace_url or jaeger_trace_url(src)
     stats = LoadStats()
     result = analyze_source(
         src,
@@ -129,6 +130,22 @@ def analyze(
     )
     print_summary(result, stats, out, trace_url=trace_url, source=src.source)
     exit_fast_after()
+
+
+def jaeger_trace_url(src: SourceOptions) -> str | None:
+    """The ``--trace-url`` of a source that is a Jaeger (``http://host:16686``, its API paths too): its own
+    ``/trace/{trace_id}`` page, else None. Why: analysing a Jaeger still ended with "once the traces are in a
+    Jaeger … --trace-url 'http://JAEGER-HOST:16686/…'" (issue 51); the traces are there already."""
+    if not src.source.startswith(("http://", "https://")) or src.source_type not in ("auto", "jaeger"):
+        return None
+    from otel_verl.analysis.errors import AnalysisInputError
+    from otel_verl.analysis.read.remote import fetch
+
+    try:
+        kind = src.source_type if src.source_type == "jaeger" else fetch.probe(src.source)
+    except AnalysisInputError:  # the load says why, in its own words
+        return None
+    return f"{fetch.base_url(src.source)}/trace/{{trace_id}}" if kind == "jaeger" else None
 
 
 def analyze_source(src: SourceOptions, out: Path, stats: Any, steps: range | None = None, **options: Any) -> Any:
@@ -159,7 +176,7 @@ def print_summary(
     result: Any, stats: Any, out: Path, *, trace_url: str | None = None, source: str | None = None
 ) -> None:
     """Counts, what the input lacked (skipped lines, steps without workers or requests), the verdict and a
-    headline per slow step, the causes worth reading first (warnings and worse, else the first notes) with the
+    headline per slow step, the causes worth reading first (warnings and worse, else the first at info) with the
     seconds each cost, their full trace ids (linked through ``trace_url``) or the command that opens their
     steps in ui.perfetto.dev, and where the files are. Words only: no Python dict is printed."""
     from rich.console import Console
@@ -189,7 +206,7 @@ def print_summary(
         ref = presenting.cause_reference(line, shown)
         line = line if ref is None else "".join(ref[:3])
         console.print(Prose(line, "bold red", indent="  ", hanging="    "))
-    _print_steps(console, result.steps)
+    _print_steps(console, result.steps, s)
     if shown:
         table = Table("#", "severity", "lost", "steps", "cause", show_lines=False, title="causes, ranked")
         for column in table.columns[:4]:
@@ -203,7 +220,7 @@ def print_summary(
         _print_traces(console, shown, trace_url, source)
     files = f"{out / 'findings.json'}" + (f", {out / 'report.html'}" if (out / "report.html").exists() else "")
     hidden = found[len(shown) :]  # ranked: what is shown is the head of the list
-    more = f"; {presenting.severity_counts(hidden)} more in the files" if hidden else ""
+    more = f"; {presenting.severity_counts(hidden)} more in findings.json and the report" if hidden else ""
     counts = f"{presenting.severity_counts(shown)} above{more}" if shown else "none"
     console.print(f"causes: {counts} → {files}", soft_wrap=True)
 
@@ -213,7 +230,7 @@ STEP_ROWS = 12
 """Steps the summary's table shows at most (the worst ones past that; every step is in findings.json)."""
 
 
-def _print_steps(console: Any, accounts: list[dict[str, Any]]) -> None:
+def _print_steps(console: Any, accounts: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     """Each step: how long it took, its usual duration, the excess, its severity and top cause (findings.json
     ``steps``, :mod:`otel_verl.analysis.report.step_rows`)."""
     from rich.markup import escape
@@ -232,8 +249,8 @@ def _print_steps(console: Any, accounts: list[dict[str, Any]]) -> None:
         "severity",
         "top cause",
         title="steps",
-        caption=f"{presenting.usual_words(accounts)}; top cause: the first warning or worse that names the step, "
-        "with what it cost it (how much sooner the step would have ended without it, as in the causes below)",
+        caption=f"{presenting.usual_words(accounts, summary)}; top cause: the first warning or worse that names the "
+        "step, with what it cost it (how much sooner the step would have ended without it, as in the causes below)",
     )
     for column in table.columns[:4]:
         column.justify = "right"

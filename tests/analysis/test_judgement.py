@@ -201,7 +201,7 @@ def test_one_step_asked_alone_is_judged_against_the_whole_run(stalled_six_steps,
     doc = json.loads((tmp_path / "one" / "findings.json").read_text())
     assert [a["step"] for a in doc["steps"]] == [step]
     verdict = doc["summary"]["verdict"]
-    assert f"1 step reported, the run's {run.shape.steps} steps their baseline" in verdict, verdict
+    assert f"1 step reported, judged against the run's {run.shape.steps} steps" in verdict, verdict
     top = doc["findings"][0]
     assert top["severity"] in SERIOUS and top["steps"] == [step] and top["workers"] == list(plant.workers), top
     # asked with nothing else to judge by, it says so, and still tells what its own peers show

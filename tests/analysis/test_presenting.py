@@ -11,7 +11,7 @@ from otel_verl.invocation import otel_verl_command
 
 def test_severity_counts_in_words() -> None:
     found = presenting.as_dicts(new_findings())
-    assert presenting.severity_counts(found) == "1 critical, 1 warning, 1 note"
+    assert presenting.severity_counts(found) == "1 critical, 1 warning, 1 info"
     assert presenting.severity_counts([{"severity": "warning"}] * 2) == "2 warnings"
     assert presenting.severity_counts([]) == "none"
 

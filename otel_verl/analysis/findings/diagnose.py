@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from otel_verl.analysis.findings.account.baselines import Baselines, run_baselines
 from otel_verl.analysis.findings.account.step_account import StepAccount, StepSpread, judged, valued
 from otel_verl.analysis.findings.causes.fold_patterns import fold
@@ -56,6 +58,8 @@ class Diagnosis:
     baselines: Baselines = field(repr=False, default_factory=Baselines)
     baseline_steps: int = 0
     """How many steps the baselines came from (the reported ones and, with ``--steps``, the run's others)."""
+    median_step_s: float = float("nan")
+    """The median duration of those steps: what the steps table's caption says (not the shown steps' median)."""
 
 
 def diagnose_run(t: Tables, thresholds: Thresholds | None = None, stats: LoadStats | None = None) -> Diagnosis:
@@ -107,6 +111,8 @@ def diagnose_accounts(
     shifts, explained = find_behaviour_shifts(accounts, spread, th)
     findings = fold(findings, places, shifts, explained) + stragglers + find_trends(accounts, spread, th)
     known = len(accounts)
+    took = [a.duration_s for a in accounts if np.isfinite(a.duration_s)]
+    median_step_s = float(np.median(took)) if took else float("nan")
     if reported is not None:
         findings = reported_only(findings, reported)
         accounts = [a for a in accounts if a.step in reported]
@@ -114,7 +120,9 @@ def diagnose_accounts(
     tail = long_tail(accounts, spread.spread) if run_tail else None
     found = findings + ([tail] if tail is not None else []) + (quality or [])
     found += find_bound(summaries, th) + find_missing_workers(summaries) + find_missing_data(summaries, stats)
-    return Diagnosis(_capped(sort_findings(found), th), accounts, spread, b, baseline_steps=known)
+    return Diagnosis(
+        _capped(sort_findings(found), th), accounts, spread, b, baseline_steps=known, median_step_s=median_step_s
+    )
 
 
 def diagnose(t: Tables, thresholds: Thresholds | None = None) -> list[Finding]:

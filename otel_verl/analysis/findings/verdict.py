@@ -60,7 +60,10 @@ def cause_in_a_line(f: Finding, step: int) -> str:
     ``step`` (:mod:`.common.step_cause`, the steps table's figures)."""
     d = f.details
     if d.get("scope") == k.SCOPE_PHASE or (d.get("phase") and not f.workers):
-        where = [f"in phase {d['phase']}" if d.get("phase") else "in the trainer"]
+        # "slow phase in phase update_actor" said the word twice (issue 51): a name that ends in "phase" is followed
+        # by the phase's own name
+        named = cause_name(f).endswith("phase")
+        where = [(f"{d['phase']}" if named else f"in phase {d['phase']}") if d.get("phase") else "in the trainer"]
     elif d.get("scope") == k.SCOPE_STEP:
         where = ["on every worker"]
     else:
@@ -95,20 +98,25 @@ def verdict(d: Diagnosis, workers: int, requests: int) -> str:
 
 
 def evidence(d: Diagnosis) -> str:
-    """What the steps were judged against, in a sentence."""
+    """What the steps were judged against, in a sentence that names the baseline once (``1 step reported, judged
+    against the run's 3 steps …``; it once said it twice: "the run's 3 steps their baseline. Judged against 3
+    steps", issue 51)."""
     shown, known = len(d.accounts), max(d.baseline_steps, len(d.accounts))
     steps = _count(known, "step")
-    reported = f"{_count(shown, 'step')} reported, the run's {steps} their baseline. " if shown < known else ""
+    partial = shown < known
+    reported = f"{_count(shown, 'step')} reported, " if partial else ""
+    run_steps = f"the run's {steps}" if partial else steps
     if known <= 1:
         return (
             f"{reported}1 step: no baseline from other steps; judged against the step's own peers (workers, requests)."
         )
     if not d.spread.measured:
         return (
-            f"{reported}{steps}: too few to measure how steps vary; each judged against the other "
+            f"{reported}{run_steps}: too few to measure how steps vary; each judged against the other "
             f"step{'s' if known > 2 else ''} and its own peers (workers, requests)."
         )
-    return f"{reported}Judged against {steps} (they vary by ±{fmt_s(d.spread.spread)}) and each step's own peers."
+    judged = "judged" if partial else "Judged"
+    return f"{reported}{judged} against {run_steps} (they vary by ±{fmt_s(d.spread.spread)}) and each step's own peers."
 
 
 def _count(n: int, word: str) -> str:
@@ -124,7 +132,7 @@ def _verdict(d: Diagnosis, workers: int, requests: int) -> str:
         plural = "s" if len(where) > 1 else ""
         at = f" in step{plural} {number_ranges(where)}" if where else ""
         n = len(serious)
-        gaps = f"; {_count(len(missing), 'note')} on missing data below" if missing else ""
+        gaps = f"; {_count(len(missing), 'finding')} on missing data below" if missing else ""
         return f"{n} problem{'s' if n > 1 else ''}{at}, costing {fmt_s(_lost(d, serious))} of step time{gaps}."
     if missing:
         what = "; ".join(f.message for f in missing[:2])
@@ -186,4 +194,19 @@ def _took(
         step = f"the step took {fmt_s(duration)} (the median step {fmt_s(float(np.median(others)))})"
     if trainer or not np.isfinite(rollout) or not np.isfinite(usual_rollout) or usual_rollout <= 0:
         return step
-    return f"rollout took {fmt_s(rollout)}, {rollout / usual_rollout:.1f}× {usual_words} {fmt_s(usual_rollout)}; {step}"
+    ratio, said = ratio_words(rollout, usual_rollout)
+    return f"rollout took {fmt_s(rollout)}, {ratio}× {usual_words} {said}; {step}"
+
+
+def ratio_words(value: float, usual: float) -> tuple[str, str]:
+    """``("14.1", "1.48 s")``: the ratio and the usual seconds, the usual said with as many decimals as the ratio
+    needs to read true from the figures shown. Why: the live line said "14.1× the other step's 1.5 s" and the summary
+    "13.7× its parts' usual 1.5 s" (usuals of 1.48 s and 1.52 s, both shown as 1.5 s: issue 51)."""
+    ratio = f"{value / usual:.1f}"
+    shown = float(fmt_s(value).removesuffix(" s"))
+    for digits in (None, 2, 3):
+        said = fmt_s(usual) if digits is None else f"{usual:.{digits}f} s"
+        base = float(said.removesuffix(" s"))
+        if base > 0 and f"{shown / base:.1f}" == ratio:
+            break
+    return ratio, said

@@ -98,7 +98,7 @@ def write_html(
             + "</section>"
         )
     if accounts:
-        parts += _steps_table(accounts, found)
+        parts += _steps_table(accounts, found, summary)
         parts += _account(accounts)
     if found:
         parts.append(_causes(found, trace_url, source))
@@ -241,17 +241,20 @@ def command_html(cmd: str) -> str:
     return f"<code class='cmd'>{' '.join(words)}</code>"
 
 
-def _steps_table(accounts: Sequence[Mapping[str, Any]], found: list[dict[str, Any]]) -> list[str]:
+def _steps_table(
+    accounts: Sequence[Mapping[str, Any]], found: list[dict[str, Any]], summary: Mapping[str, Any]
+) -> list[str]:
     """Each step's duration, usual duration, excess, severity and top cause (findings.json ``steps``), linked to
     its row in the causes' table; past :data:`STEP_ROWS` steps the worst, and every step in a folded table."""
     rows, left_out = step_rows.table_rows(list(accounts), STEP_ROWS)
     if not rows:
         return []
     row_of = {str(f.get("message")): i for i, f in enumerate(found, 1)}
+    caption = html.escape(presenting.usual_words(accounts, summary))
     out = [
-        f"<section id='steps'><h2>Steps</h2><p class='caption'>{html.escape(presenting.usual_words(accounts))}. "
+        f"<section id='steps'><h2>Steps</h2><p class='caption'>{caption}. "
         "Severity and top cause: the worst and the first "
-        "of the warnings and criticals below that name the step (ok: none does; notes stay in the causes), with "
+        "of the warnings and criticals below that name the step (ok: none does; info stays in the causes), with "
         "what it cost the step: how much sooner the step would have ended without it, as the causes say.</p>",
         _step_rows_html(rows, row_of, "step-table"),
     ]

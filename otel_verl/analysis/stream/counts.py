@@ -81,6 +81,8 @@ class RunCounts:
             "requests": self.requests,
             "requests_by_status": dict(self.by_status.most_common()),
             "median_rollout_s": self.median_rollout_s(),
+            "median_step_s": round(d.median_step_s, 3) if np.isfinite(d.median_step_s) else None,
+            "baseline_steps": d.baseline_steps,
             "spread_s": round(d.spread.spread, 3) if d.spread.spread == d.spread.spread else None,
             "warn_excess_s": round(d.spread.warn_s, 3) if d.spread.spread == d.spread.spread else None,
             "turn_spans": self.turn_spans,
