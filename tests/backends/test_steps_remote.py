@@ -54,6 +54,19 @@ def test_jaeger_steps_range(jaeger: str) -> None:
     assert [s.steps for s in streamed] == [(6,), (7,), (8,)]  # probing stops after the last step
 
 
+def test_analyze_of_a_jaeger_links_its_trace_pages(jaeger: str, tmp_path: Path) -> None:
+    """Issue 51: analysing a Jaeger ended with the hint to put the traces in a Jaeger and pass
+    ``--trace-url 'http://JAEGER-HOST:16686/…'``; the source's own trace pages are the links."""
+    from typer.testing import CliRunner
+
+    from otel_verl.cli import app
+
+    res = CliRunner().invoke(app, ["analyze", jaeger, "--since", "0", "--steps", "3", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert f"{jaeger.rstrip('/')}/trace/" in res.output and "JAEGER-HOST" not in res.output, res.output[-800:]
+    assert f"{jaeger.rstrip('/')}/trace/" in (tmp_path / "report.html").read_text()
+
+
 @pytest.mark.parametrize("version", ["3", "2.4", "1.5"])
 def test_tempo_step_by_step_equals_whole_fetch(planted_spool: Path, version: str) -> None:
     with TempoStandIn(planted_spool, version=version) as tempo:
