@@ -34,7 +34,8 @@ EXPORT_PERFETTO_HELP = (
     "chunks and barrier wait, then a track per request named by prompt, request id and replica, holding its "
     "turns, engine calls and events), every span's attributes on its slice. Perfetto's protobuf format "
     "(`.pftrace`), or Chrome's JSON for an `--out` ending in `.json` (its request lanes cannot be named). "
-    "`--steps 7` writes one step: `otel-verl export-perfetto ./spool --steps 7 --out step7.pftrace`."
+    "`--steps 2` writes one step: `otel-verl export-perfetto ./traces --steps 2 --out step2.pftrace` (the README "
+    "demo's spool and its slow step)."
     f"\n\n{EXIT_CODES}"
 )
 FORMATS = ("auto", "proto", "json")
@@ -43,7 +44,10 @@ FORMATS = ("auto", "proto", "json")
 @one_line_errors
 def import_legacy(
     logdir: Annotated[
-        Path, typer.Argument(help="SGLangLogManager log dir: `step_<n>/worker_<rank>.jsonl`", show_default=False)
+        Path,
+        typer.Argument(
+            help="SGLangLogManager log dir: `step_<n>/worker_<rank>.jsonl`", metavar="LOGDIR", show_default=False
+        ),
     ],
     spool: Annotated[
         Path | None,

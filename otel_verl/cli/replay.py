@@ -12,7 +12,7 @@ from otel_verl.cli.common import console
 
 
 def replay(
-    spool: Annotated[Path, typer.Argument(help="Spool directory (or one .jsonl file) to send.")],
+    spool: Annotated[Path, typer.Argument(help="Spool directory (or one .jsonl file) to send.", metavar="SPOOL")],
     endpoint: Annotated[str | None, typer.Option(help="OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT).")] = None,
     protocol: Annotated[
         str | None, typer.Option(help="grpc | http/protobuf (default: OTEL_EXPORTER_OTLP_PROTOCOL or grpc).")
