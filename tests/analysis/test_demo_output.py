@@ -53,6 +53,11 @@ def test_demo_prints_its_steps_and_nothing_else(readme_demo) -> None:
     assert [line.split(":")[0] for line in lines if line.startswith("otel_verl | ")] == [
         f"otel_verl | step {i}" for i in (1, 2, 3)
     ]  # the live account's verdict, a line per step
+    told = [
+        line.strip().split(":")[0].split(" done")[0] for line in lines if "done in" in line or "otel_verl |" in line
+    ]
+    for i in (1, 2):  # a step's live line after its own "done", before the next step's (issue 51)
+        assert told.index(f"step {i}/3") < told.index(f"otel_verl | step {i}") < told.index(f"step {i + 1}/3"), told
     assert not [line for line in lines if any(n in line for n in NOISE)], lines
     demo = lines[: traces + 1]  # what the demo itself prints, before the analyzer's report
     header = demo[: next(i for i, line in enumerate(demo) if "done in" in line)]
@@ -63,3 +68,25 @@ def test_demo_prints_its_steps_and_nothing_else(readme_demo) -> None:
     # the count line whole (never folded at the terminal's width), its count named as what verl counts: messages
     count = [x for x in rest if " steps in " in x]
     assert len(count) == 1 and count[0].endswith("messages (verl's num_turns)"), count
+
+
+def test_a_step_is_told_done_after_verls_log_of_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """V1's ``_compute_metrics`` runs before verl's ``Tracking.log``, the call that writes the live line of the step
+    before: "step 2/3 done" came before step 1's line. The demo's line now follows the log call (real ``Tracking``)."""
+    from types import SimpleNamespace
+
+    from verl.utils.tracking import Tracking
+
+    from otel_verl.demo.v1.trainer import DemoParts, _tell_steps_after_log
+
+    parts = DemoParts(
+        SimpleNamespace(on_step=lambda step, s: print(f"step {step}/3 done in {s:.1f} s")), None, type, None
+    )
+    tracking = Tracking("p", "e", default_backend="console")
+    _tell_steps_after_log(tracking, parts)
+    tracking.log({"val/score": 0.5}, step=0)  # validation before step 1: no step to tell
+    parts.done = (1, 2.5)
+    tracking.log({"timing_s/step": 2.5}, step=1)
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if "done in" in line] == ["step 1/3 done in 2.5 s"] and parts.done is None
+    assert "timing_s/step" in out[-2] and out[-1] == "step 1/3 done in 2.5 s", out

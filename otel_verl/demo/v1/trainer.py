@@ -37,6 +37,8 @@ class DemoParts:
         self.manager_cls = manager_cls
         self.begin_step = begin_step
         self.step_seconds: list[float] = []
+        self.done: tuple[int, float] | None = None
+        """The step trained last and its seconds, until verl's log call returns (:func:`_tell_steps_after_log`)."""
         self.turns = 0
         """verl's ``num_turns`` summed over the trained samples (its metrics' mean × samples, per step)."""
 
@@ -57,16 +59,42 @@ def trainer_class(mode: str, parts: DemoParts) -> type:
             self.demo.begin_step(self)
             super().on_step_begin()
 
+        @property
+        def logger(self) -> Any:
+            return self.__dict__.get("_demo_tracking")
+
+        @logger.setter
+        def logger(self, tracking: Any) -> None:  # verl's fit sets its Tracking here
+            self.__dict__["_demo_tracking"] = tracking
+            if tracking is not None:
+                _tell_steps_after_log(tracking, self.demo)
+
         def _compute_metrics(self, batch: Any, metrics: Any, timing_raw: Any, global_steps: int, epoch: int) -> None:
             super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
             self.demo.step_seconds.append(float(timing_raw.get("step", 0.0)))
-            if self.demo.opts.on_step is not None:
-                self.demo.opts.on_step(global_steps, self.demo.step_seconds[-1])
+            self.demo.done = (global_steps, self.demo.step_seconds[-1])  # told once verl's log call has returned
             samples = sum(not tag.get("is_padding", False) for tag in batch.tags)
             self.demo.turns += round(float(metrics.get("training/num_turns/mean", 0.0)) * samples)
 
     DemoV1Trainer.__name__ = DemoV1Trainer.__qualname__ = f"Demo{base.__name__}"
     return DemoV1Trainer
+
+
+def _tell_steps_after_log(tracking: Any, parts: DemoParts) -> None:
+    """The demo's "step n/N done" after verl's ``Tracking.log`` of step n, as the legacy loop tells it: that call
+    writes the live account of step n-1 (it arrives during step n: docs/live-details.md, "The lag"), so the console
+    reads "step 1 done", step 1's line, "step 2 done" (it read "step 2/3 done" before step 1's line: issue 51)."""
+    log = tracking.log
+
+    def log_then_tell(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return log(*args, **kwargs)
+        finally:
+            done, parts.done = parts.done, None
+            if done is not None and parts.opts.on_step is not None:
+                parts.opts.on_step(*done)
+
+    tracking.log = log_then_tell
 
 
 def _setup(trainer: Any, parts: DemoParts) -> None:
