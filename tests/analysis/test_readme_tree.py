@@ -58,3 +58,14 @@ def test_the_barrier_is_said_to_outlive_its_worker_span(demo_v1) -> None:
     assert (barriers["end_ns"].to_numpy() > parent_end).any()
     (line,) = [line for _, n, line in _tree() if n == "verl.barrier"]
     assert "worker span's end" in line
+
+
+def test_every_root_of_a_v1_run_is_drawn_as_a_root(demo_v1) -> None:
+    """Jaeger lists one trace per root span: beside the steps, validation and the sync before step 1 (verl's
+    ``on_init_end``) are roots of their own, and a user told "a trace per step" took them for orphans (issue 51)."""
+    spans: pd.DataFrame = demo_v1
+    parented = spans["parent_id"].isin(set(spans["span_id"]))
+    roots = set(spans.loc[~parented, "name"].astype(str))
+    drawn_as_roots = {n for c, n, _ in _tree() if c == 0}
+    assert {"verl.step", "verl.weight_sync"} <= roots, roots  # this run validates not: verl.validate is drawn too
+    assert roots <= drawn_as_roots, sorted(roots - drawn_as_roots)
