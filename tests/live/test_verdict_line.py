@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_verl.analysis import StepDiagnosis, fmt_s
+from otel_verl.analysis import StepDiagnosis
+from otel_verl.analysis.findings.verdict import ratio_words
 from otel_verl.analysis.read import load_spans
 from otel_verl.analysis.read.step_split import split_by_step
 from otel_verl.analysis.tables import Tables
@@ -69,7 +70,8 @@ def test_the_second_step_is_compared_with_the_first_and_says_so(tmp_path: Path) 
     assert "no baseline yet" not in second and "median" not in second, second
     assert "[critical]" in second and second.endswith("; compared with the step before alone (how much steps vary "
                                                       "is measured from 3 steps on)"), second  # fmt: skip
-    assert f"the other step's {fmt_s(rows[1][n.ROLLOUT_S])};" in second, second
+    usual = ratio_words(rows[2][n.ROLLOUT_S], rows[1][n.ROLLOUT_S])[1]  # as many digits as the ratio needs
+    assert f"the other step's {usual};" in second, second
     ratio = float(re.search(r"([\d.]+)×", second).group(1))
     assert ratio == pytest.approx(rows[2][n.ROLLOUT_S] / rows[1][n.ROLLOUT_S], abs=0.05)
     # the excess names.py documents: each part against the step before
