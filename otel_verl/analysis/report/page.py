@@ -242,7 +242,7 @@ def command_html(cmd: str) -> str:
 
 
 def _steps_table(
-    accounts: Sequence[Mapping[str, Any]], found: list[dict[str, Any]], summary: Mapping[str, Any]
+    accounts: Sequence[Mapping[str, Any]], found: list[dict[str, Any]], summary: Mapping[str, Any] | None = None
 ) -> list[str]:
     """Each step's duration, usual duration, excess, severity and top cause (findings.json ``steps``), linked to
     its row in the causes' table; past :data:`STEP_ROWS` steps the worst, and every step in a folded table."""
