@@ -2,8 +2,9 @@
 
 The streamed analyzer summarizes one step a part; the group a step dispatches is linked by the next step's
 ``verl.update``, in the next part. Before :mod:`otel_verl.analysis.stream.consumers` the dispatch step's requests
-never learnt their consumer, and the benchmark's ``async_reward`` class was told at the dispatch step in 0 of 4 runs.
-A real simulated run (the benchmark's builder and spool writer), the real streamed ``analyze``."""
+never learnt their consumer, and the benchmark's ``async_reward`` class was told at the dispatch step in 0 of 4 runs;
+nor did a part hold the later weight syncs its groups waited out (``AsyncStep.pauses``). A real simulated run (the
+benchmark's builder and spool writer), the real streamed ``analyze``."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks.diagnosis.async_classes import BUILDERS
-from benchmarks.diagnosis.shape import OTLP
+from benchmarks.diagnosis.shape import OTLP, OTLP_ENGINE
 from benchmarks.diagnosis.write_async import write_async
-from otel_verl.analysis import analyze
+from otel_verl.analysis import analyze, load
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import SEVERITIES
+from otel_verl.analysis.findings.diagnose import diagnose_run
 
 CAUSES_FIRST = 3
 
@@ -38,3 +40,22 @@ def test_a_hung_reward_is_told_where_the_next_step_waited(tmp_path: Path, monkey
     assert told["details"]["request_ids"] == list(plant.request_ids)
     assert SEVERITIES.index(told["severity"]) <= SEVERITIES.index("warning")
     assert findings.index(told) < CAUSES_FIRST
+
+
+def test_a_streamed_stale_run_is_judged_as_the_whole_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """colocate-async, batches dispatched 3 ahead (--seed 9837's async_stale run 3): its groups wait out the weight
+    syncs of later steps. Streamed, each step's part must know them as the whole-table diagnosis does: the same
+    warnings (four, critical among them, when a part held only its own pauses)."""
+    monkeypatch.setitem(os.environ, "OTEL_VERL_ANALYZE_JOBS", "1")
+    run, _ = BUILDERS["async_stale"](9837730514, OTLP_ENGINE)
+    assert run.ashape.lookahead == 3
+    root = write_async(run, tmp_path / "data")
+    analyze(root, tmp_path / "out", html_report=False, figures=False)
+    streamed = json.loads((tmp_path / "out" / "findings.json").read_text())["findings"]
+    whole = [f.to_json() for f in diagnose_run(load(root)).findings]
+
+    def loud(fs: list[dict]) -> list[tuple]:
+        return [(f["kind"], f["severity"], f["steps"]) for f in fs if f["severity"] in ("warning", "critical")]
+
+    assert loud(streamed) == loud(whole)
+    assert len(loud(streamed)) <= 1
