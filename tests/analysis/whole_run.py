@@ -58,6 +58,8 @@ def whole_run(
         "thresholds": th.as_dict(),
         "engine": engine_summary(t),
         "missing": missing_steps(d),
+        "median_step_s": round(d.median_step_s, 3) if np.isfinite(d.median_step_s) else None,
+        "baseline_steps": d.baseline_steps,
     }
     steps = add_step_rows(accounts_json(d.accounts), d.findings)
     document = json.loads(
