@@ -95,7 +95,7 @@ GROWTH_S: Final = 0.6
 GROWING: Final[dict[str, tuple[Callable[[int], dict[str, Any]], str]]] = {
     "slow-replica": (
         lambda step: {SLOW_REPLICA: {1: SLOW_REPLICA_FACTOR}},
-        f"from step {PLANT_STEP} on, replica 1 of 2 (the demo runs 2 for it) decodes {SLOW_REPLICA_FACTOR:.0f}x "
+        f"replica 1 of 2 (the demo runs 2 for it) decodes {SLOW_REPLICA_FACTOR:.0f}x "
         "slower per token: the rollouts it serves come late and the trainer waits for them",
     ),
     "growing-sync": (
