@@ -70,6 +70,12 @@ def _loud(data: dict) -> list[dict]:
 
 
 @pytest.mark.ray
+@pytest.mark.xfail(
+    strict=False,
+    reason="issue 50, open: on a quiet machine the slow replica is told at the right replica and step, but as "
+    "'time between a request's spans' (slow_gap): its attempts are aborted at each weight sync and the wait until "
+    "their resume counts as gap, not decoding (under load it reads slow_decode and passes)",
+)
 def test_slow_replica_is_told_where_the_trainer_waited(tmp_path_factory: pytest.TempPathFactory) -> None:
     """separate-async, replica sim-1 of 2 decoding 25x slower from step 2 on: the first finding, at warning or worse, is
     that replica's decoding, at a step whose trainer waited for its samples, naming the dispatch."""
