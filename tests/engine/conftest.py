@@ -52,6 +52,28 @@ def _launch_seconds(output: str) -> float | None:
     return None
 
 
+def run_demo(work: Path, args: list[str], env: dict[str, str], *, timeout: int) -> tuple[Path, str]:
+    """``otel-verl demo ARGS`` into ``work/spool`` (again when Ray's node timed out starting): (its run's spool
+    folder, what it printed)."""
+    otel_verl = Path(sys.executable).parent / "otel-verl"
+    for _attempt in range(RAY_START_ATTEMPTS):
+        done = subprocess.run(
+            [str(otel_verl), "demo", *args, "--spool", str(work / "spool"), "--no-report"],
+            env=env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        output = done.stdout + done.stderr
+        if done.returncode == 0 or RAY_START_TIMEOUT not in output:
+            break
+    assert done.returncode == 0, output[-4000:]
+    (spool_run,) = (p for p in (work / "spool").iterdir() if p.is_dir())  # the demo names its run
+    return spool_run, output
+
+
 @pytest.fixture(scope="session")
 def engine_run(backends: Backends, tmp_path_factory) -> EngineRun:  # noqa: F811
     pytest.importorskip("vllm", reason="needs vLLM (scripts/install_vllm.sh)")
@@ -61,23 +83,8 @@ def engine_run(backends: Backends, tmp_path_factory) -> EngineRun:  # noqa: F811
         "OTEL_EXPORTER_OTLP_ENDPOINT": backends.collector_otlp_grpc,
         "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
     }
-    otel_verl = Path(sys.executable).parent / "otel-verl"
     started = time.time()
-    for _attempt in range(RAY_START_ATTEMPTS):
-        done = subprocess.run(
-            [str(otel_verl), "demo", "--engine", "vllm", *DEMO_ARGS, "--spool", str(work / "spool"), "--no-report"],
-            env=env,
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=1500,
-            check=False,
-        )
-        output = done.stdout + done.stderr
-        if done.returncode == 0 or RAY_START_TIMEOUT not in output:
-            break
-    assert done.returncode == 0, output[-4000:]
-    (spool_run,) = (p for p in (work / "spool").iterdir() if p.is_dir())  # the demo names its run
+    spool_run, output = run_demo(work, ["--engine", "vllm", *DEMO_ARGS], env, timeout=1500)
     return EngineRun(
         spool_run=spool_run,
         run_id=spool_run.name,

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import RAY_START_ATTEMPTS, RAY_START_TIMEOUT
+from tests.engine.conftest import run_demo
 
 pytest.importorskip("vllm", reason="needs vLLM (scripts/install_vllm.sh)")
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(2400)]  # the engine's launch and 3 steps: minutes
@@ -32,22 +30,7 @@ def clean_engine_spool(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("clean_engine")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
     env["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
-    otel_verl = Path(sys.executable).parent / "otel-verl"
-    for _attempt in range(RAY_START_ATTEMPTS):
-        done = subprocess.run(
-            [str(otel_verl), "demo", *DEMO_ARGS, "--spool", str(work / "spool"), "--no-report"],
-            env=env,
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
-        )
-        output = done.stdout + done.stderr
-        if done.returncode == 0 or RAY_START_TIMEOUT not in output:
-            break
-    assert done.returncode == 0, output[-4000:]
-    (run,) = (p for p in (work / "spool").iterdir() if p.is_dir())
+    run, _ = run_demo(work, DEMO_ARGS, env, timeout=1800)
     return run
 
 
