@@ -3,10 +3,10 @@ benchmarks/RESULTS.md (beside the judgement classes' section, which they leave a
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from benchmarks.diagnosis.async_classes import ASYNC_CLASSES
+from benchmarks.diagnosis.class_tables import class_rows, error_lines, false_alarm_lines
 from benchmarks.diagnosis.tables import Goal, update_results
 
 Record = dict[str, Any]
@@ -40,10 +40,6 @@ def async_goals(runs: list[Record]) -> list[Goal]:
     return [g for g in out if g.n]
 
 
-def _pct(rows: list[Record], key: str) -> str:
-    return f"{sum(bool(r[key]) for r in rows) / len(rows):.0%} ({len(rows)})" if rows else "—"
-
-
 def markdown(runs: list[Record], header: str) -> str:
     out = [BEGIN, "## Asynchronous classes (issue 50): separate-async and colocate-async runs", "", header, ""]
     out += ["| goal | target | measured | ok | over |", "| --- | --- | --- | --- | --- |"]
@@ -52,33 +48,14 @@ def markdown(runs: list[Record], header: str) -> str:
         out.append(f"| {g.name} | {g.goal} | {measured} | {'✅' if g.ok else '❌'} | {g.n} runs |")
     out += ["", "| class | variant | runs | named | warning+ within three | median rank | warnings per run (false) |"]
     out.append("| --- | --- | --- | --- | --- | --- | --- |")
-    for cls in ASYNC_CLASSES:
-        mine = [r for r in runs if r["class"] == cls]
-        for variant in [*sorted({r["variant"] for r in mine}), "all"]:
-            group = [r for r in mine if variant in ("all", r["variant"])]
-            if not group:
-                continue
-            expects = [r for r in group if r["expects"]]
-            ranks = sorted(r["rank"] for r in expects if r["rank"] is not None)
-            alarms = sum(r["alarms"] for r in group) / len(group)
-            false = sum(r["false_alarms"] for r in group) / len(group)
-            cells = [cls, variant, str(len(group)), _pct(expects, "named"), _pct(expects, "told"),
-                     str(ranks[len(ranks) // 2]) if ranks else "—", f"{alarms:.2f} ({false:.2f})"]  # fmt: skip
-            out.append("| " + " | ".join(cells) + " |")
-    kinds: Counter[str] = Counter()
-    for r in runs:
-        kinds.update(r["false_alarm_kinds"])
-    if kinds:
-        out += ["", "False alarms by finding kind: " + ", ".join(f"{a} {b}" for a, b in kinds.most_common()) + "."]
+    out += class_rows(runs, ASYNC_CLASSES, "told") + false_alarm_lines(runs)
     misses = [r for r in runs if r["expects"] and not r["told"]]
     if misses:
         out += ["", "What the runs not told right got instead (their first three cause findings):", ""]
         for r in misses:
             got = "; ".join(r["top3"]) or "no cause finding"
             out.append(f"- {r['class']} ({r['variant']}, run {r['index']}): {got}")
-    errors = [r for r in runs if r.get("error")]
-    if errors:
-        out += ["", f"The analyzer failed on {len(errors)} runs (scored as naming nothing): {errors[0]['error']}"]
+    out += error_lines(runs)
     out += ["", END]
     return "\n".join(out) + "\n"
 
