@@ -44,8 +44,7 @@ def markdown(runs: list[Record], header: str) -> str:
     out = [BEGIN, "## Asynchronous classes (issue 50): separate-async and colocate-async runs", "", header, ""]
     out += ["| goal | target | measured | ok | over |", "| --- | --- | --- | --- | --- |"]
     for g in async_goals(runs):
-        measured = "—" if g.value is None else f"{g.value:.3f}" if "per run" in g.name else f"{g.value:.1%}"
-        out.append(f"| {g.name} | {g.goal} | {measured} | {'✅' if g.ok else '❌'} | {g.n} runs |")
+        out.append(f"| {g.name} | {g.goal} | {g.measured} | {'✅' if g.ok else '❌'} | {g.n} runs |")
     out += ["", "| class | variant | runs | named | warning+ within three | median rank | warnings per run (false) |"]
     out.append("| --- | --- | --- | --- | --- | --- | --- |")
     out += class_rows(runs, ASYNC_CLASSES, "told") + false_alarm_lines(runs)

@@ -62,9 +62,7 @@ def markdown(runs: list[Record], header: str) -> str:
     out = [BEGIN, "## Judgement classes (issue 40): short runs, stragglers, trends, shifts, clean runs", "", header, ""]
     out += ["| goal | target | measured | ok | over |", "| --- | --- | --- | --- | --- |"]
     for g in class_goals(runs):
-        over = f"{g.n} runs"
-        measured = "—" if g.value is None else f"{g.value:.3f}" if "per" in g.name else f"{g.value:.1%}"
-        out.append(f"| {g.name} | {g.goal} | {measured} | {'✅' if g.ok else '❌'} | {over} |")
+        out.append(f"| {g.name} | {g.goal} | {g.measured} | {'✅' if g.ok else '❌'} | {g.n} runs |")
     out += ["", "| class | variant | runs | named | warning or worse | median rank | warnings per run (false) |"]
     out.append("| --- | --- | --- | --- | --- | --- | --- |")
     out += class_rows(runs, CLASSES, "alarm")

@@ -38,7 +38,10 @@ class Goal:
 
     @property
     def measured(self) -> str:
-        return "—" if self.value is None else f"{self.value:.3f}" if "per" in self.name else f"{self.value:.1%}"
+        """In the target's unit: a share where the target is a percentage (≥ 90%), else a count (≤ 0.05 a run)."""
+        if self.value is None:
+            return "—"
+        return f"{self.value:.1%}" if "%" in self.goal else f"{self.value:.3f}"
 
 
 def _mean(values: Iterable[float | bool | None]) -> float | None:

@@ -185,3 +185,19 @@ def test_goal_rows_and_tables_render(run: SimRun) -> None:
     assert [g.ok for g in rows] == [True, True, False, True] and rows[2].value == 1.0
     text = markdown([r1, r2], p1 + p2, "header")
     assert "| kind |" in text and "warnings per clean run" in text and text.startswith("<!-- BEGIN")
+
+
+def test_a_goal_is_measured_in_its_targets_unit() -> None:
+    """A share where the target is a percentage, a count where it is one: the class table showed "persistent
+    stragglers" (a "per" in its name) as 0.900 beside ≥ 90%."""
+    from benchmarks.diagnosis.class_tables import markdown as class_markdown
+    from benchmarks.diagnosis.tables import Goal
+
+    assert Goal("persistent stragglers named with the right place", "≥ 90%", 0.9, 40, True).measured == "90.0%"
+    assert Goal("warnings per clean run", "≤ 0.05", 0.025, 40, True).measured == "0.025"
+    straggler = {"class": "straggler", "variant": "v", "expects": True, "named": True, "alarm": True, "told": True,
+                 "rank": 1, "alarms": 1, "false_alarms": 0, "false_alarm_kinds": {}, "cost_share": 0.2}  # fmt: skip
+    clean = {**straggler, "class": "clean", "expects": False, "named": False, "alarm": False, "rank": None}
+    text = class_markdown([straggler, clean], "header")
+    assert "| persistent stragglers named with the right place | ≥ 90% | 100.0% |" in text, text
+    assert "| warnings per clean run | ≤ 0.05 | 0.000 |" in text
