@@ -179,14 +179,14 @@ def print_summary(
     headline per slow step, the causes worth reading first (warnings and worse, else the first at info) with the
     seconds each cost, their full trace ids (linked through ``trace_url``) or the command that opens their
     steps in ui.perfetto.dev, and where the files are. Words only: no Python dict is printed."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from otel_verl.analysis.report import presenting
+    from otel_verl.cli.consoles import console as make_console
     from otel_verl.cli.prose import Prose
 
-    console = Console()
+    console = make_console()
     s = result.summary
     found = presenting.as_dicts(result.findings)
     counted = presenting.counted

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlparse
 
 import typer
-from rich.console import Console
 
 from otel_verl.analysis.errors import AnalysisInputError
+from otel_verl.cli.consoles import console as make_console
 
 if TYPE_CHECKING:  # pandas stays out of --help: the reader is imported when a command runs
     from otel_verl.analysis.read.load_options import LoadOptions
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 """Progress and summaries of long commands go to stderr, so stdout stays a result a script can read."""
 
 EXIT_CODES = (

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from otel_verl.analysis.report.presenting import counted
 from otel_verl.cli.common import console
+from otel_verl.cli.consoles import console as make_console
 from otel_verl.demo import quiet_logs as demo_quiet
 from otel_verl.demo import trackers as demo_trackers
 from otel_verl.demo.plants import ENGINE_KEYS, GROWING, NEEDS_REPLICAS, PLANT_STEP, READY_MADE, names
@@ -295,7 +296,7 @@ def demo(
     except ValueError as exc:
         console.print(f"error: {exc}")
         raise typer.Exit(code=2) from None
-    out = Console(file=sys.stdout)  # every line the user reads, on stdout; errors alone on stderr
+    out = make_console()  # every line the user reads, on stdout; errors alone on stderr
     result = _run_with_progress(out, opts, quiet=not (verbose or demo_quiet.verbose()))
     out.print(
         f"[bold]{counted(result.steps, 'step')}[/] in {result.wall_seconds:.1f} s (start-up included), "

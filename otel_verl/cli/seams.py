@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from otel_verl.cli.common import console
+from otel_verl.cli.consoles import console as make_console
 from otel_verl.cli.prose import Prose
 
 CHECK_SEAMS_HELP = (
@@ -76,7 +76,7 @@ def check_seams(
     misfits = [s for s in seams if s["status"] == "misfit"]
     absent = [s for s in seams if s["status"] == "absent"]
     if not as_json:
-        answer = Console()  # the answer, on stdout (a script may grep it); errors alone on stderr
+        answer = make_console()  # the answer, on stdout (a script may grep it); errors alone on stderr
         for s in misfits:
             answer.print(f"[bold red]misfit[/] {s['module']}.{s['method']}: {s['why']} → not recorded: {s['records']}")
         verl = result["verl"]
