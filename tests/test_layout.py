@@ -215,7 +215,7 @@ def test_the_analyzer_imports_only_down_its_stages() -> None:
     up = {name: targets for name, targets in up.items() if targets}
     assert up == {}, f"imports running back up the analyzer's stages: {up}"
     assert _stage("otel_verl.analysis.findings.account.anomalies") == 5
-    assert _stage("otel_verl.analysis.read.seed.spans") == 1
+    assert _stage("otel_verl.analysis.read.seed.rows") == 1
 
 
 PACKAGE_STAGES: tuple[tuple[str, ...], ...] = (

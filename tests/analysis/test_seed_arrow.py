@@ -26,9 +26,10 @@ from benchmarks.diagnosis.shape import SEED
 from benchmarks.diagnosis.write_seed import write_seed
 from benchmarks.gen_seed_logs import Plant, write_seed_logs
 from otel_verl.analysis.read.seed import arrow as seed_arrow
-from otel_verl.analysis.read.seed import arrow_spans, convert, log_file
-from otel_verl.analysis.read.seed.columns import SeedSpanColumns
-from otel_verl.analysis.read.seed.spans import LEGACY_SERVICE
+from otel_verl.analysis.read.seed import convert, log_file
+from otel_verl.analysis.read.seed.batch import build
+from otel_verl.analysis.read.seed.rows import LEGACY_SERVICE
+from otel_verl.analysis.read.seed.sinks import SeedSpanColumns, add_to_table
 from otel_verl.analysis.read.span_frame import frame_from_parts
 
 
@@ -225,7 +226,7 @@ def test_many_edited_files_go_through_arrow(tmp_path: Path) -> None:
             got = seed_arrow.read_columns(path)
             cols = SeedSpanColumns(LEGACY_SERVICE)
             if got is not None:
-                arrow_spans.add_spans(got, "legacy", path.name, "", cols)
+                add_to_table(build(seed_arrow.arrow_rows(got, "legacy", path.name, "")), cols)
                 taken += 1
             edited += 1
     assert edited > 100 and taken / edited > 0.2, (taken, edited)

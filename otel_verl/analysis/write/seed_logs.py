@@ -26,7 +26,7 @@ from otel_verl import semconv as sc
 from otel_verl.analysis.output_paths import prepare_dir, writing
 from otel_verl.analysis.read.seed import events as le
 from otel_verl.analysis.read.seed.log_file import VALIDATION_PREFIX
-from otel_verl.analysis.read.seed.spans import LEGACY_SERVICE
+from otel_verl.analysis.read.seed.rows import LEGACY_SERVICE
 from otel_verl.analysis.write import seed_worker_step
 
 

@@ -1,9 +1,11 @@
-"""Read one seed log file with Arrow's JSON reader into columns, or None: then :mod:`.log_file` reads it line by line.
+"""The Arrow reader: one seed log file with Arrow's JSON reader → columns → a worker-step's :class:`.rows.StepRows`,
+or None: then :mod:`.log_file` reads it line by line.
 
-Why: the line-by-line reader builds a dict, a datetime and a :class:`~.log_file.Line` per line, and
-:mod:`.spans` a dict of attributes per span: most of the CPU of ``analyze`` on seed logs
-(docs/performance.md). Arrow parses the fields the spans use into typed columns, and :mod:`.arrow_spans`
-hands them to the span builder (:mod:`.batch`).
+Why: the line-by-line reader builds a dict, a datetime and a :class:`~.log_file.Line` per line, and the OTLP
+path a dict of attributes per span: most of the CPU of ``analyze`` on seed logs (docs/performance.md). Arrow parses
+the fields the spans use into typed columns (so the ``extra`` fields are arrays with nulls), which :func:`arrow_rows`
+hands to the span builder (:mod:`.batch`). Where a field's value depends on a key being absent rather than null
+(``e.get("turn", e.get("turn_index"))``), the rows Arrow cannot tell apart are read back from their own line.
 
 Only the usual file qualifies, so that the answer is the line-by-line reader's to the byte: UTF-8 throughout,
 each line one JSON object starting at its first byte (no blank line), every field the spans read of one JSON
@@ -16,6 +18,7 @@ included, goes to the line-by-line reader, which reads odd files and names bad l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from otel_verl.analysis.read.seed import events as le
 from otel_verl.analysis.read.seed import log_file
+from otel_verl.analysis.read.seed.rows import (
+    BARRIER,
+    ENGINE,
+    StepRows,
+    extra_of,
+    request_id,
+    row_kinds,
+    turn_index,
+    valid_mask,
+)
 from otel_verl.analysis.read.span_columns import INT64_LIMIT
 
 EXTRA_FIELDS: dict[str, pa.DataType] = {
@@ -181,3 +195,84 @@ def _group(path: Path, cols: dict[str, pa.Array]) -> tuple[int | None, int | Non
     if not in_val_dir and pc.any(is_true).as_py() and not pc.all(is_true).as_py():
         return None
     return out[0], out[1], in_val_dir or bool(len(flags) and pc.all(is_true).as_py())
+
+
+def arrow_rows(c: SeedColumns, run: str, rel: str, parent: str) -> StepRows:
+    """The file's rows for :func:`.batch.build`, from its columns."""
+    enc = c.event.dictionary_encode()
+    names: list[str] = enc.dictionary.to_pylist()
+    codes = enc.indices.to_numpy()
+    kinds = row_kinds(codes, names)
+    rid = _request_ids(c)
+    turn_col = c.extra["turn"]
+    turn = turn_col.fill_null(0).to_numpy()
+    event_turn, has_event_turn = _either(c, "turn", "turn_index", valid_mask(rid) & (kinds != BARRIER), turn_index)
+    tokens, has_tokens = _either(c, "output_tokens", "generated_tokens", kinds == ENGINE, lambda v: v)
+    ex = c.extra
+    by_event = pa.array([le.PREPROCESS_KIND_OF.get(e) for e in names], pa.string()).take(pa.array(codes))
+    return StepRows(
+        run=run,
+        rel=rel,
+        step=c.step,
+        worker=c.worker,
+        validate=c.validate,
+        parent=parent,
+        kinds=kinds,
+        name_codes=codes,
+        event_names=names,
+        start=c.start,
+        end=c.end,
+        lineno=np.arange(1, c.n + 1, dtype=np.int64),
+        rid=rid,
+        turn=turn,
+        has_turn=valid_mask(turn_col),
+        turn_value=turn,
+        event_turn=event_turn,
+        has_event_turn=has_event_turn,
+        model=ex["model"],
+        tool=pc.if_else(_filled(ex["tool_name"]), ex["tool_name"], ex["tool"]),
+        pre_kind=pc.if_else(_filled(ex["kind"]), ex["kind"], by_event),
+        output_tokens=pa.array(tokens, pa.int64(), mask=~has_tokens),
+        input_tokens=ex["input_tokens"],
+        obj=c.line,
+    )
+
+
+def _filled(arr: pa.Array) -> pa.Array:
+    """Where a string is truthy in Python: neither null nor empty (``e.get("tool_name") or e.get("tool")``)."""
+    return pc.fill_null(pc.not_equal(arr, ""), False)
+
+
+def _request_ids(c: SeedColumns) -> pa.Array:
+    """Each row's request id: ``extra.request_id``, else the top-level one where ``extra`` has no such key."""
+    rid = c.extra["request_id"]
+    unsure = np.flatnonzero(~valid_mask(rid) & valid_mask(c.request_id))
+    if not len(unsure):
+        return rid
+    values = rid.to_pylist()
+    for row in unsure:
+        values[row] = request_id(c.line(int(row)))
+    return pa.array(values, pa.string())
+
+
+def _either(
+    c: SeedColumns, key: str, alt: str, wanted: np.ndarray, clean: Callable[[Any], Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``e.get(key, e.get(alt))`` for every row (int values, and where there is one) where ``wanted``. Where ``key``
+    is null and ``alt`` is not, Arrow cannot tell a null ``key`` (no value) from a missing one (``alt``'s value):
+    those rows are read back from their lines."""
+    first, second = c.extra[key], c.extra[alt]
+    has_first, has_second = valid_mask(first), valid_mask(second)
+    values = first.fill_null(0).to_numpy().copy()
+    present = has_first.copy()
+    unsure = wanted & ~has_first & has_second
+    if unsure.any():  # where the line never names ``key``, it is missing: ``alt``'s value, no parse needed
+        absent = unsure & ~c.mentions(key)
+        values[absent], present[absent] = second.fill_null(0).to_numpy()[absent], True
+        unsure &= ~absent
+    for i in np.flatnonzero(unsure):
+        extra = extra_of(c.line(int(i)))
+        value = clean(extra[key] if key in extra else extra.get(alt))
+        if value is not None:
+            values[i], present[i] = value, True
+    return values, present

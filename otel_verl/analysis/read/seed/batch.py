@@ -2,8 +2,8 @@
 
 Design (issue 42: one way to build seed spans). A front end reads a worker-step's lines into
 :class:`.rows.StepRows` (a row per line: times, kind, request id, turn, the ``extra`` fields event spans
-read): :mod:`.lines` from parsed lines, any JSON type a damaged file holds kept as it is (Python lists), and
-:mod:`.arrow_spans` from Arrow's typed columns (the usual file). :func:`build` then makes every span of the
+read): :mod:`.log_file` from parsed lines, any JSON type a damaged file holds kept as it is (Python lists), and
+:mod:`.arrow` from Arrow's typed columns (the usual file). :func:`build` then makes every span of the
 worker-step at once, as arrays: ids and parents (:mod:`.tree` decides who hangs under whom), names, windows,
 which attributes each span has. The spans are in the order they are written: the worker, any further rollout line
 (a generic span), the requests, the turns from turn lines, the turns laid out from ``turn_timings``, then every

@@ -22,17 +22,18 @@ from otel_verl import semconv as sc
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.otlp.documents import FLUSH_SPANS
 from otel_verl.analysis.read.part_rows import merge_parts
-from otel_verl.analysis.read.seed import arrow as seed_arrow
-from otel_verl.analysis.read.seed import arrow_spans, log_file
-from otel_verl.analysis.read.seed import lines as seed_lines
-from otel_verl.analysis.read.seed import spans as seed_spans
-from otel_verl.analysis.read.seed.columns import SeedSpanColumns
+from otel_verl.analysis.read.seed import log_file
+from otel_verl.analysis.read.seed.arrow import arrow_rows, read_columns
+from otel_verl.analysis.read.seed.batch import build
+from otel_verl.analysis.read.seed.rows import LEGACY_SERVICE
+from otel_verl.analysis.read.seed.sinks import SeedSpanColumns, add_to_table, emit_rows
+from otel_verl.analysis.read.seed.tree import SpanFields, gen_span_id, step_spans
 from otel_verl.export.encoding import document_line, fields_json
 from otel_verl.export.spool import open_private_append
 
 SPANS_PER_DOCUMENT = 256
 """Spans per spool line (one ExportTraceServiceRequest), as the SDK's batch processor writes them."""
-LEGACY_RESOURCE = Resource({"service.name": seed_spans.LEGACY_SERVICE})
+LEGACY_RESOURCE = Resource({"service.name": LEGACY_SERVICE})
 LEGACY_SCOPE = InstrumentationScope("otel_verl")
 
 
@@ -51,6 +52,19 @@ class FileResult:
     bad: int = 0
     first_bad: list[str] = field(default_factory=list)
     error: str | None = None
+
+    def account(self, files: list[Path], stats: Any, bounds: dict[int | None, tuple[int, int]]) -> None:
+        """Raise this worker's error; else add its counts over ``files`` to ``stats`` (a
+        :class:`~otel_verl.analysis.read.stats.LoadStats`, or None) and widen ``bounds`` by its steps' bounds."""
+        if self.error is not None:
+            raise AnalysisInputError(self.error)
+        if stats is not None:
+            stats.files += len(files)
+            stats.lines += self.lines + self.bad
+            stats.bad_lines += self.bad
+            stats.first_bad.extend(self.first_bad[: max(0, 5 - len(stats.first_bad))])
+        for step, (lo, hi) in self.bounds.items():
+            widen(bounds, step, lo, hi)
 
 
 def _document(spans: list[str]) -> bytes:
@@ -73,7 +87,7 @@ def _convert(
     Table parts without the seed lines come from Arrow's columns where a file allows (:mod:`.arrow`;
     ``arrow=False``: never, the tests' reference)."""
     res = FileResult()
-    cols = SeedSpanColumns(seed_spans.LEGACY_SERVICE) if to_table else None
+    cols = SeedSpanColumns(LEGACY_SERVICE) if to_table else None
     handles: dict[Path, Any] = {}
     was_enabled = gc.isenabled()
     gc.disable()  # nothing here makes cycles; the cyclic GC rescanning every live dict is costly (docs/performance.md)
@@ -93,17 +107,18 @@ def _convert(
             res.first_bad.extend(got.first_bad[: max(0, 5 - len(res.first_bad))])
             res.lines += len(got.lines)
             rel = path.relative_to(root).as_posix()
-            for (val, step, worker), lines in seed_spans.group_lines(got.lines).items():
+            for (val, step, worker), lines in log_file.group_lines(got.lines).items():
                 if not val:
                     widen(res.bounds, step, min(x.start for x in lines), max(x.end for x in lines))
-                parent = "" if val else seed_spans.gen_span_id(run, step)
-                if cols is not None:  # straight into table columns: no OTLP dicts (see columns.py)
+                parent = "" if val else gen_span_id(run, step)
+                batch = build(log_file.line_rows(lines, run, rel, (val, step, worker), parent))
+                if cols is not None:  # straight into table columns: no OTLP dicts (see sinks.py)
                     before = cols.n
-                    seed_lines.worker_step_spans(lines, run, rel, (val, step, worker), parent, cols)
+                    add_to_table(batch, cols)
                     res.spans += cols.n - before
                     cols.maybe_flush()
                     continue
-                spans = seed_lines.worker_step_spans(lines, run, rel, (val, step, worker), parent)
+                spans = emit_rows(batch, fields_json)
                 res.spans += len(spans)
                 sub, fname = spool_file(rel, val, step, worker)
                 for i in range(0, len(spans), SPANS_PER_DOCUMENT):
@@ -126,12 +141,12 @@ def _convert(
 
 def _convert_columns(path: Path, root: Path, run: str, cols: SeedSpanColumns, res: FileResult) -> bool:
     """One file's spans into ``cols`` from its Arrow columns; False: the file needs the line-by-line reader."""
-    got = seed_arrow.read_columns(path)
+    got = read_columns(path)
     if got is None:
         return False
-    parent = "" if got.validate else seed_spans.gen_span_id(run, got.step)
+    parent = "" if got.validate else gen_span_id(run, got.step)
     before = cols.n
-    arrow_spans.add_spans(got, run, path.relative_to(root).as_posix(), parent, cols)
+    add_to_table(build(arrow_rows(got, run, path.relative_to(root).as_posix(), parent)), cols)
     res.spans += cols.n - before
     res.lines += got.n
     if not got.validate:
@@ -167,12 +182,6 @@ def _append(handles: dict[Path, Any], path: Path, line: bytes) -> None:
     fh.write(line)
 
 
-def _chunks(files: list[Path], jobs: int) -> list[list[Path]]:
-    from otel_verl.analysis.read.spool.files import byte_chunks  # the span loader's split, one place
-
-    return byte_chunks(files, jobs)
-
-
 def convert_dir(
     logdir: str | Path,
     run: str,
@@ -182,7 +191,7 @@ def convert_dir(
     advance: Callable[[int], None] | None = None,
     spool: Path | None = None,
     keep_lines: bool = True,
-) -> tuple[list[FileResult], list[seed_spans.SpanFields]]:
+) -> tuple[list[FileResult], list[SpanFields]]:
     """Convert every file of LOGDIR; returns the per-chunk results and the step spans.
 
     With ``spool``, workers append their lines under ``<spool>/<run>/`` themselves (see :func:`write_spool`
@@ -194,7 +203,7 @@ def convert_dir(
     ``OTEL_VERL_LOAD_JOBS`` or one forked process per CPU (at most 4) from 64 MiB up, as ``load_spans``.
     ``keep_lines=False`` (table parts only) leaves each span's original line out (see ``load_spans``).
     """
-    from otel_verl.analysis.read.spool.files import parallelism as _parallelism
+    from otel_verl.analysis.read.spool.files import byte_chunks, parallelism  # the span loader's split, one place
 
     root = Path(logdir)
     if not root.exists():
@@ -202,8 +211,8 @@ def convert_dir(
     files = log_file.seed_files(root)
     if not files:
         raise AnalysisInputError(f"{logdir}: no step_<n>/worker_<rank>.jsonl files found")
-    jobs = _parallelism(sum(f.stat().st_size for f in files), len(files))
-    chunks = _chunks(files, jobs) if jobs > 1 and hasattr(os, "fork") else [files]
+    jobs = parallelism(sum(f.stat().st_size for f in files), len(files))
+    chunks = byte_chunks(files, jobs) if jobs > 1 and hasattr(os, "fork") else [files]
     if len(chunks) == 1:
         results = [_convert(files, root, run, skip_bad_lines, to_table, spool, keep_lines)]
     else:
@@ -220,31 +229,21 @@ def convert_dir(
                 f"{logdir}: a reader process died while writing {spool}; its files may be partial: remove the "
                 "run's folder there and convert again (or set OTEL_VERL_LOAD_JOBS=1)"
             ) from None
+    bounds: dict[int | None, tuple[int, int]] = {}
     for chunk, res in zip(chunks, results, strict=True):
-        if res.error is not None:
-            raise AnalysisInputError(res.error)
+        res.account(chunk, stats, bounds)
         if advance is not None:
             advance(sum(f.stat().st_size for f in chunk))
-    if stats is not None:
-        stats.files += len(files)
-        stats.lines += sum(r.lines + r.bad for r in results)
-        stats.bad_lines += sum(r.bad for r in results)
-        for r in results:
-            stats.first_bad.extend(r.first_bad[: max(0, 5 - len(stats.first_bad))])
     if not any(r.lines for r in results):
         bad = [b for r in results for b in r.first_bad]
         first = f" ({sum(r.bad for r in results)} bad lines skipped; first: {bad[0]})" if bad else ""
         raise AnalysisInputError(f"{logdir}: no usable log lines{first}")
-    bounds: dict[int | None, tuple[int, int]] = {}
-    for r in results:
-        for step, (lo, hi) in r.bounds.items():
-            widen(bounds, step, lo, hi)
     steps = [s for step, (lo, hi) in sorted(bounds.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
-             for s in seed_spans.step_spans(run, step, lo, hi)]  # fmt: skip
+             for s in step_spans(run, step, lo, hi)]  # fmt: skip
     return results, steps
 
 
-def write_spool(results: list[FileResult], steps: list[seed_spans.SpanFields], spool: Path, run: str) -> int:
+def write_spool(results: list[FileResult], steps: list[SpanFields], spool: Path, run: str) -> int:
     """Append the converted lines under ``<spool>/<run>/step_<n>/<file>``; the step spans go to trainer.jsonl."""
     handles: dict[Path, Any] = {}
     try:
@@ -263,14 +262,14 @@ def write_spool(results: list[FileResult], steps: list[seed_spans.SpanFields], s
     return sum(r.spans for r in results) + len(steps)
 
 
-def documents(results: list[FileResult], steps: list[seed_spans.SpanFields]) -> list[bytes]:
+def documents(results: list[FileResult], steps: list[SpanFields]) -> list[bytes]:
     """Every OTLP/JSON line, for sending to an endpoint."""
     return [line for r in results for _sub, _fname, line in r.documents] + [_document([fields_json(*s) for s in steps])]
 
 
-def table_parts(results: list[FileResult], steps: list[seed_spans.SpanFields]) -> list[dict[str, Any]]:
+def table_parts(results: list[FileResult], steps: list[SpanFields]) -> list[dict[str, Any]]:
     """Span-table parts of every span (for :func:`otel_verl.analysis.read.span_frame.frame_from_parts`)."""
-    cols = SeedSpanColumns(seed_spans.LEGACY_SERVICE)
+    cols = SeedSpanColumns(LEGACY_SERVICE)
     for s in steps:
         cols.add_span(*s)
     return [p for r in results for p in r.parts] + cols.take_parts()

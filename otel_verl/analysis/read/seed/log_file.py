@@ -1,21 +1,29 @@
-"""Read one seed log file (``step_<n>/worker_<rank>.jsonl``) into checked lines, fast.
+"""The line reader: one seed log file (``step_<n>/worker_<rank>.jsonl``) → checked lines → a worker-step's
+:class:`.rows.StepRows`.
 
 Each line is ``{"timestamp": <event END, ISO>, "event", "duration_sec"?, "extra"?, "workid", "step", ...}``
 as the seed's ``SGLangLogManager.log`` writes it. Why a hand-rolled reader: orjson and a C
 ``datetime.fromisoformat`` instead of ``json`` + regex work cut the per-line cost to a fraction (docs/performance.md).
+Every file the Arrow reader (:mod:`.arrow`) refuses comes here (damaged, unusual, or with its lines kept for
+``import-legacy`` and ``export-legacy``): the ``extra`` values the spans carry stay as the line has them, of any
+JSON type (Python lists), so the sinks write them as they always have.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
+from otel_verl.analysis.read.seed import events as le
+from otel_verl.analysis.read.seed.rows import ENGINE, PREPROCESS, TOOL, TURN, StepRows, row_kinds, turn_index
 from otel_verl.analysis.read.span_columns import INT64_LIMIT
 from otel_verl.invocation import otel_verl_command
 
@@ -31,6 +39,8 @@ raised."""
 _NUM = re.compile(r"(\d+)")
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_NO_EXTRA: dict[str, Any] = {}
+_INT64 = 1 << 63
 
 
 @dataclass(slots=True)
@@ -210,3 +220,107 @@ def looks_like_seed_dir(root: Path) -> bool:
                         break
                     return isinstance(d, dict) and "event" in d and "timestamp" in d and "resourceSpans" not in d
     return False
+
+
+def group_lines(lines: Iterable[Line]) -> dict[tuple[bool, int | None, int | None], list[Line]]:
+    """A file's lines by (validation?, step, worker): normally one group, the file's worker-step."""
+    if not isinstance(lines, list):
+        lines = list(lines)
+    # the usual file: one worker-step, found without building a key per line (what that costs: docs/performance.md)
+    one = lines and len({x.step for x in lines}) == 1 and len({x.worker for x in lines}) == 1
+    if one and len({x.validate for x in lines}) == 1:
+        return {(lines[0].validate, lines[0].step, lines[0].worker): lines}
+    groups: dict[tuple[bool, int | None, int | None], list[Line]] = {}
+    for x in lines:
+        groups.setdefault((x.validate, x.step, x.worker), []).append(x)
+    return groups
+
+
+def line_rows(lines: list[Line], run: str, rel: str, key: tuple[bool, int | None, int | None], parent: str) -> StepRows:
+    """A worker-step's lines (one group of :func:`group_lines`) as rows, applying the damage rules
+    of :mod:`.batch`; a turn beyond int64 (damage), or within 4096 of its bottom, gets a key of its own from -2⁶³
+    up, one per value, so equal turns still meet; each field is read only on the rows whose kind uses it."""
+    ds = [x.d for x in lines]
+    events = [d["event"] for d in ds]  # a str: the reader checks it
+    index: dict[str, int] = {}
+    codes = np.array([index.setdefault(e, len(index)) for e in events], dtype=np.int64)
+    names = list(index)
+    kinds = row_kinds(codes, names)
+    n = len(lines)
+    # comprehensions, not one loop over rows: about a third of the time
+    es = [e if (e := d.get("extra")).__class__ is dict else _NO_EXTRA for d in ds]
+    rid = [
+        r if (r := e.get("request_id", d.get("request_id"))) is None or r.__class__ is str else str(r)
+        for d, e in zip(ds, es, strict=True)
+    ]
+    event_turn = [
+        None if r is None else t if (t := e.get("turn", e.get("turn_index"))) is None or t.__class__ is int
+        else turn_index(t)
+        for r, e in zip(rid, es, strict=True)
+    ]  # fmt: skip
+    turn: list[int | None] = [None] * n
+    for i in np.flatnonzero(kinds == TURN).tolist():
+        if rid[i] is not None:
+            turn[i] = turn_index(es[i].get("turn"))
+    model, tool, pre, out, inp = ([None] * n for _ in range(5))
+    for i in np.flatnonzero(kinds == ENGINE).tolist():
+        e = es[i]
+        model[i] = e.get("model")
+        out[i] = e.get("output_tokens", e.get("generated_tokens"))
+        inp[i] = e.get("input_tokens")
+    for i in np.flatnonzero(kinds == TOOL).tolist():
+        tool[i] = es[i].get("tool_name") or es[i].get("tool")
+    for i in np.flatnonzero(kinds == PREPROCESS).tolist():
+        pre[i] = es[i].get("kind") or le.PREPROCESS_KIND_OF.get(events[i])
+    beyond: dict[int, int] = {}
+    turn_keys, has_turn = _turn_keys(turn, beyond)
+    event_keys, has_event_turn = _turn_keys(event_turn, beyond)
+    val, step, worker = key
+    times = np.array([(x.start, x.end, x.lineno) for x in lines], dtype=np.int64).reshape(-1, 3)
+    raw: list[str | None] | None = [x.raw for x in lines]
+    if lines[0].raw is None and all(line is None for line in raw):  # type: ignore[union-attr]
+        raw = None
+    return StepRows(
+        run=run,
+        rel=rel,
+        step=step,
+        worker=worker,
+        validate=val,
+        parent=parent,
+        kinds=kinds,
+        name_codes=codes,
+        event_names=names,
+        start=times[:, 0].copy(),
+        end=times[:, 1].copy(),
+        lineno=times[:, 2].copy(),
+        rid=rid,
+        turn=turn_keys,
+        has_turn=has_turn,
+        turn_value=turn,
+        event_turn=event_keys,
+        has_event_turn=has_event_turn,
+        model=model,
+        tool=tool,
+        pre_kind=pre,
+        output_tokens=out,
+        input_tokens=inp,
+        obj=lambda row: lines[row].d,
+        raw=raw,
+    )
+
+
+def _turn_keys(values: list[int | None], beyond: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Turns as int64 keys and where there is one; a turn beyond int64 keyed from -2⁶³ up, one key per value."""
+    if values.count(None) == len(values):
+        return np.zeros(len(values), dtype=np.int64), np.zeros(len(values), dtype=bool)
+    has = np.array([v is not None for v in values], dtype=bool)
+    try:
+        keys = np.array([0 if v is None else v for v in values], dtype=np.int64)
+        if not len(keys) or keys.min() >= -_INT64 + 4096:
+            return keys, has
+    except OverflowError:
+        keys = np.zeros(len(values), dtype=np.int64)
+    for i, v in enumerate(values):
+        if v is not None:
+            keys[i] = v if -_INT64 + 4096 <= v < _INT64 else beyond.setdefault(v, -_INT64 + len(beyond))
+    return keys, has

@@ -1,5 +1,6 @@
-"""A worker-step's lines as rows: what the seed readers' front ends make (:mod:`.lines` from parsed lines,
-:mod:`.arrow_spans` from Arrow's columns) and the span builder (:mod:`.batch`) takes.
+"""A worker-step's lines as rows: what the seed readers make (:mod:`.log_file` from parsed lines, :mod:`.arrow`
+from Arrow's columns) and the span builder (:mod:`.batch`) takes; and the damage rules for a line's fields that
+both apply.
 
 Each row is a line, in file order, with the kind of span it makes (:func:`row_kinds`, decided by the worker-step's
 other lines) and the fields the spans read.
@@ -19,6 +20,11 @@ from otel_verl.analysis.read.seed import events as le
 KINDS = ("other", "worker", "request", "aborted", "turn", "barrier", "engine", "tool", "reward", "preprocess")
 KINDS += ("tool_parse",)
 OTHER, WORKER, REQUEST, ABORTED, TURN, BARRIER, ENGINE, TOOL, REWARD, PREPROCESS, TOOL_PARSE = range(len(KINDS))
+
+LEGACY_SERVICE = "otel-verl-legacy"
+"""service.name of imported spans: ``export-legacy`` writes their stored lines back verbatim."""
+_MAX_TURN_SECONDS = 1e9
+"""Above this (or negative, NaN, infinite) a turn timing is damage, not a duration: it is left out."""
 
 Column = list[Any] | pa.Array
 """A value per row: a list (the line reader's, any JSON type, None where absent) or an Arrow array (nulls)."""
@@ -44,9 +50,9 @@ class StepRows:
     end: np.ndarray
     lineno: np.ndarray
     rid: Column
-    """Request id per row (:func:`.spans.request_id`), null where none."""
+    """Request id per row (:func:`request_id`), null where none."""
     turn: np.ndarray
-    """A turn line's own turn (``extra.turn``, :func:`.spans.turn_index`) as an int64 key (where ``has_turn``)."""
+    """A turn line's own turn (``extra.turn``, :func:`turn_index`) as an int64 key (where ``has_turn``)."""
     has_turn: np.ndarray
     turn_value: Column
     """The same turn as written on the turn span (``turn`` is its key: equal values, equal keys)."""
@@ -102,3 +108,43 @@ def _kind_index(event: str) -> int:
             _KIND_INDEX.clear()
         kind = _KIND_INDEX[event] = KINDS.index(le.kind_of(event))
     return kind
+
+
+def extra_of(d: dict[str, Any]) -> dict[str, Any]:
+    """A line's ``extra`` object, empty where it has none (or something else there)."""
+    e = d.get("extra")
+    return e if isinstance(e, dict) else {}
+
+
+def request_id(d: dict[str, Any]) -> str | None:
+    """A line's request id (``extra.request_id``, else the top-level one where ``extra`` has no such key), as text."""
+    rid = extra_of(d).get("request_id", d.get("request_id"))
+    return None if rid is None else str(rid)
+
+
+def turn_index(value: Any) -> int | None:
+    """An event's ``turn``/``turn_index`` as an int (None when damaged: the event then hangs off its request)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def turn_durations(timings: Any) -> list[float]:
+    """``turn_timings`` as a list of seconds; accepts numbers or dicts with a duration-like key."""
+    out: list[float] = []
+    if not isinstance(timings, (list, tuple)):  # a damaged line: no per-turn timings, not a crash
+        return out
+    for t in timings:
+        if isinstance(t, dict):
+            t = next((t[k] for k in ("total_duration", "duration_sec", "duration", "total", "time") if k in t), None)
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and 0.0 <= t <= _MAX_TURN_SECONDS:
+            out.append(float(t))
+    return out
+
+
+def valid_mask(arr: pa.Array) -> np.ndarray:
+    """Where an Arrow array has a value (not null), as a numpy bool array."""
+    return arr.is_valid().to_numpy(zero_copy_only=False)

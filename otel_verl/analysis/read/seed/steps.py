@@ -15,18 +15,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from otel_verl.analysis.errors import AnalysisInputError
-from otel_verl.analysis.read.otlp.documents import SpanColumns
 from otel_verl.analysis.read.part_rows import Part
 from otel_verl.analysis.read.seed import log_file
-from otel_verl.analysis.read.seed import spans as seed_spans
-from otel_verl.analysis.read.seed.convert import FileResult, _convert, _document, widen
+from otel_verl.analysis.read.seed.convert import FileResult, _convert, table_parts
+from otel_verl.analysis.read.seed.tree import step_spans
 from otel_verl.analysis.read.spill import SpillEntry, spill_parts
 from otel_verl.analysis.read.spool.steps import StepDirectories
 from otel_verl.analysis.read.stats import LoadStats
-from otel_verl.export.encoding import fields_json
 
 RUN = "legacy"
 """The run name ids are derived from: the one ``load_spans`` uses for seed logs, so both reads agree."""
@@ -60,16 +56,6 @@ class SeedSteps(StepDirectories):
         self.root, self.skip_bad_lines, self.keep_lines = root, skip_bad_lines, keep_lines
         self.bounds: dict[int | None, tuple[int, int]] = {}
 
-    def _account(self, res: FileResult, files: list[Path]) -> None:
-        if res.error is not None:
-            raise AnalysisInputError(res.error)
-        self.stats.files += len(files)
-        self.stats.lines += res.lines + res.bad
-        self.stats.bad_lines += res.bad
-        self.stats.first_bad.extend(res.first_bad[: max(0, 5 - len(self.stats.first_bad))])
-        for step, (lo, hi) in res.bounds.items():
-            widen(self.bounds, step, lo, hi)
-
     def _read_job(self, files: list[Path]) -> Future[Any]:
         return self.workers.submit(_convert, files, self.root, RUN, self.skip_bad_lines, True, None, self.keep_lines)
 
@@ -78,12 +64,12 @@ class SeedSteps(StepDirectories):
         return self.workers.submit(_convert_and_spill, files, *args)
 
     def _take(self, result: FileResult, files: list[Path]) -> list[Part]:
-        self._account(result, files)
+        result.account(files, self.stats, self.bounds)
         return result.parts
 
     def _take_spilled(self, result: tuple[FileResult, list[SpillEntry]], files: list[Path]) -> list[SpillEntry]:
         res, entries = result
-        self._account(res, files)
+        res.account(files, self.stats, self.bounds)
         return entries
 
     def read(self, group: tuple[int, ...], advance: Callable[[int], None]) -> list[Part]:
@@ -91,12 +77,10 @@ class SeedSteps(StepDirectories):
         return super().read(group, advance) + self._step_spans(group)
 
     def _step_spans(self, steps: tuple[int | None, ...]) -> list[Part]:
-        cols = SpanColumns()
-        for step in steps:
-            if step in self.bounds:
-                spans = [fields_json(*s) for s in seed_spans.step_spans(RUN, step, *self.bounds.pop(step))]
-                cols.add_document(orjson.loads(_document(spans)))
-        return cols.take_parts()
+        """Parts of the ``verl.step`` and ``gen`` spans of ``steps`` (as ``load_spans`` makes them), once each."""
+        return table_parts(
+            [], [s for step in steps if step in self.bounds for s in step_spans(RUN, step, *self.bounds.pop(step))]
+        )
 
     def finish(self) -> list[Part]:
         """Step spans of lines read after their step (and of lines with no step): the caller routes them."""

@@ -6,10 +6,14 @@ every worker to the end of the step, hiding the straggler), else all. A request 
 and its last line. A request's turns are its turn lines (the first of each turn), else laid out end to end from its
 ``turn_timings``. Any other line hangs under its turn when its window fits the turn's (a laid-out turn always
 fits), else under its request, else under the worker; after the barrier wait, and a barrier, under the gen phase.
+Ids are hashes of where a span comes from (run, file, step, worker, role), so re-imports give identical spools;
+a line's span id is its file's hash plus its line number (one hash per file, not one per span: an eighth of the
+import once).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +22,45 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from otel_verl import semconv as sc
-from otel_verl.analysis.read.seed.rows import ABORTED, BARRIER, REQUEST, TURN, WORKER, Column, StepRows
-from otel_verl.analysis.read.seed.spans import SLACK_NS, extra_of, request_id, stable_id, turn_durations
+from otel_verl.analysis.read.seed.rows import (
+    ABORTED,
+    BARRIER,
+    REQUEST,
+    TURN,
+    WORKER,
+    Column,
+    StepRows,
+    extra_of,
+    request_id,
+    turn_durations,
+)
 
 _MASK = (1 << 64) - 1
+SLACK_NS = 1_000_000
+"""A line's window may poke out of its turn by the timestamps' µs rounding; 1 ms is generous."""
+SpanFields = tuple[str, str, str, str, int, int, dict[str, Any]]
+"""One span: (trace id, span id, parent id or "", name, start ns, end ns, attributes; None values left out)."""
+
+
+def stable_id(nbytes: int, *parts: object) -> str:
+    """Deterministic hex id from its origin (file, line, role), so re-imports give identical spools."""
+    return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=nbytes).hexdigest()
+
+
+def step_spans(run: str, step: int | None, lo: int, hi: int) -> list[SpanFields]:
+    """A training step's step span and ``gen`` phase span around its workers."""
+    trace = stable_id(16, run, step)
+    step_id, gen_id = stable_id(8, run, step, "step"), gen_span_id(run, step)
+    attrs = {sc.VERL_STEP: step}
+    return [
+        (trace, step_id, "", sc.SPAN_STEP, lo, hi, attrs),
+        (trace, gen_id, step_id, sc.phase_span_name("gen"), lo, hi, {sc.VERL_PHASE_NAME: "gen", **attrs}),
+    ]
+
+
+def gen_span_id(run: str, step: int | None) -> str:
+    """The id of a step's ``gen`` phase span, which its workers hang off."""
+    return stable_id(8, run, step, "gen")
 
 
 @dataclass
