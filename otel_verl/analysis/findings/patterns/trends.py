@@ -17,7 +17,9 @@ over hundreds):
   factor of its own, "the weight sync" (its size is the model's, not the tokens');
 * the parts' changes add up to the trend; at least ``trend_min_growth`` of the median step, it is told, named by
   the side with the larger share. Growing answers are normal in RL: a behaviour trend is information; an
-  infrastructure trend a warning once it costs ``evidence_share`` of a step.
+  infrastructure trend a warning once it costs ``evidence_share`` of a step and twice the spread of what drove it:
+  the run's step-to-step spread for a rollout factor, its own scatter about its line for a trainer phase (the weight
+  sync's seconds are read off its own spans; in colocate-async the step spread is mostly the rollout's).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from otel_verl.analysis.findings.causes.severity import judge
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.chance import upper_tail
 from otel_verl.analysis.findings.common.record import Finding, fmt_s
-from otel_verl.analysis.findings.common.series import change_over, log_change_over, mann_kendall_z
+from otel_verl.analysis.findings.common.series import change_over, log_change_over, mann_kendall_z, theil_sen
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 
 B, INFRA = k.SIDE_BEHAVIOUR, k.SIDE_INFRASTRUCTURE
@@ -92,7 +94,7 @@ def find_trends(accounts: list[StepAccount], spread: StepSpread, th: Thresholds)
     x = np.array([a.step for a in accounts], dtype=float)
     d = np.array([a.duration_s for a in accounts], dtype=float)
     median = float(np.median(d))
-    factors, z = _factor_seconds(accounts, x, th)
+    factors, z, own = _factor_seconds(accounts, x, th)
     total = sum(factors.values())
     if median <= 0 or abs(total) < th.trend_min_growth * median:
         return []
@@ -106,7 +108,11 @@ def find_trends(accounts: list[StepAccount], spread: StepSpread, th: Thresholds)
     seconds = total * shares[INFRA] if grew else 0.0
     if grew and side == INFRA:
         chance = float(upper_tail(abs(z.get(top, np.inf))))
-        j = judge(seconds, median, median, float("nan"), chance, spread.spread, spread.warn_s, th)
+        # a part told by its own change (the weight sync, a trainer phase) is read off its own spans: its noise is
+        # its own series' scatter about its line, not the run's step-to-step spread (in colocate-async mostly the
+        # rollout's, a third of a step: a sync grown by 40 % of a step was held to information by it)
+        spread_s = _scatter(x, own[top]) if top in own else spread.spread
+        j = judge(seconds, median, median, float("nan"), chance, spread_s, spread.warn_s, th)
         severity, judged = j.severity, j.as_json()
     else:
         severity, judged = "info", None
@@ -142,8 +148,9 @@ def find_trends(accounts: list[StepAccount], spread: StepSpread, th: Thresholds)
 
 def _factor_seconds(
     accounts: list[StepAccount], x: np.ndarray, th: Thresholds
-) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
-    """Each (factor, side)'s seconds of the run's change (module docstring), and each factor's Mann-Kendall z."""
+) -> tuple[dict[tuple[str, str], float], dict[str, float], dict[str, np.ndarray]]:
+    """Each (factor, side)'s seconds of the run's change (module docstring), each factor's Mann-Kendall z, and the
+    step series of each factor read off the trainer's phases (the weight sync, the trainer)."""
     values: dict[tuple[str, str | None], np.ndarray] = {}
     for i, a in enumerate(accounts):
         for p in a.parts:
@@ -162,6 +169,7 @@ def _factor_seconds(
             level[name] = float(np.median(y[ok]))
     counts = _PathCounts(accounts)
     out: dict[tuple[str, str], float] = {}
+    series: dict[str, np.ndarray] = {}
     for (kind, phase), vs in values.items():
         if kind not in OWN_CHANGE:
             continue
@@ -177,6 +185,8 @@ def _factor_seconds(
             out[("tokens", B)] = out.get(("tokens", B), 0.0) + behaviour
         name = "weight_sync" if sync else "trainer" if kind == k.PART_PHASE else "other"
         out[(name, INFRA)] = out.get((name, INFRA), 0.0) + moved - behaviour
+        if kind == k.PART_PHASE:  # as :func:`.severity.judge_cause` judges a phase: by its own spread
+            series[name] = series.get(name, np.zeros(len(x))) + np.nan_to_num(v)
     typical = {kind: float(np.nanmedian(np.nan_to_num(vs))) for (kind, _), vs in values.items()}
     for name, (_, side, parts) in FACTORS.items():
         if not moves.get(name):
@@ -190,7 +200,15 @@ def _factor_seconds(
             grown = on_path * 2 * float(np.sinh(moves[name] / 2))
         out[(name, side)] = out.get((name, side), 0.0) + grown
     zs["trainer"] = zs["other"] = zs["weight_sync"] = float("inf")
-    return out, zs
+    return out, zs, series
+
+
+def _scatter(x: np.ndarray, y: np.ndarray) -> float:
+    """How far a series strays about its Theil-Sen line: 1.4826 × the median absolute deviation of its residuals
+    (the robust standard deviation, as the run's step-to-step spread is measured)."""
+    slope = theil_sen(x, y)
+    r = y - (slope if np.isfinite(slope) else 0.0) * x
+    return float(1.4826 * np.median(np.abs(r - np.median(r))))
 
 
 class _PathCounts:
