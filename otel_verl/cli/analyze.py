@@ -208,14 +208,15 @@ def print_summary(
         console.print(Prose(line, "bold red", indent="  ", hanging="    "))
     _print_steps(console, result.steps, s)
     if shown:
-        table = Table("#", "severity", "lost", "steps", "cause", show_lines=False, title="causes, ranked")
+        # "cost", the word of the verdict ("costing"), the steps table and each message ("it cost the step")
+        table = Table("#", "severity", "cost", "steps", "cause", show_lines=False, title="causes, ranked")
         for column in table.columns[:4]:
             column.no_wrap = True
         for i, f in enumerate(shown, 1):
-            lost = presenting.seconds_words(f["seconds"]) if f.get("seconds") else ""
+            cost = presenting.seconds_words(f["seconds"]) if f.get("seconds") else ""
             sev = str(f.get("severity", "info"))
             steps = presenting.number_ranges(f["steps"])
-            table.add_row(str(i), f"[{COLORS.get(sev, 'blue')}]{sev}[/]", lost, steps, Prose(str(f.get("message"))))
+            table.add_row(str(i), f"[{COLORS.get(sev, 'blue')}]{sev}[/]", cost, steps, Prose(str(f.get("message"))))
         console.print(table)
         _print_traces(console, shown, trace_url, source)
     files = f"{out / 'findings.json'}" + (f", {out / 'report.html'}" if (out / "report.html").exists() else "")

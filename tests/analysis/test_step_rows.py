@@ -22,7 +22,7 @@ def test_severity_and_top_cause_of_each_step() -> None:
     assert rows[9]["severity"] == "warning" and rows[9]["top_cause"]["kind"] == "slow_phase"
     # the long tail names steps 1-6, 8, 10-12, but it is information, not a cause
     assert rows[1]["severity"] == "ok" and rows[1]["top_cause"] is None
-    assert cause_words(rows[7]["top_cause"]) == "slow reward (24.9 s)" and cause_words(None) == ""
+    assert cause_words(rows[7]["top_cause"]) == "slow reward (cost 24.9 s)" and cause_words(None) == ""
 
 
 def test_a_recurring_cause_gives_each_step_its_own_seconds() -> None:
@@ -70,7 +70,7 @@ def test_a_note_marks_no_step_and_a_stall_is_called_a_stall() -> None:
     rows = {a["step"]: a for a in add_step_rows(step_accounts(4), [stall, note])}
     assert rows[2]["severity"] == "ok" and rows[2]["top_cause"] is None
     assert rows[3]["top_cause"]["kind"] == "slow_decode" and rows[3]["top_cause"]["name"] == "stall"
-    assert cause_words(rows[3]["top_cause"]) == "stall (19.7 s)"
+    assert cause_words(rows[3]["top_cause"]) == "stall (cost 19.7 s)"
 
 
 def test_a_run_with_no_problem_marks_no_step(clean_spool: Path, tmp_path: Path) -> None:

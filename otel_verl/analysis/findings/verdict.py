@@ -41,7 +41,7 @@ def headlines(d: Diagnosis) -> list[str]:
 
 
 def step_headline(d: Diagnosis, step: int) -> str | None:
-    """``step 7: rollout took …, because of stall on worker 0, replica sim-0, prompt 3 (18.8 s)`` for a step whose
+    """``step 7: rollout took …, because of stall on worker 0, replica sim-0, prompt 3 (cost 18.8 s)`` for a step whose
     top cause is a warning or worse, else ``None``: the live account's line, one line, its cause by the steps
     table's name, where and what it cost (:func:`cause_in_a_line`). Why not the cause's sentence: the README demo
     printed it three times (the live line, the headline, the causes table: issue 51); the causes list of
@@ -56,8 +56,8 @@ def step_headline(d: Diagnosis, step: int) -> str | None:
 
 
 def cause_in_a_line(f: Finding, step: int) -> str:
-    """``stall on worker 0, replica sim-0, prompt 3 (18.8 s)``: a cause by its name, where it moved and what it cost
-    ``step`` (:mod:`.common.step_cause`, the steps table's figures)."""
+    """``stall on worker 0, replica sim-0, prompt 3 (cost 18.8 s)``: a cause by its name, where it moved and what it
+    cost ``step`` (:mod:`.common.step_cause`, the steps table's figures), named a cost beside the step's excess."""
     d = f.details
     if d.get("scope") == k.SCOPE_PHASE or (d.get("phase") and not f.workers):
         # "slow phase in phase update_actor" said the word twice (issue 51): a name that ends in "phase" is followed
@@ -73,7 +73,7 @@ def cause_in_a_line(f: Finding, step: int) -> str:
     if d.get("scope") == k.SCOPE_SAMPLE and d.get("sample_index") is not None:
         where.append(f"prompt {d['sample_index']}")
     place = f" {', '.join(where)}" if where else ""
-    return f"{cause_name(f)}{place} ({fmt_s(cause_seconds(f, step))})"
+    return f"{cause_name(f)}{place} (cost {fmt_s(cause_seconds(f, step))})"
 
 
 def _step_line(d: Diagnosis, a: StepAccount, top: Finding) -> str:

@@ -134,7 +134,8 @@ def write_html(
 
 def _headline_html(headline: str, found: list[dict[str, Any]]) -> str:
     """A headline that repeats a cause's message names the cause instead, linked to its row
-    (:func:`~otel_verl.analysis.report.presenting.cause_reference`: ``because of cause #1 below: stall (19.6 s)``)."""
+    (:func:`~otel_verl.analysis.report.presenting.cause_reference`: ``because of cause #1 below: stall (cost 19.6
+    s)``)."""
     ref = presenting.cause_reference(headline, found)
     if ref is None:
         return html.escape(headline)
@@ -176,9 +177,9 @@ def _causes(found: list[dict[str, Any]], trace_url: str | None, source: str | No
         f"<code>--trace-url '{html.escape(presenting.JAEGER_TRACE_URL)}'</code> to link every trace id to it."
     )
     rows = [
-        "<h2 id='causes-title'>Causes, by step time lost</h2>",
+        "<h2 id='causes-title'>Causes, by what they cost</h2>",
         f"<p class='caption'>{how}</p>",
-        "<table id='causes'><tr><th>#</th><th>severity</th><th>steps</th><th>where</th><th>step time lost</th>"
+        "<table id='causes'><tr><th>#</th><th>severity</th><th>steps</th><th>where</th><th>cost</th>"
         "<th>what happened</th><th>traces</th></tr>",
     ]
     for i, f in enumerate(found, 1):

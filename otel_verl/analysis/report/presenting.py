@@ -96,7 +96,7 @@ def where(f: Mapping[str, Any]) -> str:
 
 def cause_reference(headline: str, found: Iterable[Mapping[str, Any]]) -> tuple[str, str, str, int] | None:
     """A headline that repeats a cause's message word for word, split around it: the words before (``… because
-    of``), the cause named instead (``cause #1 below: stall (19.6 s), worker 0``), the words after, and the cause's
+    of``), the cause named instead (``cause #1 below: stall (cost 19.6 s), worker 0``), the words after, and the cause's
     number in the causes list; None when it repeats none. Why: the stall's 60-word sentence was read three times,
     in the headline, the causes list and (the demo) the live line; the causes list tells it in full, once, and the
     report and the terminal summary both point at it (issue 51)."""
@@ -106,7 +106,7 @@ def cause_reference(headline: str, found: Iterable[Mapping[str, Any]]) -> tuple[
         message = str(f.get("message") or "")
         if len(message) < 40 or message not in headline:
             continue
-        place, cost = where(f), f" ({seconds_words(f['seconds'])})" if f.get("seconds") else ""
+        place, cost = where(f), f" (cost {seconds_words(f['seconds'])})" if f.get("seconds") else ""
         words = f"cause #{i} below: {cause_name(f)}{cost}" + (f", {place}" if place else "")
         head, _, tail = headline.partition(message)
         head = head[: -len("because ")] + "because of " if head.endswith("because ") else head
@@ -131,7 +131,8 @@ def usual_words(accounts: Iterable[Mapping[str, Any]], summary: Mapping[str, Any
     median = f"; the median step took {seconds_words(value)}" if value is not None else ""
     return (
         f"{USUAL_HEADER}: the sum of each part's usual seconds in this run (a part's usual is its own median, so the "
-        f"sum need not be the median step{median}); excess: took − {USUAL_HEADER}"
+        f"sum need not be the median step{median}); excess: took − {USUAL_HEADER}, which holds what the step's "
+        "causes cost and whatever its other parts ran over or under their usual"
     )
 
 

@@ -102,9 +102,10 @@ def table_rows(accounts: Sequence[dict[str, Any]], limit: int | None = None) -> 
 
 
 def cause_words(cause: dict[str, Any] | None) -> str:
-    """``stall (16.6 s)``: the top cause's name and what it cost the step; empty for none."""
+    """``stall (cost 16.6 s)``: the top cause's name and what it cost the step, named so beside the excess column
+    (issue 51: "+19.3 s" and "stall (19.5 s)" read as two figures for one loss); empty for none."""
     if not cause:
         return ""
     seconds = cause.get("seconds")
-    cost = f" ({presenting.seconds_words(seconds)})" if seconds else ""
+    cost = f" (cost {presenting.seconds_words(seconds)})" if seconds else ""
     return f"{cause.get('name') or cause_name(cause)}{cost}"

@@ -42,8 +42,7 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     turn = d.get("turn_index")
     of_turn = f" in the engine call of turn index {turn}" if isinstance(turn, int) else ""
     still = f"; the worker stalled: nothing else moved on it for {fmt_s(d['stalled_s'])}" if d.get("stalled_s") else ""
-    # a stall has two figures: how long nothing moved (its length) and what it cost the step (the peel's drop)
-    stall_cost = f"; it cost the step {fmt_s(f.seconds)}" if f.seconds > 0 else ""
+    stall_cost = _stall_cost(d.get("stalled_s") or d.get("value"), f.seconds)
     if told_as_stall(f.kind, d):
         return _stalled_in_engine(f, who, when, stall_cost, of_turn)
     plural = d.get("scope") in (k.SCOPE_STEP, k.SCOPE_SAMPLE) or (d.get("scope") == k.SCOPE_REQUEST and len(reqs) > 1)
@@ -79,6 +78,21 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     per = " per request" if d.get("occurrences", 1) > 1 else ""
     place = f"on {who}" if d.get("scope") in (k.SCOPE_STEP, k.SCOPE_WORKER, k.SCOPE_REPLICA) else f"for {who}"
     return f"{what} took {fmt_s(value)}{per}{of_turn} {place}, usually {fmt_s(usual)}, {when}{cost}{still}{_tail(d)}"
+
+
+def _stall_cost(still: float | None, cost: float) -> str:
+    """What a stall cost the step, its length named apart: a stall has two figures, how long nothing moved on the
+    worker and how much sooner the step would have ended without it (the peel's drop). Told as "19.2 s" and
+    "it cost the step 19.5 s" with nothing saying which was which, a reader saw two numbers for one loss (issue 51):
+    one figure when they read alike, else each named in the same clause."""
+    if cost <= 0:
+        return ""
+    if still is None or fmt_s(still) == fmt_s(cost):
+        return f"; it cost the step {fmt_s(cost)}"
+    return (
+        f"; it cost the step {fmt_s(cost)} (the step would have ended that much sooner without it; "
+        f"{fmt_s(still)} is how long it stood still)"
+    )
 
 
 _WHERE_IN_ENGINE = {
