@@ -61,6 +61,7 @@ def replay(
             TextColumn("spans"),
             console=console,
             transient=True,
+            disable=not console.is_terminal,  # off a terminal a transient bar leaves only a blank line
         ) as bar:
             task = bar.add_task("replay", total=None)
             stats = do_replay(

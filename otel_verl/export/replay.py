@@ -210,6 +210,26 @@ def make_sender(endpoint: str, protocol: str, timeout: float = 30.0) -> Callable
     return send_http
 
 
+NOTHING_LISTENS = (
+    "nothing answers there: start a collector first (`bash scripts/jaeger.sh up` or `docker compose up -d`)"
+)
+
+
+def export_failure(exc: Exception) -> str:
+    """Why a send failed, in one line: a gRPC error's status and details (its text spans four lines), another
+    error's first words; a refused connection says what to start (issue 51: the demo's Jaeger lines, run in the
+    wrong order, printed grpc's multi-line dump). A TLS or auth failure is told as it is, without that hint."""
+    code, details = getattr(exc, "code", None), getattr(exc, "details", None)
+    if callable(code) and callable(details):  # grpc.RpcError
+        name = getattr(code(), "name", str(code()))
+        text = f"{name}: {' '.join(str(details()).split())}"
+    else:
+        text = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    if "Connection refused" in text or "Errno 111" in text:  # the library's own words run to 300 characters
+        return f"{text.split(':', 1)[0]}: connection refused; {NOTHING_LISTENS}"
+    return text[:200]
+
+
 def validate(files: list[Path], skip_bad_lines: bool) -> None:
     """First pass: every line parses (or is skipped on request) before anything is sent."""
     if skip_bad_lines:
@@ -278,7 +298,7 @@ def replay(
             except ReplayError:
                 raise
             except Exception as exc:
-                raise ReplayError(f"{endpoint}: export failed ({type(exc).__name__}: {str(exc)[:200]})") from None
+                raise ReplayError(f"{endpoint}: export failed ({export_failure(exc)})") from None
             stats.sent += len(keys)
             run_dir = run_dir_of(file)
             journal = journals.get(run_dir)

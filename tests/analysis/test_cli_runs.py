@@ -87,6 +87,30 @@ def test_replay_sends_one_run_when_asked(two_runs: Path) -> None:
     assert res.exit_code == 2 and "no such run" in res.stderr and "big, small" in res.stderr
 
 
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_replay_to_nothing_listening_is_one_line_that_says_what_to_start(
+    two_runs: Path, protocol: str, unused_port: int
+) -> None:
+    """Issue 51: the demo's Jaeger lines run out of order (replay before ``scripts/jaeger.sh up``) printed grpc's
+    four-line error dump; now one line, naming the endpoint, the refusal and what to start."""
+    endpoint = f"http://127.0.0.1:{unused_port}"
+    res = runner.invoke(app, ["replay", str(two_runs), "--endpoint", endpoint, "--protocol", protocol])
+    assert res.exit_code == 2, res.output
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(f"error: {endpoint}") and "export failed" in line and "connection refused" in line, line
+    assert "start a collector first (`bash scripts/jaeger.sh up` or `docker compose up -d`)" in line, line
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 # ------------------------------------------------------------------ --steps, with spans of no step
 @pytest.fixture(scope="module")
 def stepless_spool(tmp_path_factory: pytest.TempPathFactory) -> Path:
