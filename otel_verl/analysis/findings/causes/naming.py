@@ -177,6 +177,8 @@ def _anomaly_causes(a: StepAccount, rows: pd.DataFrame) -> list[Cause]:
             "occurrences": int(g["occ"].nunique()),
             "key": str(occ["key"].iat[int(top["occ"])]),
             "chance": float(np.nanmin(g["chance"].to_numpy(dtype=float), initial=1.0)),
+            # the most one occurrence alone (beyond its fence) took over its usual (.severity.judge_cause)
+            "outlier_s": float(g["x"].to_numpy(dtype=float)[g["via"].to_numpy() == "outlier"].max(initial=0.0)),
         }
         turn = occ["turn_index"].to_numpy(dtype=float)[told["occ"].to_numpy(dtype=np.int64)]
         turns = sorted({int(x) for x in turn if np.isfinite(x)})

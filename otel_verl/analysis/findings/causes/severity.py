@@ -189,7 +189,7 @@ def judge_cause(c: Cause, a: StepAccount, level: tuple[float, float], th: Thresh
     anomaly = not c.details.get("tail") and not echo
     chance = float(c.details.get("chance", 1.0)) if anomaly else 1.0
     spread_s, warn_s = level
-    if c.part == PART_PHASE:
+    if c.part == PART_PHASE or _outlasts_the_spread(c, spread_s, th):
         # a phase's excess is read off its own span, not a noisy critical path, and its chance already weighs its
         # own spread: the run's step-to-step spread (mostly the rollout's) is no bar to its own evidence
         spread_s = float("nan")
@@ -197,3 +197,16 @@ def judge_cause(c: Cause, a: StepAccount, level: tuple[float, float], th: Thresh
     if echo or warm:
         return replace(j, severity="info", why=STALL_ECHO if echo else WARM_UP)
     return j
+
+
+def _outlasts_the_spread(c: Cause, spread_s: float, th: Thresholds) -> bool:
+    """An asynchronous rollout cause told at the later step whose trainer waited for it, one of whose occurrences
+    alone (an outlier beyond its fence: a hung reward, a stuck tool call) took ``evidence_spread`` times the run's
+    step-to-step spread over its usual. Its cost is held to that trainer's measured wait (:mod:`.waited_for`), and
+    an asynchronous step's spread is the rollout's batch-to-batch rhythm (colocate-async: a third of a step, so a
+    reward hung 18 s that kept the trainer waiting 9.4 s, 28 % of a step, stayed a note): the spread is no bar to
+    an occurrence it cannot hide. A group's move (every worker decoding a little slower) keeps the bar."""
+    dispatch = c.details.get("dispatch_step")
+    if dispatch is None or dispatch == c.step or not np.isfinite(spread_s):
+        return False
+    return float(c.details.get("outlier_s", 0.0)) >= th.evidence_spread * spread_s
