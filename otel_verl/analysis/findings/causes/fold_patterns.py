@@ -2,6 +2,10 @@
 
 * a persistent straggler (:mod:`.stragglers`) is the cause of its worker's (replica's) slow part in every step:
   that place's findings of that part go, but in a step where the part ran beyond the pattern (a cause of its own);
+  so do its requests' (samples') findings there of that part and measure no further from the norm than the pattern
+  reaches (:attr:`.stragglers.Held.fence_ratio`): a worker whose tools take 25× its peers' makes each of its
+  requests' tool calls 25× the usual, and told step by step beside the straggler they were warnings that ranked
+  it fourth (``bench_diagnosis --classes --seed 11504``, a straggler run); a request 100× the usual there stays;
 * a step where the policy behaved differently (:mod:`.behaviour_shift`) explains its parts that behaviour drives:
   the step's findings there that are its usual path running long or its move as a whole step go; an outlier of one
   request or worker stays (it is more than the step's new habit);
@@ -16,20 +20,22 @@ from dataclasses import replace
 
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import Finding, fmt_s
+from otel_verl.analysis.findings.patterns.stragglers import Held
 
 
 def fold(
     findings: list[Finding],
-    stragglers: Iterable[tuple[str, str, str, frozenset[int]]],
+    stragglers: Iterable[Held],
     shifts: list[Finding],
     explained: Iterable[tuple[int, frozenset[str], bool]],
 ) -> list[Finding]:
     """``findings`` less those a straggler (scope, place, part; but in the steps beyond its pattern) or a behaviour
     shift (step, parts it explains, whether its answers grew) already tells, with the ``shifts`` (a whole step's
     longer answers told once)."""
+    held = list(stragglers)
     places: dict[tuple[str, str, str], frozenset[int]] = {}
-    for scope, place, part, beyond in stragglers:
-        places[(scope, place, part)] = places.get((scope, place, part), frozenset()) | beyond
+    for h in held:
+        places[(h.scope, h.place, h.part)] = places.get((h.scope, h.place, h.part), frozenset()) | h.beyond
     by_step = {step: (parts, tokens) for step, parts, tokens in explained}
     out = []
     for f in findings:
@@ -41,6 +47,8 @@ def fold(
         place = str(d.get("replica")) if scope == k.SCOPE_REPLICA else str(f.worker)
         if (scope, place, part) in places and not set(f.steps) & places[(scope, place, part)]:
             continue
+        if any(_echoes(f, h) for h in held):
+            continue
         if len(f.steps) == 1 and f.steps[0] in by_step:
             parts, _ = by_step[f.steps[0]]
             if part in parts and (d.get("tail") or scope == k.SCOPE_STEP):
@@ -50,6 +58,23 @@ def fold(
         out.append(f)
     told = {(s, "tokens") for f in out if f.kind == k.BEHAVIOUR_SHIFT for s in f.steps}
     return out + [f for f in shifts if (f.steps[0], f.details.get("factor")) not in told]
+
+
+def _echoes(f: Finding, h: Held) -> bool:
+    """Whether ``f``, a finding of one request (sample) in a step within the straggler's pattern, is the straggler
+    seen from that request: its place and part, its metric, and a ratio to the usual the pattern reaches."""
+    d = f.details
+    if d.get("scope") in (k.SCOPE_WORKER, k.SCOPE_REPLICA, k.SCOPE_STEP) or d.get("part") != h.part:
+        return False
+    if d.get("metric") != h.metric or set(f.steps) & h.beyond:
+        return False
+    if h.scope == k.SCOPE_REPLICA:
+        here = d.get("replica") is not None and str(d.get("replica")) == h.place
+    else:
+        here = f.worker is not None and str(f.worker) == h.place and set(f.workers or [f.worker]) == {f.worker}
+    value, usual = d.get("value"), d.get("usual")
+    ratio = d.get("ratio") or (value / usual if value and usual else None)
+    return here and ratio is not None and 0 < float(ratio) <= h.fence_ratio
 
 
 def as_behaviour_shift(f: Finding) -> Finding:

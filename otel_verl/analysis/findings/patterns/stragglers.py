@@ -26,6 +26,7 @@ the step take without the straggler):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -69,6 +70,20 @@ WHAT = {
     k.PART_REWARD: "computed rewards",
     k.PART_PREPROCESS: "preprocessed",
 }
+
+
+class Held(NamedTuple):
+    """Where a straggler holds, for :mod:`.fold_patterns`: the step causes at its place and part that it tells."""
+
+    scope: str
+    place: str
+    part: str
+    beyond: frozenset[int]
+    """Steps where the part ran beyond the pattern: a cause of their own there."""
+    metric: str
+    fence_ratio: float
+    """The most its ratio to its peers reaches within the pattern (median + ``shift_z`` × noise): a request's or
+    sample's finding there at no more than this is the straggler seen from one request."""
 
 
 @dataclass
@@ -117,11 +132,9 @@ def peer_ratios(groups: pd.DataFrame) -> pd.DataFrame:
     return agg.drop(columns=["w", "wm", "wp"])
 
 
-def find_stragglers(
-    accounts: list[StepAccount], th: Thresholds
-) -> tuple[list[Finding], list[tuple[str, str, str, frozenset[int]]]]:
-    """The run's persistent stragglers (module docstring), and the (scope, place, part, steps beyond the pattern) of
-    each, so the step's causes at that place and part are not told again beside them but in those steps."""
+def find_stragglers(accounts: list[StepAccount], th: Thresholds) -> tuple[list[Finding], list[Held]]:
+    """The run's persistent stragglers (module docstring), and where each holds (:class:`Held`), so the step's
+    causes at that place and part are not told again beside them but in the steps beyond the pattern."""
     n_steps = len(accounts)
     short = n_steps <= th.short_run_steps
     least = _least(n_steps, short)
@@ -146,7 +159,8 @@ def find_stragglers(
     noise = {key: _scale(np.asarray(v)) for key, v in pooled.items()}
     tested = max(len(tracks), 1)
     by_step = {a.step: a for a in accounts}
-    found, places = [], []
+    found: list[Finding] = []
+    places: list[Held] = []
     for (gt, group, part, metric), t in tracks.items():
         lr = np.array(list(t.ratios.values()))
         if len(lr) < least:
@@ -162,7 +176,7 @@ def find_stragglers(
         f = _finding(gt, group, part, metric, t, by_step, chance, th, beyond)
         if f is not None:
             found.append(f)
-            places.append((JUDGED[gt], group, part, beyond))
+            places.append(Held(JUDGED[gt], group, part, beyond, metric, float(np.exp(fence))))
     return found, places
 
 
