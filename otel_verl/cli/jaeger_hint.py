@@ -30,6 +30,11 @@ def see_in_jaeger(spool: Path, cwd: Path | None = None) -> list[str]:
     if JAEGER_SCRIPT.is_file():
         script = shlex.quote(_shown(JAEGER_SCRIPT, here))
         start = f"  bash {script} up   # the collector and Jaeger, no Docker (or: docker compose up -d)"
+        if not ui_built():  # a Go-built Jaeger serves a placeholder page at / until its UI is built
+            start = (
+                f"  bash {script} up   # the collector and Jaeger, no Docker; its web UI needs building once "
+                "(docs/without-docker.md#the-jaeger-ui-without-docker), or: docker compose up -d"
+            )
         stop = f"bash {script} down"
     else:
         start = "  docker compose up -d   # in otel_verl's repository; without Docker: docs/backends.md"
@@ -40,6 +45,16 @@ def see_in_jaeger(spool: Path, cwd: Path | None = None) -> list[str]:
         f"  {replay}",
         f"  # then open http://127.0.0.1:{query}: Search, Service {service}, Find Traces; stop them: {stop}",
     ]
+
+
+def ui_built() -> bool:
+    """Whether ``scripts/jaeger.sh up`` serves Jaeger's web UI: ``JAEGER_UI_ASSETS_PATH``, or a build in the cache
+    where the script looks (``<cache>/jaeger-ui``). Without one, the API answers but "open …:16686" shows a
+    placeholder page (issue 51: the demo said to open a UI that was not there)."""
+    if os.environ.get("JAEGER_UI_ASSETS_PATH"):
+        return True
+    cache = Path(os.environ.get("OTEL_VERL_CACHE") or Path.home() / ".cache" / "otel_verl")
+    return (cache / "jaeger-ui" / "index.html").is_file()
 
 
 def _shown(path: Path, here: Path) -> str:

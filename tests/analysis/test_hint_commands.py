@@ -75,6 +75,15 @@ def test_demo_jaeger_lines_follow_the_ports_and_the_install(monkeypatch: pytest.
     assert lines[1].startswith("  bash scripts/jaeger.sh up ")
     assert lines[2] == f"  {otel_verl_command(cwd=ROOT)} replay 'traces/run 1' --endpoint http://127.0.0.1:5317"
     assert "open http://127.0.0.1:17686: Search, Service verl," in lines[3] and lines[3].endswith("jaeger.sh down")
+    # no web UI built (a Go-built Jaeger serves a placeholder at /): the line says how to get one
+    monkeypatch.delenv("JAEGER_UI_ASSETS_PATH", raising=False)
+    monkeypatch.setenv("OTEL_VERL_CACHE", str(tmp_path / "cache"))
+    start = jaeger_hint.see_in_jaeger(Path("traces/run"), cwd=ROOT)[1]
+    assert "web UI needs building once (docs/without-docker.md#the-jaeger-ui-without-docker)" in start, start
+    assert (ROOT / "docs" / "without-docker.md").read_text().count("## The Jaeger UI without Docker") == 1
+    (tmp_path / "cache" / "jaeger-ui").mkdir(parents=True)
+    (tmp_path / "cache" / "jaeger-ui" / "index.html").write_text("<html></html>")
+    assert "building" not in jaeger_hint.see_in_jaeger(Path("traces/run"), cwd=ROOT)[1]
     monkeypatch.setattr(jaeger_hint, "JAEGER_SCRIPT", tmp_path / "absent.sh")  # an installed wheel: no scripts/
     lines = jaeger_hint.see_in_jaeger(Path("traces/run"), cwd=ROOT)
     assert lines[1].startswith("  docker compose up -d ") and lines[3].endswith("docker compose down")
