@@ -145,7 +145,7 @@ up() {
     local spool=SPOOL_DIR
     [[ -d traces ]] && spool=./traces
     if ! command -v otel-verl >/dev/null 2>&1 && [[ ! -x "$ROOT/.venv/bin/otel-verl" ]]; then
-        say "otel-verl is not installed here yet: bash scripts/bootstrap.sh makes .venv (or pip install otel-verl)"
+        say "otel-verl is not installed here yet: bash scripts/bootstrap.sh makes .venv (or: pip install . in this repo)"
     fi
     echo "send traces there:"
     echo "  $(otel_verl) replay $spool --endpoint http://127.0.0.1:$GRPC   # a spool, e.g. the demo's ./traces"
