@@ -87,3 +87,14 @@ def test_demo_jaeger_lines_follow_the_ports_and_the_install(monkeypatch: pytest.
     monkeypatch.setattr(jaeger_hint, "JAEGER_SCRIPT", tmp_path / "absent.sh")  # an installed wheel: no scripts/
     lines = jaeger_hint.see_in_jaeger(Path("traces/run"), cwd=ROOT)
     assert lines[1].startswith("  docker compose up -d ") and lines[3].endswith("docker compose down")
+
+
+def test_the_trace_url_hint_points_at_the_jaeger_the_demo_lines_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51: the summary's and report's ``--trace-url 'http://JAEGER-HOST:16686/…'`` named a host no shell
+    resolves; it is now the Jaeger that the demo's lines start (``scripts/jaeger.sh up`` or compose), as printed."""
+    from otel_verl.analysis.report import presenting
+    from otel_verl.cli import jaeger_hint
+
+    monkeypatch.delenv("JAEGER_QUERY_HTTP_PORT", raising=False)
+    opened = re.search(r"open (http://[\d.]+:\d+)", jaeger_hint.see_in_jaeger(Path("traces/run"), cwd=ROOT)[3])
+    assert opened and opened.group(1) + "/trace/{trace_id}" == presenting.JAEGER_TRACE_URL

@@ -22,7 +22,10 @@ SEVERITY_WORDS = {"critical": ("critical", "critical"), "warning": ("warning", "
 """Severities as counted in words: findings.json's own names (``info``, not "note": the CLI once counted "2 notes"
 that report.html and findings.json label ``info``, issue 51)."""
 PERFETTO_UI = "https://ui.perfetto.dev"
-JAEGER_TRACE_URL = "http://JAEGER-HOST:16686/trace/{trace_id}"
+JAEGER_TRACE_URL = "http://127.0.0.1:16686/trace/{trace_id}"
+"""The ``--trace-url`` a hint suggests: the Jaeger that ``scripts/jaeger.sh up`` and ``docker compose up -d`` serve
+(the demo's Jaeger lines), so it runs as printed; it said ``JAEGER-HOST``, a placeholder no shell resolves
+(issue 51). Another Jaeger: its own address, or analyze that Jaeger, whose trace ids link to it."""
 
 
 def as_dicts(findings: Iterable[Any]) -> list[dict[str, Any]]:
