@@ -25,6 +25,7 @@ from benchmarks.diagnosis.planting import Planter
 from benchmarks.diagnosis.run_model import SimRun, spread_of
 from benchmarks.diagnosis.shape import MAX_SPANS_PER_RUN
 from benchmarks.diagnosis.write_otlp import write_spool
+from benchmarks.diagnosis.write_seed import write_seed
 from otel_verl import analysis
 from otel_verl.analysis.findings.causes.severity import Judgement
 from otel_verl.analysis.findings.common import kinds as k
@@ -76,6 +77,23 @@ def test_a_behaviour_shift_costing_a_quarter_of_its_step_is_a_warning() -> None:
     assert shifted(note, 0.3, 1.0, drawn=False, th=TH).severity == "info"  # below the 0.5 s floor
     critical = Judgement("critical", 0.6, True, True, 1e-9)
     assert shifted(critical, 6.0, 10.0, drawn=False, th=TH).severity == "critical"
+
+
+def test_a_shift_is_judged_by_its_extra_work_where_the_rest_of_its_step_ran_fast(tmp_path: Path) -> None:
+    """``bench_diagnosis --classes short,straggler,trend,shift,clean --runs 8 --seed 11504``, shift run 3: every
+    answer of step 1 1.39× longer, 38.8 s of a 115.6 s usual step by the truth (34 %). The step's other draws were
+    kind, so it lost only 20.9 s against its usual and the shift (beyond chance) was information, ranked third. Its
+    extra work at the usual speed (40.9 s) is what it cost: a warning, first."""
+    run, expect = classes.build_class_run(11504 * 1_000_003 + 500_024 + 3, "seed", "shift", MAX_SPANS_PER_RUN)
+    write_seed(run, tmp_path / "data")
+    analysis.analyze(tmp_path / "data", tmp_path / "out", html_report=False, figures=False)
+    doc = json.loads((tmp_path / "out" / "findings.json").read_text())
+    record = score_class_run(run, expect, doc)
+    top = [(f["kind"], f["severity"], f["steps"], f["message"]) for f in doc["findings"][:3]]
+    assert record["told"] and record["rank"] == 1, top
+    f = doc["findings"][0]
+    assert f["details"]["judged"]["cost_s"] >= 0.25 * f["details"]["judged"]["floor_s"] / TH.warning_fraction, f
+    assert f["seconds"] < f["details"]["extra_work_s"] and "extra work" in f["message"], f
 
 
 def _short_straggler(seed: int, steps: int, slow: tuple[int, ...]) -> SimRun:

@@ -91,7 +91,9 @@ def find_behaviour_shifts(
         # beyond what its extra work accounts for, the parts' seconds are another cause's (told on its own)
         seconds = parts_s if explained else predicted
         j = judge(seconds, a.duration_s, a.baseline_s, a.excess_s, chance, *spread.without(a.step), th)
-        j = shifted(j, seconds, a.duration_s, drawn, th)  # from 25 % of its step a warning (:mod:`.run_cost`)
+        usual_step = a.baseline_s if np.isfinite(a.baseline_s) and a.baseline_s > 0 else a.duration_s - seconds
+        # from 25 % of a usual step a warning, its cost the extra work where the step's other draws hid some of it
+        j = shifted(j, max(seconds, predicted), usual_step, drawn, th)  # (:mod:`.run_cost`)
         details = {
             "scope": k.SCOPE_STEP,
             "factor": factor,
@@ -101,6 +103,7 @@ def find_behaviour_shifts(
             "ratio": value / usual,
             "parts": sorted(parts),
             "chance": chance,
+            "extra_work_s": predicted,
             "judged": j.as_json(),
         }
         f = Finding(
@@ -120,6 +123,8 @@ def find_behaviour_shifts(
             f"{who}: {value:.3g} {words} against a usual {usual:.3g} ({value / usual:.1f}×), so the step had more to "
             f"do, not a slower system: +{fmt_s(seconds)}"
         )
+        if predicted > seconds and fmt_s(predicted) != fmt_s(seconds):
+            f.message += f" (its extra work {fmt_s(predicted)} at the usual speed; the rest of the step ran fast)"
         found.append(f)
         if explained:
             explains.append((a.step, frozenset(parts), factor == "tokens"))

@@ -12,9 +12,13 @@ is not one step's loss, and that question misjudges it both ways:
   twenty 4 s steps 0.3 s costs the run 6 s.
 * **a behaviour shift** (:mod:`.behaviour_shift`) is one step, but its evidence is the behaviour metric's move, not
   the step's time: a step whose policy asked for so much more work that it cost :data:`SHIFT_WARNING_SHARE` (25 %)
-  of the step is a **warning** however much the run's steps stray (the step's own judgement still decides past it,
-  e.g. critical). A shift whose move is within what a run of this many steps shows by chance (the step's draw of
-  prompts) stays information: it is no evidence the policy changed.
+  of a usual step (its baseline, the yardstick of every severity's floor) is a **warning** however much the run's
+  steps stray (the step's own judgement still decides past it, e.g. critical). What it cost is its extra work at the
+  usual speed where that is more than the step lost against its usual: the rest of the step may have run fast by its
+  own draw, which does not make the extra work cheaper (``bench_diagnosis --classes --seed 11504``, a shift run:
+  answers 1.39× longer in step 1, 40.9 s of extra decoding, the truth's 38.8 s; the step lost 20.9 s against its
+  usual and the shift was information). A shift whose move is within what a run of this many steps shows by chance
+  (the step's draw of prompts) stays information: it is no evidence the policy changed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from otel_verl.analysis.findings.causes.severity import Judgement
+from otel_verl.analysis.findings.causes.severity import Judgement, cost_floor
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 
 SHIFT_WARNING_SHARE = 0.25
@@ -44,14 +48,16 @@ def persistent(per_step_s: Sequence[float], median_step_s: float, chance: float,
     return Judgement("critical" if share >= th.critical_fraction else "warning", share, False, True, shown)
 
 
-def shifted(step_judgement: Judgement, seconds: float, duration_s: float, drawn: bool, th: Thresholds) -> Judgement:
+def shifted(step_judgement: Judgement, cost_s: float, usual_step_s: float, drawn: bool, th: Thresholds) -> Judgement:
     """A behaviour shift's severity: its step's judgement, raised to a warning when the shift is beyond chance and
-    cost at least :data:`SHIFT_WARNING_SHARE` of its step and the floor (``warning_min_s``); a drawn one is
-    information (module docstring)."""
+    cost (``cost_s``: the larger of what the step lost to it and its extra work at the usual speed) at least
+    :data:`SHIFT_WARNING_SHARE` of a usual step (``usual_step_s``) and the floor; a drawn one is information
+    (module docstring)."""
     j = step_judgement
     if drawn:
         return Judgement("info", j.share, j.beyond_steps, j.beyond_norm, j.chance)
-    share = seconds / duration_s if duration_s > 0 else 0.0
-    if j.severity != "info" or share < SHIFT_WARNING_SHARE or seconds < th.warning_min_s:
+    share = cost_s / usual_step_s if usual_step_s > 0 else 0.0
+    floor = cost_floor(usual_step_s, th)
+    if j.severity != "info" or share < SHIFT_WARNING_SHARE or cost_s < floor:
         return j
-    return Judgement("warning", j.share, j.beyond_steps, True, j.chance)
+    return Judgement("warning", j.share, j.beyond_steps, True, j.chance, cost_s, floor)
