@@ -65,7 +65,7 @@ def test_a_slow_phase_is_named_once() -> None:
     f = Finding(
         k.SLOW_PHASE, "warning", "update_actor took 12 s", step=2, seconds=8.0, details={"phase": "update_actor"}
     )
-    assert cause_in_a_line(f, 2) == "slow phase update_actor (8.0 s)"
+    assert cause_in_a_line(f, 2) == "slow phase update_actor (cost 8.0 s)"
 
 
 def test_info_is_one_word_in_the_terminal(planted_spool: Path, tmp_path: Path) -> None:
