@@ -46,6 +46,7 @@ STYLES: dict[str, Style] = {
     # a worker's time outside its requests' spans
     "request": Style("in a request, no event span", "#d9d9d9"),
     "gap": Style("gap (a request between its spans)", "#bdbdbd"),
+    "pause": Style("waited out a rollout pause (weight sync)", "#969696", "//"),
     "idle": Style("idle (no request in flight)", "#eeeeee"),
     "stall": Style("stall (nothing moved on the worker)", "#3b3b3b"),
     "start": Style("start (before the first request)", "#9d755d"),

@@ -51,6 +51,7 @@ TIME_ORDER = (
     "tool",
     "reward",
     "gap",
+    "pause",
     "stall",
     "finish",
 )

@@ -108,7 +108,7 @@ def _outliers(occ: pd.DataFrame, b: Baselines, th: Thresholds, step: int) -> pd.
     norms = _Norms(occ, b, step)
     med, fence = norms(METRIC_SECONDS)
     out = []
-    plain = ~dec & (v > fence) & (v - med >= th.occurrence_min_s)
+    plain = ~dec & (v > fence) & (v - med >= th.occurrence_min_s) & (part != k.PART_PAUSE)  # the sync's cost
     if plain.any():
         i = np.flatnonzero(plain)
         # a worker's own part (its start, its finish) is the worker's; the rest belong to a request
@@ -219,7 +219,7 @@ def _shifts(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame:
     if lr.empty:
         return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     occ = s.occurrences
-    lr = lr[moved & _most_workers_moved(lr, th)]
+    lr = lr[moved & _most_workers_moved(lr, th) & (lr["part"] != k.PART_PAUSE).to_numpy()]
     if lr.empty:
         return pd.DataFrame(columns=list(ANOMALY_COLUMNS))
     index = _GroupIndex(occ)

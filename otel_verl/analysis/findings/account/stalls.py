@@ -24,6 +24,9 @@ from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.steps.step_statistics import METRIC_SECONDS, METRIC_TOKENS
 from otel_verl.analysis.findings.steps.step_summary import StepSummary
 
+UNCOVERED = (k.PART_GAP, k.PART_PAUSE)
+"""Parts no span of the request holds (the gap, a wait for a rollout pause): each spans its whole request."""
+
 
 def with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFrame) -> pd.DataFrame:
     """Stretches of nothing moving beyond the run's fence, with ``stall_min_in_flight`` requests or more in flight:
@@ -75,12 +78,12 @@ def with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFram
 
 
 class _RequestRows:
-    """A request's occurrence rows (ascending), gap rows left out: a gap row spans its whole request (it is the
-    rest, not a time of its own), so it is never the part a stall stretched. Each request's rows are found once,
+    """A request's occurrence rows (ascending), gap and pause rows left out: a gap row spans its whole request (it is
+    the rest, not a time of its own), so it is never the part a stall stretched. Each request's rows are found once,
     not once per stretch (a step's account at 4,096 requests, issue 43)."""
 
     def __init__(self, occ: pd.DataFrame) -> None:
-        self.rows = np.flatnonzero(occ["part"].to_numpy() != k.PART_GAP)
+        self.rows = np.flatnonzero(~np.isin(occ["part"].to_numpy(), UNCOVERED))
         self.requests = occ["request_span"].to_numpy()[self.rows]
         self.found: dict[Any, np.ndarray] = {}
 
@@ -150,7 +153,7 @@ def _long_answers(occ: pd.DataFrame, w: Any, b: Baselines) -> bool:
 def _holding(occ: pd.DataFrame, w: Any) -> np.ndarray:
     """Occurrences of the requests in flight that overlap the stretch (a gap row spans its whole request: never)."""
     held = occ["request_span"].isin(list(w.requests)).to_numpy() & (occ["start_ns"].to_numpy() < w.end_ns)
-    return held & (occ["end_ns"].to_numpy() > w.start_ns) & (occ["part"].to_numpy() != k.PART_GAP)
+    return held & (occ["end_ns"].to_numpy() > w.start_ns) & (~np.isin(occ["part"].to_numpy(), UNCOVERED))
 
 
 def _engine_accounts_for(occ: pd.DataFrame, w: Any) -> bool:
@@ -158,7 +161,7 @@ def _engine_accounts_for(occ: pd.DataFrame, w: Any) -> bool:
     way to it): then each request is told by its own part; a paused worker shows in the parts the engine does
     not see (the answer's way back, a tool, a reward, time between spans)."""
     held = occ["request_span"].isin(list(w.requests)).to_numpy() & (occ["start_ns"].to_numpy() <= w.start_ns)
-    held = held & (occ["end_ns"].to_numpy() >= w.end_ns) & (occ["part"].to_numpy() != k.PART_GAP)
+    held = held & (occ["end_ns"].to_numpy() >= w.end_ns) & (~np.isin(occ["part"].to_numpy(), UNCOVERED))
     if not held.any():
         return False
     return bool(occ["by_engine"].to_numpy(dtype=bool)[held].mean() > 0.5)

@@ -127,7 +127,7 @@ def _step_causes(a: StepAccount, b: Baselines, th: Thresholds, phases: dict[str,
     cost = an["cost"].to_numpy(dtype=float) if len(an) else np.zeros(0)
     account_part = np.where(an["cause"].to_numpy() == k.STALL, k.PART_STALL, an["part"].to_numpy()) if len(an) else []
     for p in a.parts:
-        if p.seconds <= 0:
+        if p.seconds <= 0 or p.kind == k.PART_PAUSE:  # a wait for a weight sync: the sync's, judged as its phase
             continue
         if p.kind == k.PART_PHASE:
             out.append(phase_cause(a, p, phases.get(p.phase)))

@@ -43,6 +43,10 @@ PART_TOOL: Final = "tool"
 PART_REWARD: Final = "reward"
 PART_GAP: Final = "gap"
 """Request time covered by none of its spans: between turns, after the last one."""
+PART_PAUSE: Final = "pause"
+"""Asynchronous trainers: request time covered by none of its spans while the rollout was paused (a weight sync, an
+aborted call waiting for its resume): the sync's cost to the rollout, never an anomaly
+(:mod:`otel_verl.analysis.findings.steps.paused_gaps`)."""
 PART_STALL: Final = "stall"
 """Requests in flight and nothing moving on the worker (no span started or ended)."""
 PART_FINISH: Final = "finish"
@@ -63,6 +67,7 @@ ROLLOUT_PARTS: Final = (
     PART_TOOL,
     PART_REWARD,
     PART_GAP,
+    PART_PAUSE,
     PART_STALL,
     PART_FINISH,
 )

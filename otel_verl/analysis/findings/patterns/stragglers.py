@@ -48,8 +48,9 @@ from otel_verl.analysis.findings.steps.step_statistics import (
 )
 
 JUDGED = {GROUP_WORKER: k.SCOPE_WORKER, GROUP_REPLICA: k.SCOPE_REPLICA}
-SKIPPED_PARTS = frozenset({k.PART_GAP, k.PART_STALL, k.PART_START, k.PART_FINISH})
-"""Not work a peer does the same of: time between spans, a stall, a worker's own start and finish."""
+SKIPPED_PARTS = frozenset({k.PART_GAP, k.PART_PAUSE, k.PART_STALL, k.PART_START, k.PART_FINISH})
+"""Not work a peer does the same of: time between spans, a wait for a rollout pause, a stall, a worker's own start
+and finish."""
 MEDIAN_SE = 1.2533
 NOISE_FLOOR = 0.05
 STRAGGLER_SHARE = 0.7

@@ -17,6 +17,7 @@ import pandas as pd
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.histograms import LogHistogram
 from otel_verl.analysis.findings.steps.async_account import AsyncStep, async_accounts
+from otel_verl.analysis.findings.steps.paused_gaps import with_pauses
 from otel_verl.analysis.findings.steps.quiet import quiet_windows
 from otel_verl.analysis.findings.steps.segments import (
     TEXT_COLUMNS,
@@ -123,6 +124,8 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
     sides = async_accounts(t)
     req["consumer_wait_s"] = req["consumed_step"].map({s: a.trainer_wait_s for s, a in sides.items()}).astype(float)
     seg = request_segments(t)
+    if sides:  # a request's wait for a rollout pause is the pause's, not its gap's
+        seg = with_pauses(seg, next(iter(sides.values())).pauses)
     seg = seg.merge(req[["request_span", "step", "worker", "replica", "sample_index"]], on="request_span", how="left")
     phases = _phases(t)
     quiet = quiet_windows(t)
