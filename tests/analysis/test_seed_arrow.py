@@ -37,7 +37,7 @@ def _convert(root: Path, arrow: bool, skip: bool) -> tuple[Any, ...]:
     res = convert._convert(log_file.seed_files(root), root, "legacy", skip, True, None, False, arrow=arrow)
     if res.error is not None:
         return (res.error,)
-    return frame_from_parts(res.parts), res.bounds, res.spans, res.lines, res.bad, res.first_bad
+    return frame_from_parts(res.parts), res.bounds, res.spans, res.stats
 
 
 def assert_same(root: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from otel_verl.analysis.errors import AnalysisInputError
+
 
 @dataclass
 class LoadStats:
@@ -28,3 +30,18 @@ class LoadStats:
     spans of no step, and a warning says so."""
     outside_steps: int = 0
     """Spans of steps outside ``--steps`` that were read anyway (they shared a file with steps inside)."""
+
+    def add(self, part: LoadStats) -> None:
+        """Add a reader's counts (files, lines, bad lines and the first five of them) to these."""
+        self.files += part.files
+        self.lines += part.lines
+        self.bad_lines += part.bad_lines
+        self.first_bad.extend(part.first_bad[: max(0, 5 - len(self.first_bad))])
+
+    def bad_line(self, msg: str, skip: bool) -> None:
+        """A bad line, ``msg`` = ``file:line: why``: counted (the first five kept) with ``skip``, else raised."""
+        if not skip:
+            raise AnalysisInputError(msg + " (use --skip-bad-lines to skip it)") from None
+        self.bad_lines += 1
+        if len(self.first_bad) < 5:
+            self.first_bad.append(msg)

@@ -28,6 +28,7 @@ from otel_verl.analysis.read.seed.batch import build
 from otel_verl.analysis.read.seed.rows import LEGACY_SERVICE
 from otel_verl.analysis.read.seed.sinks import SeedSpanColumns, add_to_table, emit_rows
 from otel_verl.analysis.read.seed.tree import SpanFields, gen_span_id, step_spans
+from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.export.encoding import document_line, fields_json
 from otel_verl.export.spool import open_private_append
 
@@ -48,21 +49,16 @@ class FileResult:
     bounds: dict[int | None, tuple[int, int]] = field(default_factory=dict)
     """Training step → (earliest start, latest end) of its lines in these files."""
     spans: int = 0
-    lines: int = 0
-    bad: int = 0
-    first_bad: list[str] = field(default_factory=list)
+    stats: LoadStats = field(default_factory=LoadStats)
+    """Files and lines read, bad lines skipped."""
     error: str | None = None
 
-    def account(self, files: list[Path], stats: Any, bounds: dict[int | None, tuple[int, int]]) -> None:
-        """Raise this worker's error; else add its counts over ``files`` to ``stats`` (a
-        :class:`~otel_verl.analysis.read.stats.LoadStats`, or None) and widen ``bounds`` by its steps' bounds."""
+    def account(self, stats: LoadStats | None, bounds: dict[int | None, tuple[int, int]]) -> None:
+        """Raise this worker's error; else add its counts to ``stats`` and widen ``bounds`` by its steps' bounds."""
         if self.error is not None:
             raise AnalysisInputError(self.error)
         if stats is not None:
-            stats.files += len(files)
-            stats.lines += self.lines + self.bad
-            stats.bad_lines += self.bad
-            stats.first_bad.extend(self.first_bad[: max(0, 5 - len(stats.first_bad))])
+            stats.add(self.stats)
         for step, (lo, hi) in self.bounds.items():
             widen(bounds, step, lo, hi)
 
@@ -97,15 +93,13 @@ def _convert(
                 continue
             try:
                 got = log_file.read_file(path, skip_bad_lines, keep_text=keep_lines or cols is None)
-            except ValueError as exc:
+            except (AnalysisInputError, ValueError) as exc:
                 res.error = str(exc)
                 return res
             except OSError as exc:
                 res.error = f"{path}: cannot read: {exc.strerror}"
                 return res
-            res.bad += got.bad
-            res.first_bad.extend(got.first_bad[: max(0, 5 - len(res.first_bad))])
-            res.lines += len(got.lines)
+            res.stats.add(got.stats)
             rel = path.relative_to(root).as_posix()
             for (val, step, worker), lines in log_file.group_lines(got.lines).items():
                 if not val:
@@ -148,7 +142,8 @@ def _convert_columns(path: Path, root: Path, run: str, cols: SeedSpanColumns, re
     before = cols.n
     add_to_table(build(arrow_rows(got, run, path.relative_to(root).as_posix(), parent)), cols)
     res.spans += cols.n - before
-    res.lines += got.n
+    res.stats.files += 1
+    res.stats.lines += got.n
     if not got.validate:
         widen(res.bounds, got.step, int(got.start.min()), int(got.end.max()))
     return True
@@ -231,12 +226,12 @@ def convert_dir(
             ) from None
     bounds: dict[int | None, tuple[int, int]] = {}
     for chunk, res in zip(chunks, results, strict=True):
-        res.account(chunk, stats, bounds)
+        res.account(stats, bounds)
         if advance is not None:
             advance(sum(f.stat().st_size for f in chunk))
-    if not any(r.lines for r in results):
-        bad = [b for r in results for b in r.first_bad]
-        first = f" ({sum(r.bad for r in results)} bad lines skipped; first: {bad[0]})" if bad else ""
+    if not any(r.stats.lines > r.stats.bad_lines for r in results):
+        bad = [b for r in results for b in r.stats.first_bad]
+        first = f" ({sum(r.stats.bad_lines for r in results)} bad lines skipped; first: {bad[0]})" if bad else ""
         raise AnalysisInputError(f"{logdir}: no usable log lines{first}")
     steps = [s for step, (lo, hi) in sorted(bounds.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
              for s in step_spans(run, step, lo, hi)]  # fmt: skip

@@ -25,6 +25,7 @@ import orjson
 from otel_verl.analysis.read.seed import events as le
 from otel_verl.analysis.read.seed.rows import ENGINE, PREPROCESS, TOOL, TURN, StepRows, row_kinds, turn_index
 from otel_verl.analysis.read.span_columns import INT64_LIMIT
+from otel_verl.analysis.read.stats import LoadStats
 from otel_verl.invocation import otel_verl_command
 
 VALIDATION_PREFIX = "val_"
@@ -59,12 +60,11 @@ class Line:
 
 @dataclass
 class FileLines:
-    """A file's usable lines plus what was skipped (with ``skip_bad_lines``)."""
+    """A file's usable lines plus what was read and skipped (with ``skip_bad_lines``)."""
 
     path: Path
     lines: list[Line] = field(default_factory=list)
-    bad: int = 0
-    first_bad: list[str] = field(default_factory=list)
+    stats: LoadStats = field(default_factory=LoadStats)
 
 
 def parse_ts(value: Any) -> int:
@@ -169,7 +169,7 @@ _fromisoformat = datetime.fromisoformat
 
 
 def read_file(path: Path, skip_bad_lines: bool, keep_text: bool = True) -> FileLines:
-    """Every usable line of ``path``; a bad one raises ``ValueError("file:line: why")`` unless skipped.
+    """Every usable line of ``path``; a bad one raises ``AnalysisInputError("file:line: why")`` unless skipped.
     ``keep_text=False``: ``Line.raw`` is None (the span table of ``analyze`` leaves the lines out)."""
     out = FileLines(path)
     dir_step = number_in(path.parent.name)
@@ -192,14 +192,10 @@ def read_file(path: Path, skip_bad_lines: bool, keep_text: bool = True) -> FileL
             text = raw.decode() if keep_text else None  # json also reads UTF-16/32; a kept line must be UTF-8
         except (ValueError, TypeError, OverflowError) as exc:
             why = "truncated last line; was the writer killed?" if i == last and data[-1:] != b"\n" else str(exc)
-            msg = f"{path}:{i + 1}: {why}"
-            if not skip_bad_lines:
-                raise ValueError(msg + " (use --skip-bad-lines to skip it)") from None
-            out.bad += 1
-            if len(out.first_bad) < 5:
-                out.first_bad.append(msg)
+            out.stats.bad_line(f"{path}:{i + 1}: {why}", skip_bad_lines)
             continue
         append(Line(d, text, start, end, i + 1, step, worker, in_val_dir or d.get("validate") is True))
+    out.stats.files, out.stats.lines = 1, len(out.lines) + out.stats.bad_lines
     return out
 
 

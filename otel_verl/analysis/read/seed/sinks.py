@@ -48,7 +48,7 @@ def emit_rows(b: SpanBatch, sink: Callable[..., Any]) -> list[Any]:
     attributes as dicts (None values included: sinks skip them); returns what ``sink`` returned for each."""
     r = b.rows
     trace, step, worker, raw = b.trace, r.step, r.worker, r.raw
-    sids, parents = _hex_list(b.sid), _hex_list(b.parent)
+    sids, parents = _hex_ids(b.sid).to_pylist(), _hex_ids(b.parent).to_pylist()
     parents[0] = b.worker_parent
     names, event_names = b.names, r.event_names
     row_event = [event_names[c] for c in r.name_codes.tolist()]
@@ -163,12 +163,6 @@ def _part(b: SpanBatch, at: np.ndarray) -> dict[str, Any]:
         else:
             part[col] = (idx, values.take(pa.array(idx)) if len(idx) else pa.array([], type=pa.string()))
     return part
-
-
-def _hex_list(ids: np.ndarray) -> list[str]:
-    """uint64 ids as 16-digit lower-case hex strings (``f"{x:016x}"``), cut from one hex dump."""
-    text = ids.astype(">u8").tobytes().hex()
-    return [text[i : i + 16] for i in range(0, len(text), 16)]
 
 
 def _hex_ids(ids: np.ndarray) -> pa.Array:

@@ -64,12 +64,12 @@ class SeedSteps(StepDirectories):
         return self.workers.submit(_convert_and_spill, files, *args)
 
     def _take(self, result: FileResult, files: list[Path]) -> list[Part]:
-        result.account(files, self.stats, self.bounds)
+        result.account(self.stats, self.bounds)
         return result.parts
 
     def _take_spilled(self, result: tuple[FileResult, list[SpillEntry]], files: list[Path]) -> list[SpillEntry]:
         res, entries = result
-        res.account(files, self.stats, self.bounds)
+        res.account(self.stats, self.bounds)
         return entries
 
     def read(self, group: tuple[int, ...], advance: Callable[[int], None]) -> list[Part]:

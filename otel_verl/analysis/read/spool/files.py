@@ -78,12 +78,7 @@ def _read_file(
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             if lineno == 1 and _is_findings_file(path):  # no line of it is a span: skipping lines cannot help
                 raise AnalysisInputError(f"{path}: {FINDINGS_FILE}") from None
-            msg = f"{path}:{lineno}: {_why(raw, exc, path if lineno == 1 else None)}"
-            if not skip_bad_lines:
-                raise AnalysisInputError(msg + " (use --skip-bad-lines to skip it)") from None
-            stats.bad_lines += 1
-            if len(stats.first_bad) < 5:
-                stats.first_bad.append(msg)
+            stats.bad_line(f"{path}:{lineno}: {_why(raw, exc, path if lineno == 1 else None)}", skip_bad_lines)
         cols.maybe_flush()
 
     def lines() -> Iterator[tuple[bytes, int]]:
@@ -142,10 +137,7 @@ def read_parallel(
     for chunk, (chunk_parts, part) in zip(chunks, read, strict=True):
         parts.extend(chunk_parts)
         advance(sum(f.stat().st_size for f in chunk))
-        stats.files += part.files
-        stats.lines += part.lines
-        stats.bad_lines += part.bad_lines
-        stats.first_bad.extend(part.first_bad[: max(0, 5 - len(stats.first_bad))])
+        stats.add(part)
     return parts
 
 

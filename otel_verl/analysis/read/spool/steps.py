@@ -120,13 +120,6 @@ def _partition_chunk(files: list[Path], skip_bad_lines: bool, spill_dir: Path) -
     return cols.entries, stats
 
 
-def merge_stats(into: LoadStats, part: LoadStats) -> None:
-    into.files += part.files
-    into.lines += part.lines
-    into.bad_lines += part.bad_lines
-    into.first_bad.extend(part.first_bad[: max(0, 5 - len(into.first_bad))])
-
-
 class StepDirectories:
     """A step source whose steps are files in ``step_<n>/`` directories (:func:`.step_stream.iter_steps` reads it): each
     step's files read in forked :class:`Workers` when its turn comes, the next :data:`PREFETCH_STEPS` steps' parsed
@@ -220,10 +213,10 @@ class FileSteps(StepDirectories):
 
     def _take(self, result: tuple[list[Part], LoadStats], files: list[Path]) -> list[Part]:
         parts, stats = result
-        merge_stats(self.stats, stats)
+        self.stats.add(stats)
         return parts
 
     def _take_spilled(self, result: tuple[list[SpillEntry], LoadStats], files: list[Path]) -> list[SpillEntry]:
         entries, stats = result
-        merge_stats(self.stats, stats)
+        self.stats.add(stats)
         return entries
