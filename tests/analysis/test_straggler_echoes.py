@@ -13,10 +13,9 @@ from benchmarks.diagnosis.class_scoring import score_class_run
 from benchmarks.diagnosis.shape import MAX_SPANS_PER_RUN, OTLP
 from benchmarks.diagnosis.write_otlp import write_spool
 from otel_verl import analysis
-from otel_verl.analysis.findings.causes.fold_patterns import fold
+from otel_verl.analysis.findings.causes.fold_patterns import Held, fold
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import Finding
-from otel_verl.analysis.findings.patterns.stragglers import Held
 
 HELD = Held(k.SCOPE_WORKER, "16", k.PART_TOOL, frozenset({9}), "s", 30.0)
 

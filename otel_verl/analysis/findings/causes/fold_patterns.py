@@ -3,7 +3,7 @@
 * a persistent straggler (:mod:`.stragglers`) is the cause of its worker's (replica's) slow part in every step:
   that place's findings of that part go, but in a step where the part ran beyond the pattern (a cause of its own);
   so do its requests' (samples') findings there of that part and measure no further from the norm than the pattern
-  reaches (:attr:`.stragglers.Held.fence_ratio`): a worker whose tools take 25× its peers' makes each of its
+  reaches (:attr:`Held.fence_ratio`): a worker whose tools take 25× its peers' makes each of its
   requests' tool calls 25× the usual, and told step by step beside the straggler they were warnings that ranked
   it fourth (``bench_diagnosis --classes --seed 11504``, a straggler run); a request 100× the usual there stays;
 * a step where the policy behaved differently (:mod:`.behaviour_shift`) explains its parts that behaviour drives:
@@ -17,10 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import NamedTuple
 
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import Finding, fmt_s
-from otel_verl.analysis.findings.patterns.stragglers import Held
+
+
+class Held(NamedTuple):
+    """Where a straggler holds (:func:`.stragglers.find_stragglers`): the step causes at its place and part it tells."""
+
+    scope: str
+    place: str
+    part: str
+    beyond: frozenset[int]
+    """Steps where the part ran beyond the pattern: a cause of their own there."""
+    metric: str
+    fence_ratio: float
+    """The most its ratio to its peers reaches within the pattern (median + ``shift_z`` × noise): a request's or
+    sample's finding there at no more than this is the straggler seen from one request."""
 
 
 def fold(

@@ -26,7 +26,6 @@ the step take without the straggler):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -34,6 +33,7 @@ import pandas as pd
 from otel_verl.analysis.findings.account.anomaly_rows import anomaly_rows
 from otel_verl.analysis.findings.account.peel import rollout_path
 from otel_verl.analysis.findings.account.step_account import StepAccount
+from otel_verl.analysis.findings.causes.fold_patterns import Held
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.chance import run_chance
 from otel_verl.analysis.findings.common.record import Finding, fmt_per_token, fmt_s
@@ -71,20 +71,6 @@ WHAT = {
     k.PART_REWARD: "computed rewards",
     k.PART_PREPROCESS: "preprocessed",
 }
-
-
-class Held(NamedTuple):
-    """Where a straggler holds, for :mod:`.fold_patterns`: the step causes at its place and part that it tells."""
-
-    scope: str
-    place: str
-    part: str
-    beyond: frozenset[int]
-    """Steps where the part ran beyond the pattern: a cause of their own there."""
-    metric: str
-    fence_ratio: float
-    """The most its ratio to its peers reaches within the pattern (median + ``shift_z`` × noise): a request's or
-    sample's finding there at no more than this is the straggler seen from one request."""
 
 
 @dataclass
