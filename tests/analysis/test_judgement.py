@@ -218,14 +218,15 @@ def test_a_step_beyond_a_stragglers_pattern_keeps_its_own_cause() -> None:
     """A persistent straggler tells its place's part in every step but those where the part ran beyond the pattern:
     there the step's own cause stays (seen in CI: a worker 1.1× slower at tool calls hid a one-off 8 s tool plant
     of one step on it, and took the plant into its own cost)."""
-    from otel_verl.analysis.findings.causes.fold_patterns import fold
+    from otel_verl.analysis.findings.causes.fold_patterns import Held, fold
     from otel_verl.analysis.findings.common.record import Finding
 
     def tool(step: int) -> Finding:
         details = {"scope": k.SCOPE_WORKER, "part": k.PART_TOOL}
         return Finding(k.SLOW_TOOL, "critical", f"slow tool in step {step}", step=step, worker=1, details=details)
 
-    places = [(k.SCOPE_WORKER, "1", k.PART_TOOL, frozenset({8}))]
+    places = [Held(k.SCOPE_WORKER, "1", k.PART_TOOL, frozenset({8}), "s", 1.1)]
     kept = fold([tool(3), tool(8)], places, [], [])
     assert [f.steps for f in kept] == [[8]]
-    assert [f.steps for f in fold([tool(3)], [(k.SCOPE_WORKER, "0", k.PART_TOOL, frozenset())], [], [])] == [[3]]
+    other = Held(k.SCOPE_WORKER, "0", k.PART_TOOL, frozenset(), "s", 1.1)
+    assert [f.steps for f in fold([tool(3)], [other], [], [])] == [[3]]
