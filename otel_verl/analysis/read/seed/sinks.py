@@ -4,7 +4,7 @@ with no OTLP/JSON dicts on the way.
 :func:`emit_rows` hands each span to a sink with its attributes in the order the seed importer
 has always written them (so ``import-legacy``'s OTLP/JSON, :func:`~otel_verl.export.encoding.fields_json`,
 stays byte for byte the same), the kept line (``verl.legacy.line``) included. :func:`add_to_table` adds the
-batch to a :class:`.columns.SeedSpanColumns`: from Arrow's typed columns as whole parts (the worker and
+batch to a :class:`SeedSpanColumns`: from Arrow's typed columns as whole parts (the worker and
 request spans, whose attributes are dicts, one by one); a batch whose columns hold any JSON type, or kept
 lines, goes through :func:`emit_rows` into ``add_span``, which converts each value as the OTLP round trip does.
 
