@@ -24,6 +24,7 @@ import typer
 
 from otel_verl.cli import analyze, common, demo, formats, replay, seams
 from otel_verl.cli.help_format import Command, Group
+from otel_verl.invocation import otel_verl_command
 
 app = typer.Typer(
     name="otel-verl",
@@ -31,7 +32,7 @@ app = typer.Typer(
         "OpenTelemetry tracing for multi-turn RL training with verl.\n\n"
         "Trace a real run: add the override printed at the end of this help to the verl command line and set "
         "OTEL_EXPORTER_OTLP_ENDPOINT (or nothing: spans then go to ./otel-verl-spool). Try it without a GPU: "
-        "`otel-verl demo`."
+        f"`{otel_verl_command()} demo`."  # as the user's shell runs it (otel_verl.invocation)
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -16,19 +16,24 @@ from otel_verl.cli.common import (
     parse_step_range,
     source_options,
 )
+from otel_verl.invocation import otel_verl_command
+
+CLI = otel_verl_command()
+"""``otel-verl`` as the user's shell runs it (``.venv/bin/otel-verl`` from a checkout): the help's examples run as
+printed."""
 
 ANALYZE_HELP = f"""Diagnose a run: `findings.json`, `report.html` (one file, opens anywhere) and each figure as a PNG
 in `--out` (default: `./otel-verl-report/` and the run's name).
 
 SOURCE is read by its kind (auto-detected; force it with `--source-type`):
 
-* spool dir: `otel-verl analyze ./otel-verl-spool` (its newest run; `--run NAME` picks another)
-* collector file exporter: `otel-verl analyze /var/otel/traces.jsonl --out report`
-* Jaeger v2: `otel-verl analyze http://jaeger:16686 --service verl --lookback 2h --out report`
-* Tempo: `otel-verl analyze http://tempo:3200 --since 2026-08-01T10:00 --until 2026-08-01T12:00 --out report`
+* spool dir: `{CLI} analyze ./otel-verl-spool` (its newest run; `--run NAME` picks another)
+* collector file exporter: `{CLI} analyze /var/otel/traces.jsonl --out report`
+* Jaeger v2: `{CLI} analyze http://jaeger:16686 --service verl --lookback 2h --out report`
+* Tempo: `{CLI} analyze http://tempo:3200 --since 2026-08-01T10:00 --until 2026-08-01T12:00 --out report`
 
 Logs of verl's earlier profiler (SGLangLogManager: `step_<n>/worker_<rank>.jsonl`) are read directly (or
-converted once: `otel-verl import-legacy LOGDIR --spool DIR`).
+converted once: `{CLI} import-legacy LOGDIR --spool DIR`).
 
 Link every trace id to Jaeger: `--trace-url 'http://HOST:16686/trace/{{trace_id}}'`.
 

@@ -18,6 +18,7 @@ from otel_verl.cli.common import (
     parse_step_range,
     source_options,
 )
+from otel_verl.invocation import otel_verl_command
 
 IMPORT_LEGACY_HELP = (
     "Convert the logs of verl's earlier profiler (SGLangLogManager: `step_<n>/worker_<rank>.jsonl`) "
@@ -34,8 +35,8 @@ EXPORT_PERFETTO_HELP = (
     "chunks and barrier wait, then a track per request named by prompt, request id and replica, holding its "
     "turns, engine calls and events), every span's attributes on its slice. Perfetto's protobuf format "
     "(`.pftrace`), or Chrome's JSON for an `--out` ending in `.json` (its request lanes cannot be named). "
-    "`--steps 2` writes one step: `otel-verl export-perfetto ./traces --steps 2 --out step2.pftrace` (the README "
-    "demo's spool and its slow step)."
+    f"`--steps 2` writes one step: `{otel_verl_command()} export-perfetto ./traces --steps 2 --out step2.pftrace` "
+    "(the README demo's spool and its slow step)."  # spelled as the user's shell runs it (otel_verl.invocation)
     f"\n\n{EXIT_CODES}"
 )
 FORMATS = ("auto", "proto", "json")

@@ -98,3 +98,40 @@ def test_the_trace_url_hint_points_at_the_jaeger_the_demo_lines_start(monkeypatc
     monkeypatch.delenv("JAEGER_QUERY_HTTP_PORT", raising=False)
     opened = re.search(r"open (http://[\d.]+:\d+)", jaeger_hint.see_in_jaeger(Path("traces/run"), cwd=ROOT)[3])
     assert opened and opened.group(1) + "/trace/{trace_id}" == presenting.JAEGER_TRACE_URL
+
+
+SUBCOMMAND = r"(demo|replay|analyze|import-legacy|export-legacy|export-perfetto|check-seams)\b"
+SPELLED = re.compile(rf"(\S*otel-verl) {SUBCOMMAND}")
+"""A command a text tells the user to type: the word that runs ``otel-verl``, then a subcommand."""
+
+
+def _each_runs_in_the_users_shell(said: list[tuple[str, str]], where: str, env: dict[str, str]) -> None:
+    assert said, f"no otel-verl command in {where}"
+    cli = str((VENV_BIN / "otel-verl").relative_to(ROOT))
+    for word, sub in sorted(set(said)):
+        assert word == cli, f"{where} says `{word} {sub}`; the user's shell runs `{cli} {sub}`"
+        ran = shell(f"{word} {sub} --help", env)
+        assert ran.returncode == 0, f"{where}: `{word} {sub}`: {ran.stderr[-500:]}"
+
+
+@pytest.mark.parametrize("args", ["--help", "analyze --help", "export-perfetto --help"])
+def test_help_texts_examples_run_in_the_users_shell(args: str) -> None:
+    """The help's examples (`Try it without a GPU: otel-verl demo`, `otel-verl analyze ./otel-verl-spool`,
+    `otel-verl export-perfetto ./traces --steps 2 …`) said a name the user's shell did not find (issue 51.1)."""
+    env = user_env(COLUMNS="400")  # one example a line: the help wraps at words, never inside a path
+    cli = str((VENV_BIN / "otel-verl").relative_to(ROOT))
+    done = shell(f"{cli} {args}", env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = "\n".join(x for x in done.stdout.splitlines() if "Usage:" not in x)  # click's usage line: a synopsis
+    _each_runs_in_the_users_shell(SPELLED.findall(text), f"`otel-verl {args}`", env)
+
+
+def test_the_readmes_commands_run_in_the_users_shell() -> None:
+    """The README's prose says `.venv/bin/otel-verl …` as it promises (the "In Jaeger" paragraph said
+    `otel-verl replay ./traces …`: command not found, issue 51.1); the command table's rows are synopses."""
+    text = (ROOT / "README.md").read_text()
+    prose = "\n".join(x for x in text.splitlines() if not x.startswith("|"))
+    spans = re.findall(r"`([^`\n]+)`", prose)
+    said = [found.groups() for span in spans if (found := SPELLED.match(span))]
+    assert ("replay" in {sub for _, sub in said}) and ("demo" in {sub for _, sub in said}), said
+    _each_runs_in_the_users_shell(said, "README.md", user_env())
