@@ -246,5 +246,5 @@ def tells_async(expect: Expect, f: dict[str, Any], n_workers: int) -> bool:
         )
     if expect.cls == "async_replica":
         place = d.get("replica") is not None and str(d.get("replica")) == str(expect.replica)
-        return place and f.get("kind") in (k.SLOW_DECODE, k.STRAGGLER) and bool(steps & set(expect.steps))
+        return place and bool(m.kinds_of(f) & {k.SLOW_DECODE, k.STRAGGLER}) and bool(steps & set(expect.steps))
     return False

@@ -39,7 +39,7 @@ def tells(expect: Expect, f: dict[str, Any], n_workers: int) -> bool:
         return tells_async(expect, f, n_workers)
     if expect.cls == "short":
         return expect.plant is not None and m.matches(expect.plant, f, n_workers)
-    if f.get("kind") != expect.kind:
+    if expect.kind not in m.kinds_of(f):
         return False
     if expect.cls == "straggler":
         if expect.scope == k.SCOPE_REPLICA:

@@ -77,8 +77,14 @@ def is_alarm(f: Finding) -> bool:
     return f.get("severity") in ALARM_SEVERITIES
 
 
+def kinds_of(f: Finding) -> set[str]:
+    """The finding's kind, and for one told as its worker's stall the engine's judgement it kept
+    (``details.engine_kind``: a planted slow decode told as the stall it caused still names its plant)."""
+    return {str(x) for x in (f.get("kind"), details_of(f).get("engine_kind")) if x}
+
+
 def kind_matches(plant: Plant, f: Finding) -> bool:
-    return f.get("kind") == plant.kind or f.get("kind") in EQUIVALENTS.get(plant.kind, frozenset())
+    return bool(kinds_of(f) & {plant.kind, *EQUIVALENTS.get(plant.kind, frozenset())})
 
 
 def placed(plant: Plant, f: Finding, n_workers: int) -> bool:

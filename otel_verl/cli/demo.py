@@ -144,7 +144,9 @@ def demo(
     stall: Annotated[
         list[str] | None,
         typer.Option(
-            metavar="IDX:SEC", help="Prompt IDX's first engine call stalls SEC s (idle gap).", rich_help_panel=PLANT
+            metavar="IDX:SEC",
+            help="Prompt IDX's first engine call stalls SEC s in the engine (told as a stall).",
+            rich_help_panel=PLANT,
         ),
     ] = None,
     slow_turn: Annotated[

@@ -207,4 +207,9 @@ def _tail(d: dict[str, Any]) -> str:
     turns = d.get("turns")
     more = f" ({turns} turns)" if turns else ""
     who = "the worker" if d.get("scope") == k.SCOPE_WORKER else "the request"
-    return f" — {who} that ended the rollout{more}: its path ran long, though none of its calls stood out on its own"
+    ended = (
+        "that ended the rollout"
+        if d.get("ended_rollout", True)
+        else "that would have ended the rollout but for the causes above"
+    )
+    return f" — {who} {ended}{more}: its path ran long, though none of its calls stood out on its own"

@@ -33,6 +33,7 @@ from otel_verl.analysis.findings.causes.waited_for import waited_for
 from otel_verl.analysis.findings.causes.warm_up import mark_warm_up
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import SEVERITIES, Finding, evidence, sort_findings
+from otel_verl.analysis.findings.common.step_cause import as_stall, told_as_stall
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.steps.step_statistics import METRIC_RATE, METRIC_TOKENS
 from otel_verl.analysis.findings.steps.step_summary import BARE_WORKER
@@ -65,18 +66,18 @@ def name_causes(
 
 
 def _mark_stall_echoes(causes: list[Cause]) -> None:
-    """A stall holds every request in flight on its worker, so their engine calls, tools or rewards look slow from
-    inside it: a small cause on a stalled worker of the same step is the stall seen from another side. It stays
-    in the findings, as a note (``details.stall_echo``), unless it cost a good share of what the stall did."""
+    """A stall (told as one, as the demo's) holds every request in flight on its worker, so their engine calls,
+    tools, rewards, own short stalls look slow from inside it: a small cause on a stalled worker of the same step is
+    the stall seen from another side, kept as a note (``details.stall_echo``) unless it cost a good share of it."""
     stalls: dict[int, list[Cause]] = {}
     for c in causes:
-        if c.kind == k.STALL and not c.details.get("tail"):
+        if (c.kind == k.STALL or told_as_stall(c.kind, c.details | {"part": c.part})) and not c.details.get("tail"):
             stalls.setdefault(c.step, []).append(c)
     for c in causes:
-        if c.kind == k.STALL or c.step not in stalls or not c.workers or c.scope == k.SCOPE_STEP:
+        if c.step not in stalls or not c.workers or c.scope == k.SCOPE_STEP:
             continue
         for st in stalls[c.step]:
-            if set(c.workers) <= set(st.workers) and c.seconds < STALL_ECHO_SHARE * st.seconds:
+            if st is not c and set(c.workers) <= set(st.workers) and c.seconds < STALL_ECHO_SHARE * st.seconds:
                 c.details["stall_echo"] = True
 
 
@@ -264,12 +265,14 @@ def _stood_still(a: StepAccount, occ_rows: np.ndarray, x: float) -> float:
 
 
 def _tail_cause(a: StepAccount, p: Part, seconds: float, b: Baselines) -> Cause:
-    """The usual critical path ran long in this part: told on the request (or worker) that ended the rollout."""
+    """The usual critical path ran long in this part: told on the request (or worker) that ends the rollout once
+    the anomalies are taken away; it ended it only if none held a later one (``details.ended_rollout``)."""
     path = a.path
     occ = a.summary.occurrences
     rs = path.usual_request if path.usual_request is not None else -1
     kind = k.CAUSE_OF_PART.get(p.kind, k.SLOW_ENGINE)
     details: dict[str, Any] = {"tail": True, "metric": "s", "value": p.value_s, "usual": p.baseline_s}
+    details["ended_rollout"] = path.usual_request == path.critical_request
     details["ratio"] = p.value_s / p.baseline_s if p.baseline_s > 0 else float("inf")
     if p.kind == k.PART_DECODE:
         kind, details = _decode_tail(occ[occ["request_span"].to_numpy() == rs], b, details)
@@ -376,7 +379,7 @@ def _merge(
         if len(group) > 1:
             details["per_step"] = {str(c.step): round(c.seconds, 3) for c in sorted(group, key=lambda c: c.step)}
         f = Finding(
-            kind=top.kind,
+            kind=as_stall(top.kind, details),
             severity=("critical", "warning", "info")[sev_rank],
             message="",
             metric=str(details.get("metric", "")),

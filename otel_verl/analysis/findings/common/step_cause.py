@@ -2,9 +2,11 @@
 (:mod:`otel_verl.analysis.report.step_rows`), the verdict (its headlines, what it says the problems cost) and the live
 account's line and ``cause_s``, so that none of them calls one cause by two names or gives it two costs.
 
-The name follows the message: a slow decode, a long response or a slow engine call whose worker stood still
-meanwhile is told "worker 0 stalled …" (:mod:`..causes.messages`), so its name is ``stall``; the finding's
-``kind`` (the diagnosis's judgement of which part moved) is unchanged in findings.json.
+One cause, one name (issue 51): a slow decode, a long response or a slow engine call whose worker stood still
+meanwhile is told "worker 0 stalled …" (:mod:`..causes.messages`), so it is a ``stall``: its name, and its
+``kind`` in findings.json (:func:`as_stall`), as ``demo --stall`` plants one. Which part of the engine call the
+time sat in (the diagnosis's judgement before it was told as a stall) stays in ``details.part`` and
+``details.engine_kind``.
 
 The seconds are what the cause cost the step: how much sooner the step would have ended without it (the peel's
 drop: a finding's ``seconds``, a recurring one's ``details.per_step``). Two other figures are told beside it and
@@ -39,7 +41,18 @@ def _field(f: Any, name: str) -> Any:
 def told_as_stall(kind: str, details: Mapping[str, Any]) -> bool:
     """Whether a cause of ``kind`` is told as its worker's stall (it waited in an engine call while nothing else
     moved on the worker): the message leads with the stall, and its name is ``stall``."""
-    return kind != k.STALL and bool(details.get("stalled_s")) and details.get("part") in ENGINE_PARTS
+    if kind == k.STALL:
+        return bool(details.get("engine_kind"))  # a finding :func:`as_stall` named
+    return bool(details.get("stalled_s")) and details.get("part") in ENGINE_PARTS
+
+
+def as_stall(kind: str, details: dict[str, Any]) -> str:
+    """A finding's ``kind``: ``stall`` for a cause told as its worker's stall, the engine's judgement of it kept as
+    ``details.engine_kind``; else ``kind``."""
+    if kind == k.STALL or not told_as_stall(kind, details):
+        return kind
+    details["engine_kind"] = kind
+    return k.STALL
 
 
 def cause_name(f: Any) -> str:
