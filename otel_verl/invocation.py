@@ -38,12 +38,19 @@ def user_path(environ: Mapping[str, str] | None = None) -> str:
 def otel_verl_command(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
     """``otel-verl``, or the path that runs this installation's ``otel-verl`` from ``cwd`` (default: the working
     directory), shell-quoted; a hint is this, a space and the subcommand with its arguments."""
-    script = Path(sysconfig.get_path("scripts")) / SCRIPT
-    found = shutil.which(SCRIPT, path=user_path(environ))
-    if found and (not script.exists() or _same(found, str(script))):
-        return SCRIPT
+    return script_command(SCRIPT, environ, cwd)
+
+
+def script_command(name: str, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
+    """Any script of this environment (``otel-verl``, ``python``, ``tensorboard``) spelled by the same rule: its
+    name where the user's shell finds this one, else its path (``.venv/bin/python``)."""
+    script = Path(sysconfig.get_path("scripts")) / name
+    found = shutil.which(name, path=user_path(environ))
+    # the folder, not the file: the venv's python is a symlink to the base interpreter, which lacks the venv's packages
+    if found and (not script.exists() or _same(os.path.dirname(found), str(script.parent))):
+        return name
     if not script.exists():
-        return SCRIPT  # not installed with its entry points (PYTHONPATH): the name is the best hint there is
+        return name  # not installed with its entry points (PYTHONPATH): the name is the best hint there is
     here = (cwd or Path.cwd()).resolve()
     try:
         shown = str(script.absolute().relative_to(here))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +65,26 @@ def _place(name: str, backend: Any) -> str | None:
 
 
 def how_to_read(tracker: str, place: str) -> str | None:
-    """How a user reads ``tracker``'s store back in a fresh shell, when it needs more than its place: mlflow 3
-    refuses a ``file:`` store (the demo's) to any reader without ``MLFLOW_ALLOW_FILE_STORE=true``, which the demo
-    set only for itself; mlflow-skinny (this project's) has no UI, so the client is the way, ``mlflow ui`` the way
-    with the full mlflow."""
-    uri = place.split(" ", 1)[0]
-    if tracker != "mlflow" or not uri.startswith("file:"):
+    """How a user reads ``tracker``'s store back in a fresh shell, as a command that runs as printed (issue 51: the
+    hint was a code fragment): mlflow 3 refuses a ``file:`` store (the demo's) to any reader without
+    ``MLFLOW_ALLOW_FILE_STORE=true``, which the demo set only for itself, and mlflow-skinny (this project's) has no
+    UI, so the command is this environment's python with ``MlflowClient`` (``mlflow ui`` needs the full mlflow);
+    tensorboard's is its own server on the log directory. Scripts are spelled as :mod:`otel_verl.invocation` says."""
+    from otel_verl.invocation import script_command
+    from otel_verl.live import names
+
+    if tracker == "tensorboard":
+        return f"view it: {script_command('tensorboard')} --logdir {shlex.quote(place)}   # then open http://localhost:6006"
+    uri, _, rest = place.partition(" ")
+    run_id = rest.removeprefix("(run ").removesuffix(")")
+    if tracker != "mlflow" or not uri.startswith("file:") or not run_id:
         return None
+    read = (
+        f'from mlflow import MlflowClient; c = MlflowClient(tracking_uri="{uri}"); '
+        f'print([(m.step, m.value) for m in c.get_metric_history("{run_id}", "{names.STEP_S}")])'
+    )
     return (
-        f'read it with MLFLOW_ALLOW_FILE_STORE=true set: mlflow.MlflowClient(tracking_uri="{uri}") '
-        f"(this project's mlflow-skinny has no UI; with pip install mlflow: "
-        f"MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri {uri})"
+        f"read it back: MLFLOW_ALLOW_FILE_STORE=true {script_command('python')} -c {shlex.quote(read)}"
+        f"   # mlflow-skinny has no UI; with pip install mlflow: "
+        f"MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri {uri}"
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_verl.invocation import otel_verl_command, user_path
+from otel_verl.invocation import otel_verl_command, script_command, user_path
 from tests.clean_shell import ROOT, VENV_BIN, shell, user_env
 
 OPEN_HINT = re.compile(r"open #1's steps elsewhere: (.+?), then Open trace file", re.S)
@@ -63,6 +63,10 @@ def test_spelling_follows_the_users_path(tmp_path: Path) -> None:
     assert otel_verl_command(uv_run, cwd=VENV_BIN.parent.parent) == str(script.relative_to(VENV_BIN.parent.parent))
     assert otel_verl_command(uv_run, cwd=tmp_path) == str(script)  # not below the working directory: absolute
     assert otel_verl_command({"PATH": rest}, cwd=tmp_path) == str(script)
+    # the venv's python links to the base interpreter (no mlflow there): that one on the PATH is not this one
+    base = os.path.dirname(os.path.realpath(VENV_BIN / "python"))
+    assert script_command("python", {"PATH": os.pathsep.join([base, rest])}, cwd=tmp_path) == str(VENV_BIN / "python")
+    assert script_command("python", in_venv) == "python"
 
 
 def test_demo_jaeger_lines_follow_the_ports_and_the_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ failed a write) is said once, in a line on stdout."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from otel_verl.live import names as n
 from otel_verl.live.backends import CONSOLE_PREFIX
+from tests.clean_shell import shell, user_env
 
 pytest.importorskip("verl", reason="needs the verl extra")
 pytest.importorskip("mlflow", reason="needs the dev group (mlflow-skinny)")
@@ -104,9 +106,8 @@ def test_demo_logs_to_mlflow_out_of_the_box(tmp_path: Path) -> None:
     console's line."""
     from mlflow.tracking import MlflowClient
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_") and k != "OTEL_VERL_LIVE"}
-    env["OTEL_SDK_DISABLED"] = "false"
-    exe = Path(sys.executable).with_name("otel-verl")
+    env = {k: v for k, v in user_env(OTEL_SDK_DISABLED="false").items() if not k.startswith("MLFLOW_")}
+    exe = Path(sys.executable).with_name("otel-verl")  # a user's shell: its hints are spelled for it
     cmd = [str(exe), "demo", "--steps", str(STEPS), "--no-report"]
     cmd += ["--logger", "console", "--logger", "mlflow", "--logger", "tensorboard"]
     r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
@@ -115,9 +116,15 @@ def test_demo_logs_to_mlflow_out_of_the_box(tmp_path: Path) -> None:
     board = re.search(r"^tensorboard wrote to (.+)$", r.stdout, re.M)
     assert uri is not None and board is not None, r.stdout
     assert uri.group(1) == (tmp_path / "otel-verl-mlruns").as_uri()
-    hint = f'read it with MLFLOW_ALLOW_FILE_STORE=true set: mlflow.MlflowClient(tracking_uri="{uri.group(1)}")'
-    assert hint in r.stdout, r.stdout
     assert any(Path(board.group(1)).glob("events.out.tfevents.*"))
+    # the line under each is a command that runs as printed in a user's shell (issue 51: a code fragment, no hint)
+    said = _hints(r.stdout)
+    read = shell(said["mlflow"], user_env(), cwd=tmp_path)
+    assert read.returncode == 0, read.stderr[-2000:]
+    assert [step for step, _ in ast.literal_eval(read.stdout.strip())] == list(range(1, STEPS + 1)), read.stdout
+    view = shell(f"{said['tensorboard']} --inspect --tag {n.STEP_S}", user_env(), cwd=tmp_path)  # read, then exit
+    stats = rf"scalars\n\s+first_step\s+1\n\s+last_step\s+{STEPS}\n"  # the account's step_s at steps 1..STEPS
+    assert view.returncode == 0 and re.search(stats, view.stdout + view.stderr), view.stdout + view.stderr
     verdicts = {int(m.group(1)): m.group(0)[len(CONSOLE_PREFIX) :] for m in _console_lines(r.stdout)}
     assert sorted(verdicts) == list(range(1, STEPS + 1)), r.stdout
 
@@ -135,21 +142,30 @@ def test_demo_logs_to_mlflow_out_of_the_box(tmp_path: Path) -> None:
         os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
 
 
+def _hints(stdout: str) -> dict[str, str]:
+    """Tracker → the command printed under its "wrote to" line, its comment cut."""
+    found = re.findall(r"^(\w+) wrote to .*\n  (?:read it back|view it): (.+?)(?:   # .*)?$", stdout, re.M)
+    return dict(found)
+
+
 def _console_lines(stdout: str) -> list[re.Match[str]]:
     return list(re.finditer(rf"^{re.escape(CONSOLE_PREFIX)}step (\d+): .*$", stdout, re.M))
 
 
 def test_the_demos_mlflow_store_reads_back_in_a_fresh_shell_as_its_hint_says(tmp_path: Path) -> None:
     """``mlflow wrote to file:///…`` alone left a user's ``MlflowClient`` in a fresh shell refusing the store (set
-    MLFLOW_ALLOW_FILE_STORE=true): the demo set it only for itself. The hint under that line says how; read back
-    here in fresh processes, it works with the variable set and fails without it, as a user's shell would."""
+    MLFLOW_ALLOW_FILE_STORE=true): the demo set it only for itself. Its hint was then a code fragment and docs/live.md's
+    ``python -c …`` found no mlflow in a clean shell (issue 51). The hint under that line is now a command: run as
+    printed in a user's shell (the venv off its PATH) it reads the metric back; without the variable mlflow refuses."""
     from otel_verl.demo.trackers import MLRUNS_DIR, how_to_read
 
     uri = (tmp_path / MLRUNS_DIR).as_uri()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     write = (
         f"import mlflow; mlflow.set_tracking_uri({uri!r})\n"
-        "with mlflow.start_run() as run: mlflow.log_metric('otel_verl/step', 2.0, step=2)\n"
+        "with mlflow.start_run() as run:\n"
+        f"    mlflow.log_metric({n.STEP_S!r}, 1.5, step=2)\n"
+        "    mlflow.log_text('step 1: as usual', 'otel_verl/verdict/step_000001.txt')\n"
         "print(run.info.run_id)"
     )
     w = subprocess.run([sys.executable, "-c", write], env={**env, "MLFLOW_ALLOW_FILE_STORE": "true"}, **_TEXT)
@@ -158,18 +174,20 @@ def test_the_demos_mlflow_store_reads_back_in_a_fresh_shell_as_its_hint_says(tmp
 
     hint = how_to_read("mlflow", f"{uri} (run {run_id})")
     assert hint is not None and how_to_read("mlflow", "sqlite:////tmp/mlruns.db") is None
-    said_uri = re.search(r'MlflowClient\(tracking_uri="([^"]+)"\)', hint)
-    assert said_uri is not None and said_uri.group(1) == uri, hint
-    assert "MLFLOW_ALLOW_FILE_STORE=true" in hint and f"mlflow ui --backend-store-uri {uri}" in hint
-    read = (
-        "from mlflow import MlflowClient\n"
-        f"c = MlflowClient(tracking_uri={said_uri.group(1)!r})\n"
-        f"print([(m.step, m.value) for m in c.get_metric_history({run_id!r}, 'otel_verl/step')])"
-    )
-    as_said = subprocess.run([sys.executable, "-c", read], env={**env, "MLFLOW_ALLOW_FILE_STORE": "true"}, **_TEXT)
-    assert as_said.returncode == 0 and as_said.stdout.strip() == "[(2, 2.0)]", as_said.stderr[-2000:]
-    without = subprocess.run([sys.executable, "-c", read], env=env, **_TEXT)
+    assert f"mlflow ui --backend-store-uri {uri}" in hint  # the full mlflow's UI, in the comment
+    command = _hints(f"mlflow wrote to {uri} (run {run_id})\n  {hint}\n")["mlflow"]
+    as_said = shell(command, user_env())  # where it was printed: the working directory
+    assert as_said.returncode == 0 and as_said.stdout.strip() == "[(2, 1.5)]", as_said.stderr[-2000:]
+    without = shell(command.replace("MLFLOW_ALLOW_FILE_STORE=true ", ""), user_env())
     assert without.returncode != 0 and "MLFLOW_ALLOW_FILE_STORE" in without.stderr, without.stderr[-2000:]
+    # docs/live.md's snippet, with this store's URI and run id, in the same shell (its `python` had no mlflow)
+    text = (Path(__file__).resolve().parents[2] / "docs" / "live.md").read_text()
+    doc = re.search(r"store back\.\*\*.*?```bash\n(.*?)```", text, re.S)
+    assert doc is not None, "docs/live.md: no read-back snippet"
+    snippet = doc.group(1).replace("file:///…/otel-verl-mlruns", uri).replace("<run id>", run_id)
+    documented = shell(snippet, user_env())
+    assert documented.returncode == 0, documented.stderr[-2000:]
+    assert documented.stdout.splitlines() == ["[(2, 1.5)]", "step 1: as usual"], documented.stdout
 
 
 _TEXT: dict = {"capture_output": True, "text": True, "timeout": 300}
