@@ -317,16 +317,19 @@ def _most_workers_moved(lr: pd.DataFrame, th: Thresholds) -> np.ndarray:
     on a busy machine made it "every worker's": that is the slow worker's cause, told at the worker; one slow
     replica of two moves every worker that sends it calls: the replica's). A step's only replica is the step: never
     a group of its own. Other groups pass."""
+    group_type = lr["group_type"].to_numpy(dtype=object)
+    part_metric = list(zip(lr["part"].to_numpy(dtype=object), lr["metric"].to_numpy(dtype=object), strict=True))
+    log_ratio = lr["log_ratio"].to_numpy(dtype=float)
+    rows: dict[tuple, list[int]] = {}  # (part, metric, group type) → its rows, in order: one pass, not masks per row
+    for i, (pm, gt) in enumerate(zip(part_metric, group_type, strict=True)):
+        rows.setdefault((*pm, gt), []).append(i)
     ok = np.ones(len(lr), dtype=bool)
-    replica = (lr["group_type"] == GROUP_REPLICA).to_numpy()
-    replicas = pd.Series(replica, index=lr.index).groupby([lr["part"], lr["metric"]]).transform("sum")
-    ok &= ~replica | (replicas.to_numpy() > 1)
-    step = (lr["group_type"] == GROUP_STEP).to_numpy()
-    for i in np.flatnonzero(step):
-        same = (lr["part"] == lr["part"].iat[i]) & (lr["metric"] == lr["metric"].iat[i])
-        floor = max(float(np.log(th.shift_min_ratio)), 0.5 * float(lr["log_ratio"].iat[i]))
-        for group_type in (GROUP_WORKER, GROUP_REPLICA):
-            moves = lr.loc[same & (lr["group_type"] == group_type), "log_ratio"].to_numpy(dtype=float)
+    for i in np.flatnonzero(group_type == GROUP_REPLICA):
+        ok[i] = len(rows[(*part_metric[i], GROUP_REPLICA)]) > 1
+    for i in np.flatnonzero(group_type == GROUP_STEP):
+        floor = max(float(np.log(th.shift_min_ratio)), 0.5 * float(log_ratio[i]))
+        for gt in (GROUP_WORKER, GROUP_REPLICA):
+            moves = log_ratio[rows.get((*part_metric[i], gt), [])]
             ok[i] &= not len(moves) or float(np.mean(moves >= floor)) > 0.5
     return ok
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.findings.common import kinds as k
+from otel_verl.analysis.findings.common.group_sums import weighted_means
 from otel_verl.analysis.findings.common.histograms import LogHistogram
 from otel_verl.analysis.findings.common.row_codes import factorize_rows
 from otel_verl.analysis.findings.common.thresholds import Thresholds
@@ -223,26 +224,28 @@ def steady(hs: list[LogHistogram], th: Thresholds) -> tuple[LogHistogram, np.nda
     return merged, moved
 
 
+LOG_RATIO_COLUMNS = ["group_type", "group", "part", "metric", "count", "log_ratio", "median", "usual"]
+
+
 def group_log_ratios(groups: pd.DataFrame, b: Baselines) -> pd.DataFrame:
     """Per (group type, group, part, metric): the count-weighted mean over keys of log(group median / run
     median), the group's count, and the count-weighted means of its medians and of the run's (what a move is worth
-    in seconds). Groups of a part whose run median is 0 are left out."""
+    in seconds). Groups of a part whose run median is 0 are left out. Columns :data:`LOG_RATIO_COLUMNS`."""
     if groups.empty:
-        return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count", "median", "usual"])
-    codes, uniques = factorize_rows([groups["part"], groups["key"], groups["metric"]])
-    med = np.array([(n.median if (n := b.norm(*u)) is not None else np.nan) for u in uniques], dtype=float)
-    g = groups.assign(base=med[codes])
-    g = g[(g["base"] > 0).to_numpy() & (g["median"] > 0).to_numpy()]
-    if g.empty:
-        return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count", "median", "usual"])
-    g = g.assign(w=np.log(g["median"] / g["base"]) * g["count"])
-    by = ["group_type", "group", "part", "metric"]
-    g = g.assign(wm=g["median"] * g["count"], wb=g["base"] * g["count"])
-    agg = g.groupby(by, sort=False)[["w", "wm", "wb", "count"]].sum().reset_index()
-    agg["log_ratio"] = agg["w"] / agg["count"]
-    agg["median"] = agg["wm"] / agg["count"]
-    agg["usual"] = agg["wb"] / agg["count"]
-    return agg.drop(columns=["w", "wm", "wb"])
+        return pd.DataFrame(columns=LOG_RATIO_COLUMNS)
+    text = {c: groups[c].to_numpy(dtype=object) for c in ("group_type", "group", "part", "key", "metric")}
+    codes, uniques = factorize_rows([text["part"], text["key"], text["metric"]])
+    base = np.array([(n.median if (n := b.norm(*u)) is not None else np.nan) for u in uniques], dtype=float)[codes]
+    median = groups["median"].to_numpy(dtype=float)
+    rows = np.flatnonzero((base > 0) & (median > 0))
+    if not len(rows):
+        return pd.DataFrame(columns=LOG_RATIO_COLUMNS)
+    median, base = median[rows], base[rows]
+    keys = [text[c][rows] for c in ("group_type", "group", "part", "metric")]
+    values = {"log_ratio": np.log(median / base), "median": median, "usual": base}
+    uniques, count, means = weighted_means(keys, groups["count"].to_numpy()[rows], values)
+    names = dict(zip(("group_type", "group", "part", "metric"), zip(*uniques, strict=True), strict=True))
+    return pd.DataFrame({c: list(v) for c, v in names.items()} | {"count": count} | means, columns=LOG_RATIO_COLUMNS)
 
 
 def _spreads(summaries: list[StepSummary], b: Baselines) -> dict[tuple[str, str, str], Spread]:
@@ -255,8 +258,13 @@ def _spreads(summaries: list[StepSummary], b: Baselines) -> dict[tuple[str, str,
         if not len(groups):
             continue
         lr = group_log_ratios(groups, b)
-        for key, g in lr.groupby(["group_type", "part", "metric"], sort=False):
-            ratios.setdefault(key, []).append(g["log_ratio"].to_numpy(dtype=float))
+        rows: dict[tuple[str, str, str], list[int]] = {}
+        keys = zip(*(lr[c].to_numpy(dtype=object) for c in ("group_type", "part", "metric")), strict=True)
+        for i, key in enumerate(keys):
+            rows.setdefault(key, []).append(i)
+        log_ratio = lr["log_ratio"].to_numpy(dtype=float)
+        for key, i in rows.items():
+            ratios.setdefault(key, []).append(log_ratio[i])
     out = {}
     for key, parts in ratios.items():
         x = np.concatenate(parts)

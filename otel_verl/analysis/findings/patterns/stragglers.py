@@ -36,7 +36,9 @@ from otel_verl.analysis.findings.account.step_account import StepAccount
 from otel_verl.analysis.findings.causes.fold_patterns import Held
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.chance import run_chance
+from otel_verl.analysis.findings.common.group_sums import weighted_means
 from otel_verl.analysis.findings.common.record import Finding, fmt_per_token, fmt_s
+from otel_verl.analysis.findings.common.row_codes import factorize_rows
 from otel_verl.analysis.findings.common.thresholds import Thresholds
 from otel_verl.analysis.findings.patterns.run_cost import persistent
 from otel_verl.analysis.findings.steps.step_statistics import (
@@ -47,6 +49,7 @@ from otel_verl.analysis.findings.steps.step_statistics import (
     group_key,
 )
 
+PEER_COLUMNS = ["group_type", "group", "part", "metric", "count", "log_ratio", "median", "peers"]
 JUDGED = {GROUP_WORKER: k.SCOPE_WORKER, GROUP_REPLICA: k.SCOPE_REPLICA}
 SKIPPED_PARTS = frozenset({k.PART_GAP, k.PART_PAUSE, k.PART_STALL, k.PART_START, k.PART_FINISH})
 """Not work a peer does the same of: time between spans, a wait for a rollout pause, a stall, a worker's own start
@@ -89,34 +92,38 @@ def peer_ratios(groups: pd.DataFrame) -> pd.DataFrame:
     A worker does not queue in an engine, a replica does: where the step's engine queues name two replicas or more,
     the replicas are judged and the workers are not (a worker whose calls the load balancer sent to the replica that
     queues looks slow too, by the draw; seen in CI beside the replica it only echoed)."""
-    g = groups[groups["group_type"].isin(list(JUDGED)).to_numpy() & ~groups["part"].isin(SKIPPED_PARTS).to_numpy()]
-    queue = g["part"].to_numpy() == k.PART_ENGINE_QUEUE
-    replica = g["group_type"].to_numpy() == GROUP_REPLICA
-    if g.loc[queue & replica, "group"].nunique() >= 2:
-        g = g[~(queue & (g["group_type"].to_numpy() == GROUP_WORKER))]
-    speed = np.where(g["part"].to_numpy() == k.PART_DECODE, METRIC_RATE, METRIC_SECONDS)
-    g = g[(g["metric"].to_numpy() == speed) & (g["median"].to_numpy(dtype=float) > 0)]
-    if g.empty:
-        return pd.DataFrame(columns=["group_type", "group", "part", "metric", "log_ratio", "count", "median", "peers"])
+    text = {c: groups[c].to_numpy(dtype=object) for c in ("group_type", "group", "part", "key", "metric")}
+    gt, part = text["group_type"], text["part"]
+    median, count = groups["median"].to_numpy(dtype=float), groups["count"].to_numpy()
+    ok = np.isin(gt, list(JUDGED)) & ~np.isin(part, list(SKIPPED_PARTS))
+    queue = ok & (part == k.PART_ENGINE_QUEUE)
+    if len(set(text["group"][queue & (gt == GROUP_REPLICA)])) >= 2:
+        ok &= ~(queue & (gt == GROUP_WORKER))
+    speed = np.where(part == k.PART_DECODE, METRIC_RATE, METRIC_SECONDS)
+    ok &= (text["metric"] == speed) & (median > 0) & pd.notna(text["key"])  # a missing key is no group
+    if not ok.any():
+        return pd.DataFrame(columns=PEER_COLUMNS)
+    by = [text[c][ok] for c in ("group_type", "part", "key", "metric")]
+    names, median, count = text["group"][ok], median[ok], count[ok]
+    codes, uniques = factorize_rows(by)
+    order = np.argsort(codes, kind="stable")  # each group's rows together, in their order (not a frame per group)
+    ends = np.cumsum(np.bincount(codes, minlength=len(uniques)))
     rows = []
-    for (gt, part, _key, metric), same in g.groupby(["group_type", "part", "key", "metric"], sort=False):
-        if len(same) < 2:
+    for (gt_, part_, _key, metric), end, size in zip(uniques, ends, np.diff(ends, prepend=0), strict=True):
+        if size < 2:
             continue
-        med = same["median"].to_numpy(dtype=float)
-        for i, (name, count) in enumerate(zip(same["group"], same["count"], strict=True)):
+        same = order[end - size : end]
+        med = median[same]
+        for i, (name, n) in enumerate(zip(names[same], count[same], strict=True)):
             peers = float(np.median(np.delete(med, i)))
-            rows.append((gt, str(name), part, metric, np.log(med[i] / peers), int(count), med[i], peers))
-    cols = ["group_type", "group", "part", "metric", "lr", "count", "median", "peers"]
-    x = pd.DataFrame(rows, columns=cols)
-    if x.empty:
-        return x.rename(columns={"lr": "log_ratio"})
-    x = x.assign(w=x["lr"] * x["count"], wm=x["median"] * x["count"], wp=x["peers"] * x["count"])
-    agg = x.groupby(["group_type", "group", "part", "metric"], sort=False)[["w", "wm", "wp", "count"]].sum()
-    agg = agg.reset_index()
-    agg["log_ratio"] = agg["w"] / agg["count"]
-    agg["median"] = agg["wm"] / agg["count"]
-    agg["peers"] = agg["wp"] / agg["count"]
-    return agg.drop(columns=["w", "wm", "wp"])
+            rows.append((gt_, str(name), part_, metric, np.log(med[i] / peers), int(n), med[i], peers))
+    if not rows:
+        return pd.DataFrame(columns=PEER_COLUMNS)
+    *keys, lr, n, med, peers = (np.array(c, dtype=object) for c in zip(*rows, strict=True))
+    values = {"log_ratio": lr.astype(float), "median": med.astype(float), "peers": peers.astype(float)}
+    uniques, total, means = weighted_means(keys, n.astype(np.int64), values)
+    named = dict(zip(("group_type", "group", "part", "metric"), zip(*uniques, strict=True), strict=True))
+    return pd.DataFrame({c: list(v) for c, v in named.items()} | {"count": total} | means, columns=PEER_COLUMNS)
 
 
 def find_stragglers(accounts: list[StepAccount], th: Thresholds) -> tuple[list[Finding], list[Held]]:
