@@ -1,8 +1,8 @@
 """Count-weighted means per group of rows: :func:`weighted_means`, the step's group medians' one aggregation.
 
 Why not a groupby on the frame's text columns: the step's account and the stragglers' peers aggregate a few
-hundred rows a step, and that groupby, with the frames around it, cost ~8 ms a call (docs/performance.md,
-"Per-step fixed costs"). Here the keys are coded once (:func:`.row_codes.factorize_rows`) and one groupby runs on
+hundred rows a step, and that groupby's fixed cost, paid per step, was most of their time (docs/performance.md,
+"Figures quoted from code"). Here the keys are coded once (:func:`.row_codes.factorize_rows`) and one groupby runs on
 the codes: pandas adds each group's values in row order however they are keyed, so the sums are the same to the
 last bit (a plain ``np.bincount`` adds without pandas' compensation and is not).
 """
