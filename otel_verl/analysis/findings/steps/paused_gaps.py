@@ -12,9 +12,9 @@ the pause (at most :data:`RESUME_LAG_S`), is a part of its own, :data:`~.kinds.P
 request's account (its parts still add up to its duration) and in the step's ``async.rollout_paused_s``, and is
 never an anomaly of its own: the weight sync is judged where it happened, as the step's ``update_weights`` part and
 its trend. Only what is left is the gap. A request's part that its own spans cover (an engine call parked through a
-pause) is excused by its share in the pause instead (:data:`~otel_verl.analysis.findings.account.anomalies.
-PAUSED_SHARE`). A streamed analysis sees a part's own pauses here; pauses read in a later part still excuse a gap
-through that share.
+pause) is excused by its share in the pause instead
+(:data:`~otel_verl.analysis.findings.account.anomalies.PAUSED_SHARE`). A streamed analysis sees a part's own
+pauses here; pauses read in a later part still excuse a gap through that share.
 """
 
 from __future__ import annotations
