@@ -92,8 +92,11 @@ def find_behaviour_shifts(
         seconds = parts_s if explained else predicted
         j = judge(seconds, a.duration_s, a.baseline_s, a.excess_s, chance, *spread.without(a.step), th)
         usual_step = a.baseline_s if np.isfinite(a.baseline_s) and a.baseline_s > 0 else a.duration_s - seconds
-        # from 25 % of a usual step a warning, its cost the extra work where the step's other draws hid some of it
-        j = shifted(j, max(seconds, predicted), usual_step, drawn, th)  # (:mod:`.run_cost`)
+        # from 25 % of a usual step a warning, its cost the extra work where the step's other draws hid some of it;
+        # an asynchronous step's rollout overlaps its training, so there it cost what the step lost, held to the wait
+        asynchronous = a.summary.async_account is not None
+        cost = a.held_to_the_wait(seconds) if asynchronous else max(seconds, predicted)
+        j = shifted(j, cost, usual_step, drawn, th)  # (:mod:`.run_cost`)
         details = {
             "scope": k.SCOPE_STEP,
             "factor": factor,
@@ -123,7 +126,7 @@ def find_behaviour_shifts(
             f"{who}: {value:.3g} {words} against a usual {usual:.3g} ({value / usual:.1f}×), so the step had more to "
             f"do, not a slower system: +{fmt_s(seconds)}"
         )
-        if predicted > seconds and fmt_s(predicted) != fmt_s(seconds):
+        if cost > seconds and fmt_s(predicted) != fmt_s(seconds):
             f.message += f" (its extra work {fmt_s(predicted)} at the usual speed; the rest of the step ran fast)"
         found.append(f)
         if explained:

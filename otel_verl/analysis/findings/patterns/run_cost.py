@@ -17,8 +17,11 @@ is not one step's loss, and that question misjudges it both ways:
   usual speed where that is more than the step lost against its usual: the rest of the step may have run fast by its
   own draw, which does not make the extra work cheaper (``bench_diagnosis --classes --seed 11504``, a shift run:
   answers 1.39× longer in step 1, 40.9 s of extra decoding, the truth's 38.8 s; the step lost 20.9 s against its
-  usual and the shift was information). A shift whose move is within what a run of this many steps shows by chance
-  (the step's draw of prompts) stays information: it is no evidence the policy changed.
+  usual and the shift was information). That holds for a synchronous step; an asynchronous step's rollout overlaps
+  its training, so there the shift cost what the step lost, held to its trainer's wait (a clean stale colocate-async
+  run, tests/analysis/test_consumed_across_parts.py: 12.5 s of extra decoding, 1.9 s lost, was a warning). A shift
+  whose move is within what a run of this many steps shows by chance (the step's draw of prompts) stays information:
+  it is no evidence the policy changed.
 """
 
 from __future__ import annotations
