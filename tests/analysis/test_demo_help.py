@@ -74,7 +74,7 @@ def test_help_examples_use_a_spool_that_exists_and_usage_lines_one_case(monkeypa
     from otel_verl.config import OtelVerlConfig
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    demo_spool = re.search(r"runs `otel-verl demo [^`]*--spool (\S+)", readme)  # what scripts/demo.sh runs
+    demo_spool = re.search(r"runs `(?:\.venv/bin/)?otel-verl demo [^`]*--spool (\S+)", readme)  # scripts/demo.sh
     assert demo_spool is not None
     monkeypatch.delenv("OTEL_VERL_SPOOL_DIR", raising=False)
     written = {demo_spool.group(1).rstrip("/"), f"./{OtelVerlConfig().spool_dir}"}  # what a traced run writes
