@@ -86,6 +86,18 @@ def test_two_steps_each_compared_with_the_other_never_itself(paused_run: Path, t
     assert f"(the other step {fmt_s(first['duration_s'])})" in line, line
 
 
+def test_the_steps_spread_is_told_as_typical_with_the_slow_step_aside(paused_run: Path, tmp_path: Path) -> None:
+    """Issue 51 (cold trial): "Judged against 3 steps (they vary by ±0.02 s)" beside steps of 3.0, 21.9 and 3.0 s.
+    The spread is robust (a slow step does not widen it) and typical (a step a little past it is still the run's own
+    variation); the sentence says both, and the slow step lies far outside it."""
+    result = _analyzed(paused_run, tmp_path)
+    verdict = result.summary["verdict"]
+    told = re.search(r"they typically stray ±([\d.]+) s from their parts' usual, a slow step aside", verdict)
+    assert told is not None and "vary by" not in verdict, verdict
+    slowest = max(result.steps, key=lambda row: row["excess_s"])
+    assert slowest["excess_s"] > 3 * float(told.group(1)), (slowest["excess_s"], verdict)
+
+
 def test_one_cause_one_name_one_cost(paused_run: Path, tmp_path: Path) -> None:
     """Issue 51: step 2's loss read 18.7 s in the verdict, 19.5 s in the causes and 19.2 s in the stall's text, and
     the table named it "slow decode" where the cause said "worker 0 stalled". Now the verdict's cost, the table's
