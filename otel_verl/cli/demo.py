@@ -298,7 +298,9 @@ def demo(
     except ValueError as exc:
         console.print(f"error: {exc}")
         raise typer.Exit(code=2) from None
-    out = make_console()  # every line the user reads, on stdout; errors alone on stderr
+    # every line the user reads, on stdout (the real one: third_party_quiet redirects sys.stdout to a filter while
+    # verl runs, which would drop the step lines); errors alone on stderr
+    out = make_console(file=sys.stdout)
     result = _run_with_progress(out, opts, quiet=not (verbose or demo_quiet.verbose()))
     out.print(
         f"[bold]{counted(result.steps, 'step')}[/] in {result.wall_seconds:.1f} s (start-up included), "
