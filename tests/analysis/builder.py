@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from otel_verl import semconv as sc
+
 T0_NS = 1_700_000_000_000_000_000
 
 
@@ -98,6 +100,20 @@ class TraceBuilder:
         )
         self.spans.append(sp)
         return sp
+
+    def one_turn(self, ends: tuple[float, float, float, float, float], step: int = 1) -> Span:
+        """The chain a hand-made request's turn sits in: step ``step`` → phase ``gen`` → worker 0 → request ``r0``
+        → turn index 0 (the last three in ``worker_0.jsonl``), starting at 0.0, 0.1, 0.2, 0.3 and 0.3 s and ending
+        at ``ends``. Returns the turn span, for the engine calls below it."""
+        on_step = {sc.VERL_STEP: step}
+        top = self.span(sc.SPAN_STEP, 0.0, ends[0], step=step, **on_step)
+        gen = self.span(
+            sc.phase_span_name("gen"), 0.1, ends[1], top, step=step, **{"verl.phase.name": "gen"}, **on_step
+        )
+        w = "worker_0.jsonl"
+        worker = self.span(sc.SPAN_WORKER, 0.2, ends[2], gen, step=step, file=w, **{sc.VERL_WORKER_RANK: 0}, **on_step)
+        req = self.span(sc.SPAN_REQUEST, 0.3, ends[3], worker, step=step, file=w, **{sc.VERL_REQUEST_ID: "r0"})
+        return self.span(sc.SPAN_TURN, 0.3, ends[4], req, step=step, file=w, **{sc.VERL_TURN_INDEX: 0})
 
     def write(self, spool: Path, run: str = "run1", per_line: int = 7) -> Path:
         groups: dict[tuple[str, str], list[Span]] = defaultdict(list)

@@ -26,11 +26,7 @@ W = "worker_0.jsonl"
 def _resumed_turn(tmp_path: Path, round_trip: str) -> tuple[Path, str]:
     """The spool, and the round trip's span id."""
     b = TraceBuilder(seed=5)
-    step = b.span(sc.SPAN_STEP, 0.0, 10.0, step=1, **{sc.VERL_STEP: 1})
-    gen = b.span(sc.phase_span_name("gen"), 0.1, 9.0, step, step=1, **{"verl.phase.name": "gen", sc.VERL_STEP: 1})
-    worker = b.span(sc.SPAN_WORKER, 0.2, 8.5, gen, step=1, file=W, **{sc.VERL_WORKER_RANK: 0, sc.VERL_STEP: 1})
-    req = b.span(sc.SPAN_REQUEST, 0.3, 8.0, worker, step=1, file=W, **{sc.VERL_REQUEST_ID: "r0"})
-    turn = b.span(sc.SPAN_TURN, 0.3, 8.0, req, step=1, file=W, **{sc.VERL_TURN_INDEX: 0})
+    turn = b.one_turn((10.0, 9.0, 8.5, 8.0, 8.0))
     genai = {sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_TEXT_COMPLETION}
     # the old shape: the round trip carried its attempts' tokens again
     old = {**genai, sc.GEN_AI_USAGE_OUTPUT_TOKENS: 100} if round_trip != sc.SPAN_GENERATE else {}

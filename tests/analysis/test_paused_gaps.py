@@ -33,11 +33,7 @@ W = "worker_0.jsonl"
 def _aborted_and_resumed(tmp_path: Path) -> Tables:
     """One request 0.3-9.0 s: attempt 0.3-2.0 s (aborted), its resume 5.0-8.0 s, then 1 s before its end."""
     b = TraceBuilder(seed=7)
-    step = b.span(sc.SPAN_STEP, 0.0, 10.0, step=1, **{sc.VERL_STEP: 1})
-    gen = b.span(sc.phase_span_name("gen"), 0.1, 9.5, step, step=1, **{"verl.phase.name": "gen", sc.VERL_STEP: 1})
-    worker = b.span(sc.SPAN_WORKER, 0.2, 9.2, gen, step=1, file=W, **{sc.VERL_WORKER_RANK: 0, sc.VERL_STEP: 1})
-    req = b.span(sc.SPAN_REQUEST, 0.3, 9.0, worker, step=1, file=W, **{sc.VERL_REQUEST_ID: "r0"})
-    turn = b.span(sc.SPAN_TURN, 0.3, 8.0, req, step=1, file=W, **{sc.VERL_TURN_INDEX: 0})
+    turn = b.one_turn((10.0, 9.5, 9.2, 9.0, 8.0))
     trip = b.span(sc.SPAN_GENERATE, 0.3, 8.0, turn, step=1, file=W, **{sc.VERL_REQUEST_NUM_RESUMES: 1})
     genai = {sc.GEN_AI_OPERATION_NAME: sc.GEN_AI_OP_TEXT_COMPLETION}
     aborted = {**genai, sc.GEN_AI_USAGE_OUTPUT_TOKENS: 40, sc.VERL_ENGINE_STOP_REASON: "aborted"}
