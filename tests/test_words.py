@@ -71,3 +71,49 @@ def test_the_demos_help_and_plants_call_a_prompt_a_prompt() -> None:
     assert {"slow-replica", "growing-sync"} <= plants.keys()
     hits = _hits("demo --help", help_text) + [h for n, w in plants.items() for h in _hits(f"--plant {n}", w)]
     assert not hits, "\n".join(hits)
+
+
+def _told(kind: str, scope: str, statuses: list[str], **details: object) -> str:
+    """The message otel_verl writes for a cause of ``kind`` over requests that ended with ``statuses``."""
+    import pandas as pd
+
+    from otel_verl.analysis.findings.causes.messages import describe
+    from otel_verl.analysis.findings.common.record import Finding
+
+    reqs = pd.DataFrame(
+        {
+            "request_id": [f"r{i}" for i in range(len(statuses))],
+            "span_id": [f"{i:016x}" for i in range(len(statuses))],
+            "status": statuses,
+        }
+    )
+    f = Finding(kind, "warning", "", step=2, worker=0, seconds=3.0, details={"scope": scope, **details})
+    return describe(f, None, reqs)  # type: ignore[arg-type]  # no step-scope cause: the account is not read
+
+
+def test_a_gap_has_one_name_everywhere() -> None:
+    """A request's time that none of its spans covers was "gap" in the figures' legends and "time between a
+    request's spans" in the causes' messages (issue 51): one name, with its meaning, in both, and the glossary's."""
+    from otel_verl.analysis.findings.common import kinds as k
+    from otel_verl.analysis.labels import readable
+
+    label = readable(k.PART_GAP)
+    assert label == "gap (time between a request's spans)", label
+    said = _told(k.SLOW_GAP, k.SCOPE_REQUEST, ["completed"], value=2.5, usual=0.01)
+    assert said.startswith(f"{label} took 2.5 s for request r0"), said
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
+    assert "| gap | time between a request's spans" in glossary
+
+
+def test_how_requests_ended_is_said_of_one_or_of_all() -> None:
+    """The words "all truncated" were said of ONE request (issue 51), in a word a newcomer cannot place: verl's
+    ``truncated`` is an answer cut off at ``rollout.response_length``; said so, singular for one, "all" for a group."""
+    from otel_verl.analysis.findings.common import kinds as k
+
+    one = _told(k.SLOW_REWARD, k.SCOPE_REQUEST, ["truncated"], value=2.0, usual=0.1)
+    assert "request r0 (worker 0, cut off at the response length limit)" in one, one
+    four = _told(k.SLOW_REWARD, k.SCOPE_SAMPLE, ["truncated"] * 4, value=2.0, usual=0.1, sample_index=3)
+    assert "all 4 rollouts of prompt 3 (worker 0, all cut off at the response length limit)" in four, four
+    two = _told(k.SLOW_REWARD, k.SCOPE_REQUEST, ["aborted"] * 2, value=2.0, usual=0.1)
+    assert "2 requests (worker 0, both aborted)" in two, two
+    assert not [m for m in (one, four, two) if "truncated" in m]

@@ -28,6 +28,10 @@ class Style(NamedTuple):
 ENGINE_SERVER_LABEL = "inside the engine (its own span)"
 """The engine's own ``llm_request`` span (vLLM's, or the CPU demo's engine writing the same span)."""
 
+GAP_LABEL = "gap (time between a request's spans)"
+"""The one name of a request's time that none of its spans covers, with its meaning: the figures' legends and
+the causes' messages say it alike (issue 51: "gap" in one, "time between a request's spans" in another)."""
+
 STYLES: dict[str, Style] = {
     # work inside a request (span kinds, event-share buckets, account parts)
     "engine": Style("engine call", "#4c78a8"),
@@ -45,7 +49,7 @@ STYLES: dict[str, Style] = {
     "other": Style("other span", "#c49c94"),
     # a worker's time outside its requests' spans
     "request": Style("in a request, no event span", "#d9d9d9"),
-    "gap": Style("gap (a request between its spans)", "#bdbdbd"),
+    "gap": Style(GAP_LABEL, "#bdbdbd"),
     "pause": Style("waited out a rollout pause (weight sync)", "#969696", "//"),
     "idle": Style("idle (no request in flight)", "#eeeeee"),
     "stall": Style("stall (nothing moved on the worker)", "#3b3b3b"),

@@ -10,6 +10,7 @@ from otel_verl.analysis.findings.causes.waited_for import dispatch_words
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import Finding, fmt_per_token, fmt_s
 from otel_verl.analysis.findings.common.step_cause import told_as_stall
+from otel_verl.analysis.labels import GAP_LABEL
 
 if TYPE_CHECKING:
     from otel_verl.analysis.findings.account.step_account import StepAccount
@@ -22,7 +23,7 @@ _WHAT = {
     k.SLOW_ENGINE: "engine calls",
     k.ENGINE_QUEUE: "queueing in the engine",
     k.ENGINE_WAIT: "the way to the engine (Ray hops, load balancer)",
-    k.SLOW_GAP: "time between a request's spans",
+    k.SLOW_GAP: GAP_LABEL,
 }
 """What a per-request part is called in a sentence."""
 PHASE_WORDS = {"update_weights": "the weight sync (update_weights)"}
@@ -155,12 +156,23 @@ def _on(f: Finding, d: dict[str, Any], shared: str) -> str:
     return f" ({', '.join(bits[1:] + bits[:1] if shared else bits)})" if bits else ""
 
 
+STATUS_WORDS = {"truncated": "cut off at the response length limit"}
+"""A request status (``verl.request.status``) in plain words where its name is not plain: verl's ``truncated``
+is an answer that reached ``rollout.response_length`` (or the engine's ``length`` stop)."""
+
+
 def _shared(reqs: pd.DataFrame) -> str:
-    """What a group of requests has in common besides their prompt (all truncated, all aborted)."""
+    """How the requests ended when it was not plain completion, said of one or of all: "cut off at the response
+    length limit" for one request, "all cut off at …" for several (a cold trial read "all truncated" of a single
+    request, issue 51)."""
     if reqs.empty or "status" not in reqs:
         return ""
     status = {s for s in reqs["status"] if isinstance(s, str)}
-    return f"all {status.pop()}" if len(status) == 1 and "completed" not in status else ""
+    if len(status) != 1 or "completed" in status:
+        return ""
+    said = STATUS_WORDS.get(next(iter(status)), next(iter(status)))
+    n = len(_distinct(reqs)) or len(reqs)
+    return said if n == 1 else f"{'both' if n == 2 else 'all'} {said}"
 
 
 NAMED_REQUESTS = 20
