@@ -124,7 +124,7 @@ def test_readme_demo_hints_run_as_printed(readme_demo, tmp_path: Path) -> None:
     the Perfetto export of the slow step, run; the Jaeger lines name this checkout's script and the demo's spool."""
     done, _ = readme_demo
     printed = " ".join(done.stdout.split())  # the terminal wraps lines anywhere
-    found = re.search(r"open #1's steps elsewhere: (.+?), then Open trace file", printed)
+    found = re.search(r"open #1's steps in Perfetto: (.+?), then Open trace file", printed)
     assert found, printed[-3000:]
     hint = found.group(1)
     assert hint.startswith(".venv/bin/otel-verl export-perfetto "), hint  # the checkout's venv, from its root

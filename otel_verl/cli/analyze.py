@@ -298,7 +298,7 @@ def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | No
     if not trace_url and first is not None:
         cmd = presenting.open_step_command(source, first["steps"])
         console.print(
-            f"open #1's steps elsewhere: {cmd}, then Open trace file at {presenting.PERFETTO_UI}; or, once the "
+            f"open #1's steps in Perfetto: {cmd}, then Open trace file at {presenting.PERFETTO_UI}; or, once the "
             "traces are in a Jaeger (docs/backends.md, 'See the demo in Jaeger'), link every trace id to it with "
             f"--trace-url '{presenting.JAEGER_TRACE_URL}'",
             soft_wrap=True,

@@ -18,7 +18,7 @@ import pytest
 from otel_verl.invocation import otel_verl_command, script_command, user_path
 from tests.clean_shell import ROOT, VENV_BIN, shell, user_env
 
-OPEN_HINT = re.compile(r"open #1's steps elsewhere: (.+?), then Open trace file", re.S)
+OPEN_HINT = re.compile(r"open #1's steps in Perfetto: (.+?), then Open trace file", re.S)
 
 
 def _printed_hint(stdout: str) -> str:
