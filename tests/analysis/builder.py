@@ -163,6 +163,7 @@ class Plan:
     )
     step_reward: tuple[int, float] | None = None  # step, seconds of every reward in it
     step_decode: tuple[int, float] | None = None  # step, factor on every engine call's seconds (same tokens)
+    first_calls: tuple[int, float, float] | None = None  # step, factor on its turn-0 engine calls, on its later ones
     seed: int = 1
 
 
@@ -235,6 +236,8 @@ def build_run(plan: Plan) -> TraceBuilder:
                     toks = int(dur * 100)
                     if plan.step_decode and plan.step_decode[0] == step:
                         dur *= plan.step_decode[1]
+                    if plan.first_calls and plan.first_calls[0] == step:  # an engine warming up (under load)
+                        dur *= plan.first_calls[1] if ti == 0 else plan.first_calls[2]
                     out_tokens += toks
                     b.span(
                         "text_completion qwen",
