@@ -314,6 +314,11 @@ present, the analyzer takes the engine's queue / prefill / decode seconds from t
 ENGINE_SCOPE: Final = "vllm.tracing.otel"
 ENGINE_SERVICE_SUFFIX: Final = ".vllm"
 """Engine spans carry ``service.name`` = otel_verl's service name + this (``verl.vllm`` by default)."""
+SIM_ENGINE_SERVICE_SUFFIX: Final = ".sim-engine"
+"""The CPU demo's simulated engine writes vLLM-shaped spans under otel_verl's service name + this
+(``verl.sim-engine``): a service name says which program wrote the span, and no vLLM runs there (issue 51)."""
+ENGINE_SERVICE_SUFFIXES: Final = (ENGINE_SERVICE_SUFFIX, SIM_ENGINE_SERVICE_SUFFIX)
+"""The services whose spans are an engine's own."""
 ENGINE_LATENCY_QUEUE: Final = "gen_ai.latency.time_in_queue"
 """Seconds from the scheduler's queue to being scheduled (waiting for a running slot / KV cache)."""
 ENGINE_LATENCY_TTFT: Final = "gen_ai.latency.time_to_first_token"

@@ -6,9 +6,9 @@ per *finished* request: name ``llm_request``, kind SERVER, scope ``vllm.tracing.
 request's arrival in the engine, parented on the trace headers it was handed (our ``text_completion``
 span), with ``gen_ai.latency.*`` seconds and ``gen_ai.usage.*`` tokens; none for an aborted request. Here
 the same, from the simulated engine's timeline. The spans go through an engine provider whose resource is
-otel_verl's with ``service.name=<ours>.vllm`` (as the real engine's, see ``instrumentation/vllm_tracing.py``
-on the vLLM branch) and ``verl.engine.replica``, and whose one processor hands each ended span to otel_verl's
-processors of the moment (spool, OTLP).
+otel_verl's with ``service.name=<ours>.sim-engine`` (a real vLLM's are ``<ours>.vllm``, see
+``instrumentation/vllm_tracing.py``; the service says which program wrote them) and ``verl.engine.replica``, and
+whose one processor hands each ended span to otel_verl's processors of the moment (spool, OTLP).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def engine_tracer(replica: str) -> Tracer:
 
         state = tracing.get_state() or provider.setup_tracing(sc.ProcessRole.SERVER.value)
         base = state.provider.resource
-        service = str(base.attributes.get("service.name") or "verl") + sc.ENGINE_SERVICE_SUFFIX
+        service = str(base.attributes.get("service.name") or "verl") + sc.SIM_ENGINE_SERVICE_SUFFIX
         resource = base.merge(
             Resource(
                 {

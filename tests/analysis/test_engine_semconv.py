@@ -52,7 +52,7 @@ def test_engine_request_spans_nest_and_are_read(tmp_path: Path, monkeypatch: pyt
     spans, tables = _traced_chunk(tmp_path, monkeypatch, style)
     ours = spans[(spans.service == "verl") & spans.name.str.startswith(sc.GEN_AI_OP_TEXT_COMPLETION)]
     engine_name = sc.ENGINE_SPAN_REQUEST if style == "llm_request" else "text_completion model"
-    engine = spans[(spans.service == "verl" + sc.ENGINE_SERVICE_SUFFIX) & (spans.name == engine_name)]
+    engine = spans[(spans.service == "verl" + sc.SIM_ENGINE_SERVICE_SUFFIX) & (spans.name == engine_name)]
     assert len(engine) == len(ours) > 0  # one engine span per round trip (no aborts here)
     if style != "llm_request":
         assert set(ours.name) == {engine_name}  # the collision the analyzer must see through

@@ -68,7 +68,7 @@ def _requests_of(spans, step: int, sample: int) -> set[str]:
 def test_engine_spans_are_vllm_shaped_and_nested(engine_run):
     result, spans, t, analysis, _ = engine_run
     engine = spans[spans["name"] == sc.ENGINE_SPAN_REQUEST]
-    assert len(engine) and set(engine["service"]) == {"verl" + sc.ENGINE_SERVICE_SUFFIX}
+    assert len(engine) and set(engine["service"]) == {"verl" + sc.SIM_ENGINE_SERVICE_SUFFIX}
     raw = [
         (ss["scope"]["name"], sp["kind"])
         for path in __import__("pathlib").Path(result.spool_dir).rglob("*.jsonl")

@@ -180,7 +180,7 @@ def test_a_step_trace_draws_the_tree_down_to_the_engine_span(ui, plain: Traces, 
     assert [r.depth for r in path] == list(range(7))
     assert [r.name for r in path] == ancestry(spans, engine_span), [r.name for r in path]
     ours, engine = _root(spans).service, spans[engine_span].service
-    assert engine == ours + sc.ENGINE_SERVICE_SUFFIX  # the engine's own service (verl.vllm)
+    assert engine == ours + sc.SIM_ENGINE_SERVICE_SUFFIX  # the simulated engine's own service (verl.sim-engine)
     assert [r.service for r in path] == [ours] * 6 + [engine]
     assert browsing.log.unexpected() == []
     assert browsing.log.offsite(ui) == []

@@ -51,7 +51,8 @@ def spool_spans(demo_spool: Path) -> pd.DataFrame:
     from otel_verl.analysis.read import load_spans
 
     spans = load_spans(demo_spool)
-    assert set(spans["service"]) == {"verl", "verl.vllm"} and spans["trace_id"].nunique() >= 2  # ours + the engine's
+    # ours + the simulated engine's
+    assert set(spans["service"]) == {"verl", "verl.sim-engine"} and spans["trace_id"].nunique() >= 2
     return spans
 
 

@@ -54,8 +54,8 @@ def engine_request_mask(spans: pd.DataFrame, kind: np.ndarray | None = None) -> 
     """Rows that are an engine's own request span: vLLM's ``llm_request``, or the ``"{operation} {model}"`` it
     is named under the latest GenAI conventions (vllm#47633). The renamed one can be named exactly like our
     ``text_completion <model>``; it is the engine's when it carries what only the engine's span has: vLLM's
-    ``gen_ai.latency.*`` numbers, the engine's service (``<ours>.vllm``) or engine phase children
-    (``vllm.request.queue/prefill/decode``, vllm#44402)."""
+    ``gen_ai.latency.*`` numbers, the engine's service (``<ours>.vllm``, the demo's ``<ours>.sim-engine``) or
+    engine phase children (``vllm.request.queue/prefill/decode``, vllm#44402)."""
     if spans.empty:
         return np.zeros(0, dtype=bool)
     # the names' tests run once per distinct name (a step has a few dozen), then spread by code: six string
@@ -77,7 +77,8 @@ def engine_request_mask(spans: pd.DataFrame, kind: np.ndarray | None = None) -> 
         own[rows] |= pc.match_substring(extra, "gen_ai.latency.").fill_null(False).to_numpy(zero_copy_only=False)
     if "service" in spans:
         service = arrow_strings(spans["service"].iloc[rows].fillna("").astype(str))
-        own[rows] |= pc.ends_with(service, sc.ENGINE_SERVICE_SUFFIX).fill_null(False).to_numpy(zero_copy_only=False)
+        for suffix in sc.ENGINE_SERVICE_SUFFIXES:
+            own[rows] |= pc.ends_with(service, suffix).fill_null(False).to_numpy(zero_copy_only=False)
     phase = per_row(pc.starts_with(names, sc.ENGINE_PHASE_SPAN_PREFIX))
     if phase.any():
         own |= spans["span_id"].isin(set(spans["parent_id"].to_numpy()[phase])).to_numpy()
