@@ -117,3 +117,22 @@ def test_how_requests_ended_is_said_of_one_or_of_all() -> None:
     two = _told(k.SLOW_REWARD, k.SCOPE_REQUEST, ["aborted"] * 2, value=2.0, usual=0.1)
     assert "2 requests (worker 0, both aborted)" in two, two
     assert not [m for m in (one, four, two) if "truncated" in m]
+
+
+def test_the_glossary_explains_the_words_the_demo_prints() -> None:
+    """A cold new user read the demo's output and report.html (issue 51, item 8) and met words the glossary did not
+    explain: "stall" (the demo's top cause), "excess" and "ok" (the steps table), "info" (the glossary said "note"
+    where the CLI counts "1 info"), "peers" (the verdict), the live line, "prefill"/"decode" (ms/token), "turn
+    index", the replica ``sim-0`` and the trainer mode ``v1-sync`` of the demo's first line. Each has a row."""
+    from otel_verl.analysis.findings.common import kinds as k
+
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in (ROOT / "docs" / "glossary.md").read_text().splitlines()
+        if line.startswith("| ")
+    }
+    wanted = {"stall", "excess", "peers", "live line", "prefill, decode", "turn index", "trainer mode", "gap"}
+    assert wanted <= rows.keys(), sorted(wanted - rows.keys())
+    assert all(f"`{s}`" in rows["severity"] for s in (*k.SEVERITIES, "ok")), rows["severity"]
+    assert "sim-0" in rows["replica"] and "verl.sim-engine" in rows["replica"]
+    assert "v1-sync" in rows["trainer mode"]
