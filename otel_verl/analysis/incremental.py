@@ -41,6 +41,7 @@ from otel_verl.analysis.read import load_spans
 from otel_verl.analysis.read.span_columns import extra_attributes
 from otel_verl.analysis.read.step_split import owner_steps, take_rows
 from otel_verl.analysis.tables import Tables
+from otel_verl.analysis.tables.async_sides import async_steps
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ class IncrementalDiagnosis:
             findings=findings,
             cause=cause,
             cause_name=cause_name(cause) if cause is not None else None,
-            headline=step_headline(diagnosis, step),
+            headline=step_headline(diagnosis, step, so_far=True),
             long_tail=tail.details if tail is not None else None,
             staleness=_staleness(tables, step),
             spans=len(tables.spans),
@@ -151,7 +152,11 @@ def _top_cause(findings: list[dict[str, Any]], step: int) -> dict[str, Any] | No
 
 
 def _staleness(tables: Tables, step: int) -> dict[str, float]:
-    """The staleness of the samples the step's inner updates consumed (their ``verl.update.staleness.*``)."""
+    """The staleness of the samples the step's inner updates consumed (their ``verl.update.staleness.*``); empty
+    unless the step's trainer mode is asynchronous (``async_steps``): a synchronous V1 trainer's updates consume
+    samples of their own step, always 0 behind, a number that means nothing there (issue 51)."""
+    if step not in set(async_steps(tables)["step"].tolist()):
+        return {}
     sp = tables.spans
     rows = sp[
         (sp["name"].to_numpy() == semconv.SPAN_UPDATE) & (sp["step"].to_numpy(dtype=float, na_value=np.nan) == step)

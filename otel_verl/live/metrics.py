@@ -94,7 +94,9 @@ def cause_place(cause: dict[str, Any]) -> str:
         return f"prompt {details.get('sample_index', '?')}" + (f" on worker {workers[0]}" if len(workers) == 1 else "")
     if scope == "request" and cause.get("request_id"):
         where = f" on worker {workers[0]}" if len(workers) == 1 else ""
-        return f"request {str(cause['request_id'])[:12]}{where}"
+        # the whole id, as the finding's message, the verdict and the report write it (issue 51: 12 characters
+        # here, the full id there; a cut id finds nothing in Jaeger's search)
+        return f"request {cause['request_id']}{where}"
     if workers:
         return "worker " + ", ".join(str(w) for w in workers[:4])
     return scope or "?"

@@ -14,7 +14,7 @@ from otel_verl.analysis.read import load_spans
 from otel_verl.analysis.read.step_split import split_by_step
 from otel_verl.analysis.tables import Tables
 from otel_verl.live import names as n
-from otel_verl.live.account import LiveAccount, _verdict
+from otel_verl.live.account import LiveAccount, _live_step, _verdict
 from tests.analysis.builder import Plan, build_run
 
 CAUSE = {"kind": "stall", "severity": "warning", "steps": [1], "seconds": 3.0, "details": {"per_step": {}}}
@@ -71,7 +71,7 @@ def test_the_second_step_is_compared_with_the_first_and_says_so(tmp_path: Path) 
     assert "[critical]" in second and second.endswith("; compared with the step before alone (how much steps vary "
                                                       "is measured from 3 steps on)"), second  # fmt: skip
     usual = ratio_words(rows[2][n.ROLLOUT_S], rows[1][n.ROLLOUT_S])[1]  # as many digits as the ratio needs
-    assert f"the other step's {usual};" in second, second
+    assert f"the step before's {usual};" in second, second  # the steps so far: a third may change the usual
     ratio = float(re.search(r"([\d.]+)×", second).group(1))
     assert ratio == pytest.approx(rows[2][n.ROLLOUT_S] / rows[1][n.ROLLOUT_S], abs=0.05)
     # the excess names.py documents: each part against the step before
@@ -79,3 +79,22 @@ def test_the_second_step_is_compared_with_the_first_and_says_so(tmp_path: Path) 
     before, now = (rows[s][n.part_key(n.PART, "phase", "update_actor")] for s in (1, 2))
     assert rows[2][key] == pytest.approx(now - before, abs=1e-5)
     assert rows[2][n.EXCESS_S] == pytest.approx(rows[2][n.STEP_S] - rows[1][n.STEP_S], abs=0.5)
+
+
+def test_a_request_is_named_by_its_whole_id_as_the_finding_names_it(tmp_path: Path) -> None:
+    """Issue 51: the live cause named a request by its first 12 characters where the finding's message, the
+    verdict and the report write the whole id (and Jaeger's search finds only the whole one)."""
+    build_run(Plan(steps=4, slow_turn=(3, 1, 2, 15.0))).write(tmp_path)
+    for f in tmp_path.rglob("*.jsonl"):  # ids as long as verl's (a uuid4's 32 hex digits)
+        f.write_text(re.sub(r'"(s\d+w\d+r\d+)"', lambda m: f'"{m.group(1)}-{"0123456789abcdef" * 2}"', f.read_text()))
+    live, said = LiveAccount(), {}
+    for part in split_by_step(load_spans(tmp_path)):
+        if part.steps:
+            (step,) = part.steps
+            said[step] = live.diagnosis.add_tables(Tables.build(part.spans), step)
+    d = said[3]
+    assert d is not None and d.cause is not None and d.cause["request_id"], d
+    rid = d.cause["request_id"]
+    assert len(rid) > 12 and f"request {rid}" in d.cause["message"], d.cause["message"]
+    cause = _live_step(d).texts[n.CAUSE]
+    assert cause.endswith(f"@ request {rid} on worker 1"), cause

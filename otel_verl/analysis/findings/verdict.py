@@ -40,19 +40,21 @@ def headlines(d: Diagnosis) -> list[str]:
     return [line for _, _, line in sorted(lines, key=lambda x: (x[0], -x[1]))]
 
 
-def step_headline(d: Diagnosis, step: int) -> str | None:
+def step_headline(d: Diagnosis, step: int, so_far: bool = False) -> str | None:
     """``step 7: rollout took …, because of stall on worker 0, replica sim-0, prompt 3 (cost 18.8 s)`` for a step whose
     top cause is a warning or worse, else ``None``: the live account's line, one line, its cause by the steps
     table's name, where and what it cost (:func:`cause_in_a_line`). Why not the cause's sentence: the README demo
     printed it three times (the live line, the headline, the causes table: issue 51); the causes list of
-    ``otel-verl analyze`` tells it in full, and the headline there points at it."""
+    ``otel-verl analyze`` tells it in full, and the headline there points at it. ``so_far``: ``d`` holds only the
+    steps up to ``step`` (the live account), and the words say so (:func:`_took`)."""
     top = _top_cause(d.findings, step)
     a = next((a for a in d.accounts if a.step == step), None)
     if top is None or a is None:
         return None
     if top.details.get("degraded"):
         return _step_line(d, a, top)
-    return _step_line(d, a, top).removesuffix(f"because {top.message}") + f"because of {cause_in_a_line(top, step)}"
+    line = _step_line(d, a, top, so_far).removesuffix(f"because {top.message}")
+    return line + f"because of {cause_in_a_line(top, step)}"
 
 
 def cause_in_a_line(f: Finding, step: int) -> str:
@@ -76,16 +78,21 @@ def cause_in_a_line(f: Finding, step: int) -> str:
     return f"{cause_name(f)}{place} (cost {fmt_s(cause_seconds(f, step))})"
 
 
-def _step_line(d: Diagnosis, a: StepAccount, top: Finding) -> str:
+def _step_line(d: Diagnosis, a: StepAccount, top: Finding, so_far: bool = False) -> str:
     if top.details.get("degraded"):  # a warning at little cost: not why the step took what it took
         return f"step {a.step}: {top.message}"
-    # the other steps by name only when they are all the baselines came from (``--steps`` reports fewer)
-    every = d.baseline_steps <= len(d.accounts)
-    others = [x.duration_s for x in d.accounts if x.step != a.step] if every else []
+    # every step the baselines came from, reported or not: ``--steps 2`` names the same other steps as the whole run
+    took_s = d.durations or {x.step: x.duration_s for x in d.accounts}
+    others = [v for s, v in took_s.items() if s != a.step and np.isfinite(v)]
     spread = getattr(d, "spread", None)
     one_other = len(others) == 1 and spread is not None and not spread.measured  # two steps: each the other's usual
-    usual = "the other step's" if one_other else "its parts' usual"
-    took = _took(a.rollout_s, a.rollout_baseline_s, a.duration_s, a.baseline_s, others, top.kind == k.SLOW_PHASE, usual)
+    if so_far:
+        usual = "the step before's" if one_other else "its parts' usual so far"
+    else:
+        usual = "the other step's" if one_other else "its parts' usual"
+    took = _took(
+        a.rollout_s, a.rollout_baseline_s, a.duration_s, a.baseline_s, others, top.kind == k.SLOW_PHASE, usual, so_far
+    )
     return f"step {a.step}: {took}, because {top.message}"
 
 
@@ -179,22 +186,28 @@ def _took(
     others: list[float],
     trainer: bool,
     usual_words: str = "its parts' usual",
+    so_far: bool = False,
 ) -> str:
     """``the step took 21.6 s (the other steps 2.2-2.3 s)``: what "usual" is, said with the steps themselves (or,
     when they are not all reported, the usual duration); the rollout against its usual one (none: not said), named
     as the steps table names it (``its parts' usual``: the sum of its parts' usual seconds, not the median rollout)
     or, with two steps, as what it is (``the other step's``). Why: a cold new user read the step's "usual" rollout
     as 1.2 s (the live line, against step 1 alone), 1.6 s (this headline) and 1.455 s (findings.json's
-    ``median_rollout_s``, the slow step included) with nothing saying why (issue 51)."""
+    ``median_rollout_s``, the slow step included) with nothing saying why (issue 51). ``so_far``: the other steps
+    are the earlier ones alone (the live account: later steps are not run yet), and the words say so, where
+    ``analyze`` of the same step names the run's other steps (docs/live.md, "One step, two baselines")."""
+    other = "the step before" if so_far and len(others) == 1 else "the steps before" if so_far else "the other step"
     if not others and np.isfinite(usual):
         step = f"the step took {fmt_s(duration)} (usually {fmt_s(usual)})"
     elif not others:
         step = f"the step took {fmt_s(duration)} (no other step to compare)"
     elif len(others) <= 5:
         span = fmt_range(min(others), max(others))
-        step = f"the step took {fmt_s(duration)} (the other step{'s' if len(others) > 1 else ''} {span})"
+        plural = "s" if len(others) > 1 and not so_far else ""
+        step = f"the step took {fmt_s(duration)} ({other}{plural} {span})"
     else:
-        step = f"the step took {fmt_s(duration)} (the median step {fmt_s(float(np.median(others)))})"
+        median = "the median step so far" if so_far else "the median step"
+        step = f"the step took {fmt_s(duration)} ({median} {fmt_s(float(np.median(others)))})"
     if trainer or not np.isfinite(rollout) or not np.isfinite(usual_rollout) or usual_rollout <= 0:
         return step
     ratio, said = ratio_words(rollout, usual_rollout)
