@@ -29,6 +29,7 @@ from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.chance import run_chance
 from otel_verl.analysis.findings.common.row_codes import factorize_rows
 from otel_verl.analysis.findings.common.thresholds import Thresholds
+from otel_verl.analysis.findings.steps.paused_gaps import PAUSED_SHARE
 from otel_verl.analysis.findings.steps.step_statistics import (
     GROUP_REPLICA,
     GROUP_SAMPLE,
@@ -59,10 +60,6 @@ def step_anomalies(s: StepSummary, b: Baselines, th: Thresholds) -> pd.DataFrame
         on = s.async_account.paused_share(occ["start_ns"].to_numpy()[i], occ["end_ns"].to_numpy()[i])
         found = found[on < PAUSED_SHARE]
     return found.reset_index(drop=True)
-
-
-PAUSED_SHARE = 0.5
-"""An asynchronous step's occurrence that spent this share of its time in a rollout pause is no anomaly."""
 
 
 class _Norms:

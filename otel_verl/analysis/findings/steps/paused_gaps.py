@@ -13,7 +13,7 @@ request's account (its parts still add up to its duration) and in the step's ``a
 never an anomaly of its own: the weight sync is judged where it happened, as the step's ``update_weights`` part and
 its trend. Only what is left is the gap. A request's part that its own spans cover (an engine call parked through a
 pause) is excused by its share in the pause instead
-(:data:`~otel_verl.analysis.findings.account.anomalies.PAUSED_SHARE`). A streamed analysis sees a part's own
+(:data:`PAUSED_SHARE`). A streamed analysis sees a part's own
 pauses here; pauses read in a later part still excuse a gap through that share.
 """
 
@@ -23,6 +23,10 @@ import numpy as np
 import pandas as pd
 
 from otel_verl.analysis.findings.common import kinds as k
+
+PAUSED_SHARE = 0.5
+"""An asynchronous step's occurrence that spent this share of its time in a rollout pause is no anomaly, and no part
+of the population its part's norm and its groups' medians are read from (``step_summary._unpaused``)."""
 
 RESUME_LAG_S = 2.0
 """How long after a pause's end a request's wait still belongs to the pause: verl's ``FullyAsyncLLMServerClient``
