@@ -179,6 +179,11 @@ class OtelVerlConfig:
     """OTEL_VERL_LIVE: each step's account in verl's own logger (wandb, mlflow, tensorboard, console …) while
     training runs (:mod:`otel_verl.live`); ``false`` turns it off (no span is then sent to the live account)."""
 
+    live_console: bool = field(default_factory=lambda: bool(_env_bool("OTEL_VERL_LIVE_CONSOLE", False)))
+    """OTEL_VERL_LIVE_CONSOLE: also print each step's verdict line on stdout when verl's ``trainer.logger`` has no
+    ``console`` backend. Off by default: a job's account goes where its loggers go. ``otel-verl demo`` turns it
+    on: its terminal shows each step's account whatever ``--logger`` (docs/live.md)."""
+
     def trace_span_budget(self) -> int:
         """The most spans a trace may hold by both bounds; 0: no bound (traces are never cut)."""
         if self.trace_max_spans <= 0 or self.trace_max_bytes <= 0:

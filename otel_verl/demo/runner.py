@@ -151,6 +151,8 @@ def run_demo(opts: DemoOptions, progress: Any = None) -> DemoResult:
     os.environ["OTEL_VERL_RUN_ID"] = run_id
     # the demo shows every figure: turns and events too (the library's default stops at requests)
     os.environ.setdefault("OTEL_VERL_DETAIL", "full")
+    # its terminal shows each step's account whatever --logger (wandb alone printed nothing per step: issue 51)
+    os.environ.setdefault("OTEL_VERL_LIVE_CONSOLE", "true")
     if opts.spool:
         os.environ["OTEL_VERL_SPOOL"] = "true"
         os.environ["OTEL_VERL_SPOOL_DIR"] = str(Path(opts.spool).resolve())

@@ -60,7 +60,11 @@ def _place(name: str, backend: Any) -> str | None:
         return str(Path(backend.filepath).resolve())
     if name == "wandb":
         run = backend.run
-        return (run.url or run.dir) if run is not None else None
+        if run is None:
+            return None
+        # offline (no URL): the run's own folder, wandb/offline-run-*, which holds its .wandb log; run.dir is its
+        # files/ subfolder (config, console output), where wandb's readers find no run (issue 51)
+        return run.url or str(Path(getattr(run.settings, "sync_dir", None) or Path(run.dir).parent).resolve())
     return None
 
 
@@ -69,12 +73,20 @@ def how_to_read(tracker: str, place: str) -> str | None:
     hint was a code fragment): mlflow 3 refuses a ``file:`` store (the demo's) to any reader without
     ``MLFLOW_ALLOW_FILE_STORE=true``, which the demo set only for itself, and mlflow-skinny (this project's) has no
     UI, so the command is this environment's python with ``MlflowClient`` (``mlflow ui`` needs the full mlflow);
-    tensorboard's is its own server on the log directory. Scripts are spelled as :mod:`otel_verl.invocation` says."""
+    tensorboard's is its own server on the log directory; an offline wandb run's is wandb's own reader of its log
+    (``wandb leet inspect``, no network), and ``wandb sync`` uploads it. Scripts are spelled as
+    :mod:`otel_verl.invocation` says."""
     from otel_verl.invocation import script_command
     from otel_verl.live import names
 
     if tracker == "tensorboard":
         return f"view it: {script_command('tensorboard')} --logdir {shlex.quote(place)}   # then open http://localhost:6006"
+    if tracker == "wandb" and not place.startswith(("http://", "https://")):  # offline: a folder
+        wandb = script_command("wandb")
+        return (
+            f"read it back: {wandb} leet inspect --summary {shlex.quote(place)}   "
+            f"# upload it: {wandb} sync {shlex.quote(place)}"
+        )
     uri, _, rest = place.partition(" ")
     run_id = rest.removeprefix("(run ").removesuffix(")")
     if tracker != "mlflow" or not uri.startswith("file:") or not run_id:

@@ -94,13 +94,22 @@ WRITERS: dict[str, Callable[[Any, LiveStep, int, dict[str, Any]], None]] = {
 
 
 def write(
-    loggers: dict[str, Any], results: list[LiveStep], current: int, state: dict[str, Any], final: bool = False
+    loggers: dict[str, Any],
+    results: list[LiveStep],
+    current: int,
+    state: dict[str, Any],
+    final: bool = False,
+    console: bool = False,
 ) -> None:
     """``results`` (in step order) into every backend of ``loggers`` (verl's ``Tracking.logger``); ``current``: the
     last step verl logged (they arrived then); ``state``: this ``Tracking``'s bookkeeping (backends set up, backends
-    failed, wandb's backlog); ``final``: verl logs nothing more (``finish``)."""
+    failed, wandb's backlog); ``final``: verl logs nothing more (``finish``); ``console``: print the verdict lines
+    on stdout too when no backend is verl's console (``OTEL_VERL_LIVE_CONSOLE``, the demo's)."""
     for r in results:
         r.metrics[n.LAG_STEPS] = float(max(current - r.step, 0))
+    if console and "console" not in loggers:
+        for r in results:
+            print(CONSOLE_PREFIX + r.verdict, flush=True)
     failed = state.setdefault("failed", set())
     for name, backend in list(loggers.items()):
         if name in failed:

@@ -45,13 +45,14 @@ FLUSH_WAIT_S = 10.0
 class Feed:
     """One ``Tracking``'s live account: its collector and what it has written."""
 
-    def __init__(self, sink: Sink, run_id: str) -> None:
-        self.sink, self.run_id = sink, run_id
+    def __init__(self, sink: Sink, run_id: str, console: bool = False) -> None:
+        self.sink, self.run_id, self.console = sink, run_id, console
         self.last_step = 0
         self.state: dict[str, Any] = {}
 
     def deliver(self, loggers: dict[str, Any], results: list[Any], final: bool = False) -> None:
-        backends.write(loggers, sorted(results, key=lambda r: r.step), self.last_step, self.state, final)
+        steps = sorted(results, key=lambda r: r.step)
+        backends.write(loggers, steps, self.last_step, self.state, final, console=self.console)
 
 
 _feeds: weakref.WeakKeyDictionary[Any, Feed] = weakref.WeakKeyDictionary()
@@ -83,11 +84,12 @@ def _attach(instance: Any, asked: Any) -> None:
     if not enabled() or state is None or not state.config.live or not trainer.in_process():
         return
     refused.not_started(asked, getattr(instance, "logger", None) or {})
-    if not getattr(instance, "logger", None):  # trainer.logger=[]: nowhere to write
+    console = state.config.live_console
+    if not getattr(instance, "logger", None) and not console:  # trainer.logger=[]: nowhere to write
         return
     sink = open_sink(state.run_id)
     if sink is not None:
-        _feeds[instance] = Feed(sink, state.run_id)
+        _feeds[instance] = Feed(sink, state.run_id, console)
 
 
 def log_wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
