@@ -96,7 +96,9 @@ def _run_with_progress(out: Console, opts: DemoOptions, quiet: bool) -> DemoResu
     output silenced unless not ``quiet`` (:mod:`otel_verl.demo.quiet_logs`)."""
     from otel_verl.demo.runner import run_demo
 
-    what = f"{counted(opts.workers, 'worker')}, {opts.prompts}×{opts.n} requests a step, trainer {opts.trainer}"
+    # each count named (a newcomer could not read "16×4 requests"): prompts × rollouts each = requests
+    shape = f"{counted(opts.prompts, 'prompt')} × {counted(opts.n, 'rollout')} = {opts.prompts * opts.n} requests"
+    what = f"{counted(opts.workers, 'worker')}, {shape} a step, trainer {opts.trainer}"
     out.print(f"running {counted(opts.steps, 'traced step')} ({what}); the first takes the longest (Ray, verl start)")
     with out.status("starting Ray and verl…") as status, demo_quiet.third_party_quiet(quiet):
 
@@ -304,8 +306,10 @@ def demo(
     result = _run_with_progress(out, opts, quiet=not (verbose or demo_quiet.verbose()))
     out.print(
         f"[bold]{counted(result.steps, 'step')}[/] in {result.wall_seconds:.1f} s (start-up included), "
-        # verl's num_turns counts a trajectory's messages (prompt, answers, tool results), not its engine turns
-        f"{result.requests_per_step} requests a step, {counted(result.turns, 'message')} (verl's num_turns)",
+        # verl's num_turns counts a trajectory's messages (prompt, answers, tool results), not its turns: said as
+        # what it counts, without verl's name for it, which a newcomer read as turns (issue 51)
+        f"{result.requests_per_step} requests a step, {counted(result.turns, 'message')} in all "
+        "(prompts, answers, tool results)",
         soft_wrap=True,  # one line, whatever the width: a pipe or a test reads it whole
     )
     if result.engine_launch_seconds is not None:
