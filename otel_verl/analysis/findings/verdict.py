@@ -82,7 +82,7 @@ def _step_line(d: Diagnosis, a: StepAccount, top: Finding, so_far: bool = False)
     if top.details.get("degraded"):  # a warning at little cost: not why the step took what it took
         return f"step {a.step}: {top.message}"
     # every step the baselines came from, reported or not: ``--steps 2`` names the same other steps as the whole run
-    took_s = d.durations or {x.step: x.duration_s for x in d.accounts}
+    took_s = getattr(d, "durations", None) or {x.step: x.duration_s for x in d.accounts}
     others = [v for s, v in took_s.items() if s != a.step and np.isfinite(v)]
     spread = getattr(d, "spread", None)
     one_other = len(others) == 1 and spread is not None and not spread.measured  # two steps: each the other's usual
