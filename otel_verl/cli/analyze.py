@@ -85,7 +85,8 @@ def analyze(
         str | None,
         typer.Option(
             "--trace-url",
-            help="link every trace id in report.html: a URL template with `{trace_id}` (Jaeger's: see above)",
+            help="link every trace id in report.html: a URL template with `{trace_id}` (Jaeger's: see above; its "
+            "links add ?uiFind=<the finding's span>), optionally `{span_id}`",
         ),
     ] = None,
     timeline_step: Annotated[
@@ -287,7 +288,8 @@ def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | No
     lines = []
     for trace_id, nums in causes.items():
         steps = presenting.steps_words(s for i in nums for s in shown[i - 1]["steps"])
-        link = presenting.trace_link(trace_url, trace_id)
+        span = presenting.evidence_span(shown[nums[0] - 1], trace_id)  # the first cause's span there
+        link = presenting.trace_link(trace_url, trace_id, span)
         lines.append(f"  {' '.join(f'#{i}' for i in nums)} {steps}: {link or trace_id}".replace(" :", ":"))
     if not lines:
         return

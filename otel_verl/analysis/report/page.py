@@ -214,7 +214,7 @@ MAX_TRACE_IDS = 3
 
 def _traces(f: Mapping[str, Any], trace_url: str | None) -> str:
     ids = list(f.get("trace_ids") or [])
-    cells = [_trace_id(i, trace_url) for i in ids[:MAX_TRACE_IDS]]
+    cells = [_trace_id(i, trace_url, presenting.evidence_span(f, i)) for i in ids[:MAX_TRACE_IDS]]
     if len(ids) > MAX_TRACE_IDS:
         cells.append(f"and {len(ids) - MAX_TRACE_IDS} more in findings.json")
     return "<br>".join(cells)
@@ -291,9 +291,9 @@ def _step_rows_html(rows: Sequence[Mapping[str, Any]], row_of: Mapping[str, int]
     )
 
 
-def _trace_id(trace_id: str, trace_url: str | None) -> str:
+def _trace_id(trace_id: str, trace_url: str | None, span_id: str | None = None) -> str:
     code = f"<code class='trace'>{html.escape(trace_id)}</code>"
-    link = presenting.trace_link(trace_url, trace_id)
+    link = presenting.trace_link(trace_url, trace_id, span_id)
     return f"<a href='{html.escape(link)}'>{code}</a>" if link else code
 
 

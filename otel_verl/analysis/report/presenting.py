@@ -8,10 +8,12 @@ code shows the old findings and the new diagnosis's. Nothing here prints a Pytho
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
@@ -139,9 +141,30 @@ def usual_words(accounts: Iterable[Mapping[str, Any]], summary: Mapping[str, Any
     )
 
 
-def trace_link(trace_url: str | None, trace_id: str) -> str | None:
-    """The URL of one trace from a ``--trace-url`` template, else None."""
-    return trace_url.replace("{trace_id}", trace_id) if trace_url else None
+def trace_link(trace_url: str | None, trace_id: str, span_id: str | None = None) -> str | None:
+    """The URL of one trace from a ``--trace-url`` template, else None; with the span the finding names in that
+    trace (``span_id``), the template's ``{span_id}`` takes it, and a Jaeger trace URL (``…/trace/{trace_id}``) gets
+    ``?uiFind=<span id>``, which Jaeger's UI reads to highlight that span and open its details (issue 51: the link
+    opened the trace with nothing marked; tests/backends/test_jaeger_ui.py clicks it in Jaeger's own UI)."""
+    if not trace_url:
+        return None
+    url = trace_url.replace("{trace_id}", trace_id)
+    if span_id and "{span_id}" in url:
+        return url.replace("{span_id}", span_id)
+    parts = urlsplit(url)
+    if span_id and JAEGER_TRACE_PATH.search(parts.path) and "uiFind=" not in parts.query:
+        query = "&".join(q for q in (parts.query, urlencode({"uiFind": span_id})) if q)
+        return urlunsplit(parts._replace(query=query))
+    return url
+
+
+JAEGER_TRACE_PATH = re.compile(r"/trace/[0-9a-fA-F]{16,32}/?$")
+"""The path of a trace in Jaeger's UI (``/trace/<id>``): a ``--trace-url`` that takes ``uiFind``."""
+
+
+def evidence_span(finding: Mapping[str, Any], trace_id: str) -> str | None:
+    """The first span a finding's evidence names in ``trace_id`` (findings.json's ``evidence``), else None."""
+    return next((e.get("span_id") for e in finding.get("evidence") or [] if e.get("trace_id") == trace_id), None)
 
 
 def open_step_command(source: str | None, steps: Iterable[Any]) -> str:
