@@ -40,6 +40,24 @@ app = typer.Typer(
     cls=Group,
 )
 
+
+def _version(value: bool) -> None:
+    if value:
+        from otel_verl.version import __version__
+
+        typer.echo(f"otel-verl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print otel_verl's version and exit."
+    ),
+) -> None:
+    """OpenTelemetry tracing for multi-turn RL training with verl."""
+
+
 app.command("demo", cls=Command)(demo.demo)
 app.command("replay", cls=Command)(replay.replay)
 app.command("analyze", cls=Command, help=analyze.ANALYZE_HELP)(analyze.analyze)
@@ -53,7 +71,9 @@ def main() -> None:
     """The ``otel-verl`` console script: the app, then a fast exit after a command that asked for one
     (:func:`otel_verl.cli.common.exit_fast_after`)."""
     try:
-        app()
+        # click's "Usage: …" and "Try '… --help'" lines spell the program as the CLI's own hints do
+        # (.venv/bin/otel-verl where the shell has no otel-verl on its PATH: issue 51)
+        app(prog_name=otel_verl_command())
     except SystemExit as exc:
         if exc.code in (0, None) and common.fast_exit_requested():
             sys.stdout.flush()
