@@ -136,3 +136,22 @@ def test_the_glossary_explains_the_words_the_demo_prints() -> None:
     assert all(f"`{s}`" in rows["severity"] for s in (*k.SEVERITIES, "ok")), rows["severity"]
     assert "sim-0" in rows["replica"] and "verl.sim-engine" in rows["replica"]
     assert "v1-sync" in rows["trainer mode"]
+
+
+def test_a_workers_time_between_its_calls_is_told_in_plain_words(tmp_path: Path) -> None:
+    """The report's event-share table called 3.7 % of the workers' time "in a request, no event span" (issue 51,
+    item 22): span jargon a newcomer could not place. A built run's table says it in plain words, with a glossary
+    row."""
+    from otel_verl.analysis.figures.event_share import compute_event_share
+    from otel_verl.analysis.labels import REQUEST_LABEL, readable
+    from otel_verl.analysis.read import load_spans
+    from tests.analysis.builder import TraceBuilder
+
+    b = TraceBuilder()
+    turn = b.one_turn((4.0, 3.9, 3.8, 3.5, 3.4))  # a request of 3.2 s, an engine call of 2 s in it
+    b.span("text_completion qwen", 0.5, 2.5, turn, step=1, file="worker_0.jsonl")
+    shown = {readable(e) for e in compute_event_share(load_spans(b.write(tmp_path)))["event"]}
+    assert REQUEST_LABEL in shown and not [w for w in shown if "span" in w], shown
+    glossary = (ROOT / "docs" / "glossary.md").read_text().splitlines()
+    rows = {line.split("|")[1].strip() for line in glossary if line.startswith("| ")}
+    assert REQUEST_LABEL in rows

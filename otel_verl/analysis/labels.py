@@ -32,6 +32,10 @@ GAP_LABEL = "gap (time between a request's spans)"
 """The one name of a request's time that none of its spans covers, with its meaning: the figures' legends and
 the causes' messages say it alike (issue 51: "gap" in one, "time between a request's spans" in another)."""
 
+REQUEST_LABEL = "in a request, between its calls"
+"""A worker's time with requests in flight and none of their calls (engine, tool, reward, preprocess) running, in
+plain words: the report said "in a request, no event span", span jargon a newcomer could not place (issue 51)."""
+
 STYLES: dict[str, Style] = {
     # work inside a request (span kinds, event-share buckets, account parts)
     "engine": Style("engine call", "#4c78a8"),
@@ -48,7 +52,7 @@ STYLES: dict[str, Style] = {
     "reward": Style("reward", "#54a24b"),
     "other": Style("other span", "#c49c94"),
     # a worker's time outside its requests' spans
-    "request": Style("in a request, no event span", "#d9d9d9"),
+    "request": Style(REQUEST_LABEL, "#d9d9d9"),
     "gap": Style(GAP_LABEL, "#bdbdbd"),
     "pause": Style("waited out a rollout pause (weight sync)", "#969696", "//"),
     "idle": Style("idle (no request in flight)", "#eeeeee"),

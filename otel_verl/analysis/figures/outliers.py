@@ -174,7 +174,7 @@ def _depths(sub: pd.DataFrame) -> np.ndarray:
 
 def _name(label: str) -> str:
     """The label mapping's name for a row label: the request row is the whole request span, not the
-    event-share bucket ``request`` (time in a request with no event span)."""
+    event-share bucket ``request`` (time in a request between its calls)."""
     return sc.SPAN_REQUEST if label == "request" else label
 
 

@@ -3,7 +3,7 @@ per-worker phase bars.
 
 Requests run concurrently, so summing their event durations would exceed the wall clock. Each instant
 of a worker's rollout window goes to one bucket instead: the highest-priority event any of its
-requests is in (:data:`PRIORITY`), ``request`` (in a request, no event span), ``idle`` (no request in
+requests is in (:data:`PRIORITY`), ``request`` (in a request, between its calls), ``idle`` (no request in
 flight), plus the worker's ``barrier`` wait. Logs with worker-level events only (the seed's
 ``preprocessing_duration``/``async_generate_duration`` per worker, imported by ``import-legacy``) have no
 request spans: their worker-level event spans are swept the same way. Worker-level events after the
