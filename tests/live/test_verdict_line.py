@@ -98,3 +98,29 @@ def test_a_request_is_named_by_its_whole_id_as_the_finding_names_it(tmp_path: Pa
     assert len(rid) > 12 and f"request {rid}" in d.cause["message"], d.cause["message"]
     cause = _live_step(d).texts[n.CAUSE]
     assert cause.endswith(f"@ request {rid} on worker 1"), cause
+
+
+def _quiet(cause: dict, name: str, parts: list[dict]) -> str:
+    """A step 4 of 4.2 s against a usual of 3.1 s so far (+1.18 s), its largest move ``cause``."""
+    account = {"step": 4, "duration_s": 4.2, "baseline_s": 3.02, "excess_s": 1.18, "parts": parts}
+    d = StepDiagnosis(4, account, [], cause, name, None, None, {}, 0, 4, 3)
+    return _verdict(d)
+
+
+def test_a_slow_phase_is_named_once_and_the_rest_of_the_excess_is_placed() -> None:
+    """Issue 51: "largest move: slow phase at phase old_log_prob" said phase twice, and "took 4.2 s (parts' usual so
+    far 3.1 s, +1.18 s) … largest move: slow decode at every worker, 0.08 s" left 1.10 s unplaced."""
+    parts = [
+        {"kind": "phase", "phase": "old_log_prob", "seconds": 0.08},
+        {"kind": "phase", "phase": "update_actor", "seconds": 0.71},
+        {"kind": "decode", "seconds": 0.30},
+    ]
+    where = {"scope": "phase", "phase": "old_log_prob"}
+    phase = {"kind": "slow_phase", "severity": "info", "seconds": 0.08, "details": where}
+    line = _quiet(phase, "slow phase", parts)
+    assert "largest move: slow phase old_log_prob, 0.08 s" in line and "phase at phase" not in line, line
+    assert line.endswith("; most of the excess: phase update_actor, 0.71 s over its usual, the rest spread over its "
+                         "parts"), line  # fmt: skip
+    decode = {"kind": "slow_decode", "severity": "info", "seconds": 0.9, "details": {"scope": "step"}}
+    told = _quiet(decode, "slow decode", parts)  # a move that explains most of the excess needs nothing more
+    assert told.endswith("largest move: slow decode at every worker, 0.90 s"), told
