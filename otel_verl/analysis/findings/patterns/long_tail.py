@@ -70,10 +70,7 @@ def long_tail(accounts: list[StepAccount], spread: float) -> Finding | None:
     shape = _compare(c, m)
     message = (
         f"the long tail (information, every multi-turn run has one): workers waited at the barrier for "
-        f"{barrier:.0%} of their rollout time; the request that ended each rollout {shape}. Aborting the last 10 % "
-        f"of requests once the rest were done (over-sampling) would have saved {fmt_s(_typical(ten, 0))} in the "
-        f"median step, dropping {_typical(ten, 1):g} rollouts; capping decoding there and resuming the rest next step "
-        f"(partial rollout) saves the same, carrying {_typical(ten, 2):,.0f} tokens over"
+        f"{barrier:.0%} of their rollout time; the request that ended each rollout {shape}. {_what_if(ten)}"
     )
     return Finding(
         kind=k.LONG_TAIL,
@@ -86,16 +83,16 @@ def long_tail(accounts: list[StepAccount], spread: float) -> Finding | None:
     )
 
 
-def _medians(rows: list[tuple[float, float, float, float]]) -> np.ndarray:
+def _medians(rows: list[tuple[float, ...]]) -> np.ndarray:
     """Column medians, NaN where a column has no value (no turn counts, no tokens)."""
     arr = np.array(rows, dtype=float)
     return np.array([float(np.median(c[np.isfinite(c)])) if np.isfinite(c).any() else np.nan for c in arr.T])
 
 
-def _shape(a: StepAccount, request_span: int | None) -> tuple[float, float, float, float]:
-    """(turns, decoded tokens, tool seconds, seconds) of one request."""
+def _shape(a: StepAccount, request_span: int | None) -> tuple[float, ...]:
+    """(turns, decoded tokens, tool seconds, seconds, seconds from the rollout's start to its own) of one request."""
     if request_span is None or request_span < 0:
-        return (np.nan, np.nan, np.nan, np.nan)
+        return (np.nan, np.nan, np.nan, np.nan, np.nan)
     occ = a.summary.occurrences
     mine = occ[occ["request_span"].to_numpy() == request_span]
     r = a.summary.requests
@@ -104,10 +101,19 @@ def _shape(a: StepAccount, request_span: int | None) -> tuple[float, float, floa
     secs = (float(row["end_ns"].iat[0]) - float(row["start_ns"].iat[0])) / 1e9 if len(row) else np.nan
     tokens = float(np.nansum(mine.loc[mine["part"] == k.PART_DECODE, "tokens"].to_numpy(dtype=float)))
     tool = float(mine.loc[mine["part"] == k.PART_TOOL, "value_s"].sum())
-    return (turns, tokens, tool, secs)
+    began = _started(a, row["start_ns"].to_numpy(dtype=float))
+    return (turns, tokens, tool, secs, float(began[0]) if len(began) else np.nan)
 
 
-def _median_shape(a: StepAccount) -> tuple[float, float, float, float]:
+def _started(a: StepAccount, starts: np.ndarray) -> np.ndarray:
+    """Seconds from the step's rollout start (its first request's, with no rollout span) to each of ``starts``."""
+    r = a.summary.requests
+    rollout = a.summary.rollout
+    t0 = float(rollout[0]) if rollout is not None else float(r["start_ns"].min())
+    return (starts - t0) / 1e9
+
+
+def _median_shape(a: StepAccount) -> tuple[float, ...]:
     occ = a.summary.occurrences
     r = a.summary.requests
     per = occ[occ["request_span"].to_numpy() >= 0]
@@ -119,6 +125,7 @@ def _median_shape(a: StepAccount) -> tuple[float, float, float, float]:
         float(np.nanmedian(tokens.reindex(ids).fillna(0.0))) if len(tokens) else np.nan,
         float(np.nanmedian(tool.reindex(ids).fillna(0.0))) if len(r) else np.nan,
         float(np.median((r["end_ns"] - r["start_ns"]).to_numpy(dtype=float) / 1e9)),
+        float(np.median(_started(a, r["start_ns"].to_numpy(dtype=float)))),
     )
 
 
@@ -142,6 +149,26 @@ def _cut(a: StepAccount, x: float) -> tuple[float, float, float]:
     return (saved, float(n - keep), tokens)
 
 
+def _what_if(ten: list[tuple[float, float, float]]) -> str:
+    """The what-ifs of the last 10 % of requests in words that hold: none when those requests ended with the rest
+    (a what-if of 0 s), and partial rollout's cost as the rollouts it carries over, with the tokens they still had to
+    decode only when there were some (issue 51: "saves the same, carrying 0 tokens over": a saving of nothing)."""
+    saved, dropped, tokens = (_typical(ten, i) for i in range(3))
+    if round(saved, 2) <= 0:
+        return (
+            "The last 10 % of requests ended with the rest: neither aborting them (over-sampling) nor resuming them "
+            "next step (partial rollout) would have saved time"
+        )
+    carried = f"carrying {dropped:g} rollouts over" + (
+        f" with {tokens:,.0f} tokens still to decode" if round(tokens) > 0 else ", their decoding already done"
+    )
+    return (
+        f"Aborting the last 10 % of requests once the rest were done (over-sampling) would have saved {fmt_s(saved)} "
+        f"in the median step, dropping {dropped:g} rollouts; stopping them there and resuming them next step (partial "
+        f"rollout) saves the same, {carried}"
+    )
+
+
 def _typical(v: list[tuple[float, float, float]], i: int) -> float:
     """The median step's value of column ``i`` (0 with no step)."""
     return float(np.median([x[i] for x in v])) if v else 0.0
@@ -155,6 +182,12 @@ def _compare(c: np.ndarray, m: np.ndarray) -> str:
         bits.append(f"decoded {c[1]:,.0f} tokens (median {m[1]:,.0f})")
     if np.isfinite(c[2]) and c[2] > 0:
         bits.append(f"spent {fmt_s(c[2])} in tools (median {fmt_s(m[2])})")
-    if np.isfinite(c[3]):
+    if np.isfinite(c[3]) and np.isfinite(m[3]) and c[3] <= m[3] and np.isfinite(c[4]):
+        # it ended last without being long: it started late (issue 51: "took 2.4 s (median 2.5 s)", unexplained)
+        bits.append(
+            f"took {fmt_s(c[3])}, no longer than the median request ({fmt_s(m[3])}): it ended last because it "
+            f"started late, {fmt_s(c[4])} into the rollout (the median request {fmt_s(m[4])})"
+        )
+    elif np.isfinite(c[3]):
         bits.append(f"took {fmt_s(c[3])} (median {fmt_s(m[3])})")
     return ", ".join(bits) if bits else "is not described by its spans"
