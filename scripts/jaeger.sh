@@ -4,7 +4,7 @@
 # started in the background with the repository's collector/config.yaml and jaeger/config.yaml.
 #
 #   bash scripts/jaeger.sh up       # start both, wait until they answer, print the URLs and the replay command
-#   bash scripts/jaeger.sh status   # what runs (pid, ports)
+#   bash scripts/jaeger.sh status   # what runs (pid, ports, whether Jaeger serves its web UI)
 #   bash scripts/jaeger.sh down     # stop both (SIGTERM, then SIGKILL after 15 s), remove their pid files
 #
 # OTLP in: 127.0.0.1:4317 (gRPC) / :4318 (HTTP), as the compose stack; Jaeger's UI and API: :16686. Every port and
@@ -14,6 +14,10 @@
 # Jaeger's web UI: a Go-built Jaeger has none of its own (docs/without-docker.md, "The Jaeger UI without Docker");
 # set JAEGER_UI_ASSETS_PATH to a built jaeger-ui, or put one in <cache>/jaeger-ui. Without it the API still works.
 # Missing binaries are built first when Go is installed (minutes, once).
+# The collector runs with collector/jaeger_only.yaml over config.yaml: Jaeger is its only trace backend (no Tempo
+# here; exporting to an absent one filled its log with connection-refused warnings). Jaeger keeps spans in memory:
+# when `up` starts it, the replay hint it prints carries --ignore-journal (the spool's delivery journal remembers
+# spans sent to the Jaeger before, whose store went with it; without the flag the replay sent nothing: issue 51).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${OTEL_VERL_CACHE:-$HOME/.cache/otel_verl}"
@@ -36,8 +40,10 @@ binary() {  # binary NAME: the executable of collector|jaeger
     if [[ "$1" == collector ]]; then echo "$BIN/otelcol-verl"; else echo "$BIN/jaeger"; fi
 }
 
-config() {
-    if [[ "$1" == collector ]]; then echo "$ROOT/collector/config.yaml"; else echo "$ROOT/jaeger/config.yaml"; fi
+ui_of() {  # ui_of PID: the JAEGER_UI_ASSETS_PATH the running Jaeger was started with (empty: API only)
+    local value
+    value="$(tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | sed -n 's/^JAEGER_UI_ASSETS_PATH=//p')" || true
+    if [[ -n "$value" && -f "$value/index.html" ]]; then echo "$value"; fi
 }
 
 running_pid() {  # running_pid NAME: its pid when its pid file names a live process of that binary
@@ -120,7 +126,11 @@ up() {
             say "$name already runs (pid $(running_pid "$name"))"
             continue
         fi
-        nohup "$(binary "$name")" --config "$(config "$name")" >"$RUN/$name.log" 2>&1 </dev/null &
+        local args=(--config "$ROOT/jaeger/config.yaml")
+        if [[ "$name" == collector ]]; then
+            args=(--config "$ROOT/collector/config.yaml" --config "$ROOT/collector/jaeger_only.yaml")
+        fi
+        nohup "$(binary "$name")" "${args[@]}" >"$RUN/$name.log" 2>&1 </dev/null &
         echo $! >"$RUN/$name.pid"
         started+=("$name")
     done
@@ -136,10 +146,12 @@ up() {
             sleep 0.3
         done
     done
-    local ui="http://127.0.0.1:$QUERY"
+    local ui="http://127.0.0.1:$QUERY" assets fresh=""
+    assets="$(ui_of "$(running_pid jaeger)")"  # the running process's, not this shell's (it may be an older one)
+    [[ " ${started[*]} " == *" jaeger "* ]] && fresh=" --ignore-journal"
     say "collector: OTLP gRPC 127.0.0.1:$GRPC, HTTP 127.0.0.1:$HTTP (pid $(running_pid collector), log $RUN/collector.log)"
     say "jaeger: $ui (pid $(running_pid jaeger), log $RUN/jaeger.log)"
-    if [[ -z "${JAEGER_UI_ASSETS_PATH:-}" ]]; then
+    if [[ -z "$assets" ]]; then
         say "no Jaeger web UI here (API only): build one, docs/without-docker.md 'The Jaeger UI without Docker'"
     fi
     local spool=SPOOL_DIR
@@ -148,10 +160,16 @@ up() {
         say "otel-verl is not installed here yet: bash scripts/bootstrap.sh makes .venv (or: pip install . in this repo)"
     fi
     echo "send traces there:"
-    echo "  $(otel_verl) replay $spool --endpoint http://127.0.0.1:$GRPC   # a spool, e.g. the demo's ./traces"
+    if [[ -n "$fresh" ]]; then
+        echo "  $(otel_verl) replay $spool --endpoint http://127.0.0.1:$GRPC$fresh   # a spool, e.g. the demo's" \
+            "./traces; --ignore-journal: this Jaeger is new and empty, spans sent to an earlier one go again"
+    else
+        echo "  $(otel_verl) replay $spool --endpoint http://127.0.0.1:$GRPC   # a spool, e.g. the demo's ./traces"
+    fi
     echo "  export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$GRPC   # or a live run"
-    if [[ -n "${JAEGER_UI_ASSETS_PATH:-}" ]]; then
-        echo "then open $ui: Search, Service verl, Find Traces (a trace per step). Stop: bash scripts/jaeger.sh down"
+    if [[ -n "$assets" ]]; then
+        echo "then open $ui: Search, Service verl, Find Traces (a trace per step; one step: Tags verl.step=2)." \
+            "Stop: bash scripts/jaeger.sh down"
     else  # a Go-built Jaeger serves a placeholder page at /: point at what answers
         echo "then ask its API: curl '$ui/api/v3/services' (no web UI without one built, see above)." \
             "Stop: bash scripts/jaeger.sh down"
@@ -162,7 +180,13 @@ status() {
     local name pid code=0
     for name in "${NAMES[@]}"; do
         if pid="$(running_pid "$name")"; then
-            say "$name runs (pid $pid)"
+            if [[ "$name" == collector ]]; then
+                say "collector runs (pid $pid): OTLP gRPC 127.0.0.1:$GRPC, HTTP 127.0.0.1:$HTTP, health :$HEALTH"
+            elif [[ -n "$(ui_of "$pid")" ]]; then
+                say "jaeger runs (pid $pid): web UI and API http://127.0.0.1:$QUERY"
+            else
+                say "jaeger runs (pid $pid): API http://127.0.0.1:$QUERY (no web UI)"
+            fi
         else
             say "$name is not running"
             code=3
