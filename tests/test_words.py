@@ -155,3 +155,28 @@ def test_a_workers_time_between_its_calls_is_told_in_plain_words(tmp_path: Path)
     glossary = (ROOT / "docs" / "glossary.md").read_text().splitlines()
     rows = {line.split("|")[1].strip() for line in glossary if line.startswith("| ")}
     assert REQUEST_LABEL in rows
+
+
+def test_a_status_beside_a_cause_says_how_common_it_was_in_the_step(tmp_path: Path) -> None:
+    """Beside the demo's stall, "all 4 rollouts of prompt 3 (worker 0, replica sim-0, all truncated)" read as if the
+    stall had cut them, while 64 of the demo's 192 requests reach the response length limit in every run (issue 51,
+    item 18). A built run, a third of its requests cut at the limit, the slow one among them: the cause says how
+    many of the step's requests ended so."""
+    from otel_verl.analysis.findings.common import kinds as k
+    from otel_verl.analysis.findings.diagnose import diagnose_run
+    from otel_verl.analysis.read import load_spans
+    from otel_verl.analysis.tables import Tables
+    from tests.analysis.builder import Plan, build_run
+
+    b = build_run(Plan(steps=4, slow_turn=(3, 1, 2, 15.0)))
+    for sp in b.spans:
+        rid = sp.attrs.get("verl.request.id")
+        if isinstance(rid, str) and (rid == "s3w1r2" or int(rid.rsplit("r", 1)[1]) % 3 == 0):
+            sp.attrs["verl.request.status"] = "truncated"
+    d = diagnose_run(Tables.build(load_spans(b.write(tmp_path))))
+    steps = Tables.build(load_spans(tmp_path)).requests
+    step3 = steps[steps["step"] == 3]
+    cut = int((step3["request_status"] == "truncated").sum())
+    (f,) = [f for f in d.findings if f.kind in k.CAUSES and f.steps == [3] and "s3w1r2" in f.message]
+    told = f"cut off at the response length limit, like {cut} of the step's {len(step3)} requests"
+    assert told in f.message and 1 < cut < len(step3), f.message

@@ -135,7 +135,7 @@ def _subject(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     if scope == k.SCOPE_REPLICA:
         return f"replica {d.get('replica')}"
     ids = _ids(reqs)
-    on = _on(f, d, _shared(reqs))
+    on = _on(f, d, _shared(reqs, a.summary.requests if a is not None else None))
     if scope == k.SCOPE_SAMPLE:
         return f"{_all(len(reqs))} rollouts of prompt {d.get('sample_index')}{on}"
     if len(ids) == 1:
@@ -161,18 +161,24 @@ STATUS_WORDS = {"truncated": "cut off at the response length limit"}
 is an answer that reached ``rollout.response_length`` (or the engine's ``length`` stop)."""
 
 
-def _shared(reqs: pd.DataFrame) -> str:
+def _shared(reqs: pd.DataFrame, step_requests: pd.DataFrame | None = None) -> str:
     """How the requests ended when it was not plain completion, said of one or of all: "cut off at the response
     length limit" for one request, "all cut off at …" for several (a cold trial read "all truncated" of a single
-    request, issue 51)."""
+    request, issue 51), and how many of the step's requests ended so (``step_requests``): a third of the demo's
+    requests reach the length limit in every step, and "all truncated" beside a stall read as the stall's doing."""
     if reqs.empty or "status" not in reqs:
         return ""
     status = {s for s in reqs["status"] if isinstance(s, str)}
     if len(status) != 1 or "completed" in status:
         return ""
-    said = STATUS_WORDS.get(next(iter(status)), next(iter(status)))
+    ended = next(iter(status))
+    said = STATUS_WORDS.get(ended, ended)
     n = len(_distinct(reqs)) or len(reqs)
-    return said if n == 1 else f"{'both' if n == 2 else 'all'} {said}"
+    said = said if n == 1 else f"{'both' if n == 2 else 'all'} {said}"
+    step = _distinct(step_requests) if step_requests is not None and "status" in step_requests else None
+    if step is None or step.empty:
+        return said
+    return f"{said}, like {int((step['status'] == ended).sum())} of the step's {len(step)} requests"
 
 
 NAMED_REQUESTS = 20
