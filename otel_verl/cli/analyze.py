@@ -301,8 +301,8 @@ def _print_traces(console: Any, shown: list[dict[str, Any]], trace_url: str | No
         cmd = presenting.open_step_command(source, first["steps"])
         console.print(
             f"open #1's steps in Perfetto: {cmd}, then Open trace file at {presenting.PERFETTO_UI}; or, once the "
-            "traces are in a Jaeger (docs/backends.md, 'See the demo in Jaeger'), link every trace id to it with "
-            f"--trace-url '{presenting.JAEGER_TRACE_URL}'",
+            "traces are in a Jaeger (docs/backends.md, 'See the demo in Jaeger'), link every trace id to it: "
+            f"{presenting.trace_url_command(source)}",
             soft_wrap=True,
             markup=False,
             highlight=False,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from otel_verl.export.provider import DEFAULT_SERVICE_NAME
 from otel_verl.invocation import otel_verl_command
+from otel_verl.semconv import VERL_STEP
 
 JAEGER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "jaeger.sh"
 """Present in a checkout, absent from an installed wheel."""
@@ -39,12 +40,13 @@ def see_in_jaeger(spool: Path, cwd: Path | None = None) -> list[str]:
     else:
         start = "  docker compose up -d   # in otel_verl's repository; without Docker: docs/backends.md"
         stop = "docker compose down"
-    return [
-        "see the traces in Jaeger:",
-        start,
-        f"  {replay}",
-        f"  # then open http://127.0.0.1:{query}: Search, Service {service}, Find Traces; stop them: {stop}",
-    ]
+    url = f"http://127.0.0.1:{query}"
+    if ui_built() or not JAEGER_SCRIPT.is_file():  # compose's Jaeger image has its UI
+        # one trace per step, each named verl.step (span names stay low-cardinality): a step is found by its tag
+        then = f"then open {url}: Search, Service {service}, Find Traces; step 2 alone: Tags {VERL_STEP}=2"
+    else:  # a Go-built Jaeger's / is a placeholder page: what answers is its API
+        then = f"then ask its API: curl '{url}/api/v3/services' (the web UI once built, see above)"
+    return ["see the traces in Jaeger:", start, f"  {replay}", f"  # {then}; stop them: {stop}"]
 
 
 def ui_built() -> bool:

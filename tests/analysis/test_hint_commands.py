@@ -8,6 +8,7 @@ command it prints (write the slow step for Perfetto) runs in that same shell.
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -75,14 +76,18 @@ def test_demo_jaeger_lines_follow_the_ports_and_the_install(monkeypatch: pytest.
     monkeypatch.setenv("OTEL_VERL_OTLP_GRPC_PORT", "5317")
     monkeypatch.setenv("JAEGER_QUERY_HTTP_PORT", "17686")
     monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.setenv("JAEGER_UI_ASSETS_PATH", str(tmp_path / "ui"))
     lines = jaeger_hint.see_in_jaeger(Path("traces/run 1"), cwd=ROOT)
     assert lines[1].startswith("  bash scripts/jaeger.sh up ")
     assert lines[2] == f"  {otel_verl_command(cwd=ROOT)} replay 'traces/run 1' --endpoint http://127.0.0.1:5317"
     assert "open http://127.0.0.1:17686: Search, Service verl," in lines[3] and lines[3].endswith("jaeger.sh down")
+    assert "Tags verl.step=2" in lines[3]  # every step's trace is named verl.step: how to find one (issue 51)
     # no web UI built (a Go-built Jaeger serves a placeholder at /): the line says how to get one
     monkeypatch.delenv("JAEGER_UI_ASSETS_PATH", raising=False)
     monkeypatch.setenv("OTEL_VERL_CACHE", str(tmp_path / "cache"))
-    start = jaeger_hint.see_in_jaeger(Path("traces/run"), cwd=ROOT)[1]
+    start, _, then = jaeger_hint.see_in_jaeger(Path("traces/run"), cwd=ROOT)[1:]
+    # ...and sends nobody to Jaeger's placeholder page: the API answers (issue 51, item 7)
+    assert "open" not in then and "curl 'http://127.0.0.1:17686/api/v3/services'" in then, then
     assert "web UI needs building once (docs/without-docker.md#the-jaeger-ui-without-docker)" in start, start
     assert (ROOT / "docs" / "without-docker.md").read_text().count("## The Jaeger UI without Docker") == 1
     (tmp_path / "cache" / "jaeger-ui").mkdir(parents=True)
@@ -100,6 +105,7 @@ def test_the_trace_url_hint_points_at_the_jaeger_the_demo_lines_start(monkeypatc
     from otel_verl.cli import jaeger_hint
 
     monkeypatch.delenv("JAEGER_QUERY_HTTP_PORT", raising=False)
+    monkeypatch.setenv("JAEGER_UI_ASSETS_PATH", "/a/built/jaeger-ui")
     opened = re.search(r"open (http://[\d.]+:\d+)", jaeger_hint.see_in_jaeger(Path("traces/run"), cwd=ROOT)[3])
     assert opened and opened.group(1) + "/trace/{trace_id}" == presenting.JAEGER_TRACE_URL
 
@@ -139,3 +145,22 @@ def test_the_readmes_commands_run_in_the_users_shell() -> None:
     said = [found.groups() for span in spans if (found := SPELLED.match(span))]
     assert ("replay" in {sub for _, sub in said}) and ("demo" in {sub for _, sub in said}), said
     _each_runs_in_the_users_shell(said, "README.md", user_env())
+
+
+def test_the_trace_url_hint_is_the_whole_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 51, item 11: "link every trace id to it with --trace-url '…'" named a flag and not the command that
+    takes it; the summary (and report.html) now print the analyze command whole, which runs in the user's shell."""
+    from rich.console import Console
+
+    from otel_verl.analysis.report import page, presenting
+    from otel_verl.cli.analyze import _print_traces
+
+    monkeypatch.delenv("JAEGER_QUERY_HTTP_PORT", raising=False)
+    console = Console(record=True, width=400)
+    _print_traces(console, [{"steps": [2], "trace_ids": ["ab" * 16]}], None, "./traces")
+    said = console.export_text().split("link every trace id to it: ", 1)[1].strip()
+    cli = str((VENV_BIN / "otel-verl").relative_to(ROOT))
+    assert said == f"{cli} analyze ./traces --trace-url '{presenting.JAEGER_TRACE_URL}'", said
+    assert html.escape(presenting.trace_url_command("./traces")) in page._causes([], None, "./traces")
+    ran = shell(f"{said} --help", user_env())
+    assert ran.returncode == 0 and "--trace-url" in ran.stdout, ran.stderr[-500:]

@@ -173,8 +173,8 @@ def _causes(found: list[dict[str, Any]], trace_url: str | None, source: str | No
         if trace_url
         else "To open a cause's traces: write its steps for <a href='https://ui.perfetto.dev'>ui.perfetto.dev</a> "
         "with the command in its row, then <i>Open trace file</i> there (the page reads the file in your browser), "
-        "or, once the traces are in a Jaeger (docs/backends.md, <i>See the demo in Jaeger</i>), analyze again with "
-        f"<code>--trace-url '{html.escape(presenting.JAEGER_TRACE_URL)}'</code> to link every trace id to it."
+        "or, once the traces are in a Jaeger (docs/backends.md, <i>See the demo in Jaeger</i>), link every trace id "
+        f"to it: <code>{html.escape(presenting.trace_url_command(source))}</code>."
     )
     rows = [
         "<h2 id='causes-title'>Causes, by what they cost</h2>",

@@ -180,6 +180,13 @@ def open_step_command(source: str | None, steps: Iterable[Any]) -> str:
     return f"{otel_verl_command()} export-perfetto {src} --steps {lo}:{hi} --out {name}.pftrace"
 
 
+def trace_url_command(source: str | None) -> str:
+    """The whole command that analyzes ``source`` again with every trace id linked to the Jaeger the demo's lines
+    start: the hint named the flag alone, and not the command that takes it (issue 51)."""
+    src = shlex.quote(str(source)) if source else "SOURCE"
+    return f"{otel_verl_command()} analyze {src} --trace-url '{JAEGER_TRACE_URL}'"
+
+
 def missing_parts(summary: Mapping[str, Any]) -> list[str]:
     """What the input lacked, in words: skipped bad lines (with the first), load warnings, steps without
     workers or requests. Empty when the data is whole."""
