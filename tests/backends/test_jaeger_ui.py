@@ -278,3 +278,38 @@ def test_search_finds_a_request_by_its_id(run: str, ui, request, browsing: Brows
     page.screenshot(path=shots / f"3b-found-{run}.png")
     assert browsing.log.unexpected() == []
     assert browsing.log.offsite(ui) == []
+
+
+def test_the_analyzers_trace_link_marks_the_span_its_finding_names(
+    ui, backends: Backends, emitter_runs, browsing: Browsing, shots: Path, tmp_path: Path
+):
+    """Issue 51: ``--trace-url``'s link opened the trace with nothing marked. The analyzer's link to a finding's
+    trace carries ``?uiFind=<span id>`` (the first span its evidence names there); Jaeger's UI marks that span.
+    The README's demo (a planted stall: a cause whose evidence names spans in every run; a plain demo may have none)."""
+    from otel_verl.analysis.pipeline import write_analysis
+    from otel_verl.analysis.read import load_spans
+    from otel_verl.analysis.report import presenting
+
+    run = emitter_runs("demo", ("--steps", "3", "--plant", "stall"))
+    traces = _in_jaeger(backends, run)
+    analysis = write_analysis(load_spans(run.spool), tmp_path / "out")
+    named = [
+        (f, t)
+        for f in (x.to_json() for x in analysis.findings)
+        for t in f["trace_ids"]
+        if presenting.evidence_span(f, t) in traces.get(t, {})
+    ]
+    assert named, "no finding names a span Jaeger holds"
+    finding, trace = named[0]
+    span = presenting.evidence_span(finding, trace)
+    link = presenting.trace_link(f"{ui}/trace/{{trace_id}}", trace, span)
+    assert link == f"{ui}/trace/{trace}?uiFind={span}", link
+    page = browsing.page
+    page.goto(link)
+    page.wait_for_selector(".span-row.is-matching-filter")
+    # one row marked (an engine call's row reads as the engine's span below it: ``Row.name``); its detail is that span
+    assert len(matching_rows(page)) == 1, (finding["kind"], [r.name for r in matching_rows(page)])
+    page.locator(".TracePageSearchBar--locateBtn").click()  # the UI's own button: open the marked span's detail
+    assert detail_span_id(page) == span, (finding["kind"], traces[trace][span].name)
+    page.screenshot(path=shots / "5-finding-link.png")
+    assert browsing.log.unexpected() == []
