@@ -35,3 +35,26 @@ def test_a_clean_colocate_run_tells_no_step_slow_for_calls_parked_in_a_pause(
     # the parked calls are still in the account: step 2's rollout paused while its batch waited for the replicas
     paused = {s["step"]: sum(p["value_s"] for p in s["parts"] if p["kind"] == "pause") for s in data["steps"]}
     assert any(v > 0 for v in paused.values())
+
+
+def test_the_trainers_wait_is_not_told_beside_the_answers_it_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One cause, one name (``waited_for.the_wait_left``): the benchmark's clean separate-async run
+    (``--classes async_clean --seed 9837``, run 4) has a train-bound trainer whose wait for samples (``gen``) is
+    0.01 s in every step but step 9, where it waited 25.2 s for two long answers. The old analysis told the wait
+    itself a warning, "gen took 25.2 s (usually 0.01 s) in step 9: +25.1 s", beside those answers (+20.0 s,
+    +18.0 s): the same seconds twice, judged against a wait's own history, which has no spread in a train-bound run
+    (a hinge: nothing while the rollout runs ahead). The answers are told, at the step that waited; the wait is
+    not."""
+    monkeypatch.setitem(os.environ, "OTEL_VERL_ANALYZE_JOBS", "1")
+    run, expect = BUILDERS["async_clean"](9837729515, OTLP)
+    assert expect.variant == "separate"
+    root = write_async(run, tmp_path / "data")
+    analyze(root, tmp_path / "out", html_report=False, figures=False)
+    data = json.loads((tmp_path / "out" / "findings.json").read_text())
+    at_9 = [f for f in data["findings"] if 9 in (f.get("steps") or [f.get("step")])]
+    answers = [f for f in at_9 if f["kind"] == "long_response" and f["severity"] != "info"]
+    assert answers and sum(f["details"]["judged"]["cost_s"] for f in answers) > 25.0
+    waits = [f for f in at_9 if f["details"].get("phase") == "gen" and f["severity"] != "info"]
+    assert waits == [], [f["message"] for f in waits]

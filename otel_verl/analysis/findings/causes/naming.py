@@ -29,7 +29,7 @@ from otel_verl.analysis.findings.causes.cause import Cause
 from otel_verl.analysis.findings.causes.messages import describe, requests_named
 from otel_verl.analysis.findings.causes.phase_causes import phase_cause, phase_spreads
 from otel_verl.analysis.findings.causes.severity import Judgement, Levels, carrying, judge_cause
-from otel_verl.analysis.findings.causes.waited_for import waited_for
+from otel_verl.analysis.findings.causes.waited_for import the_wait_left, waited_for
 from otel_verl.analysis.findings.causes.warm_up import mark_warm_up
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.record import SEVERITIES, Finding, evidence, sort_findings
@@ -54,7 +54,7 @@ def name_causes(
         causes.extend(_step_causes(a, b, th, phases) if np.isfinite(a.baseline_s) else _anomalies_only(a))
     _mark_stall_echoes(causes)
     mark_warm_up(causes, accounts)
-    causes = _without_members(causes)
+    causes = _without_members(the_wait_left(causes))
     named = {a.step: 0.0 for a in accounts}
     for c in causes:
         if not c.details.get("tail"):

@@ -2,7 +2,8 @@
 one after another), judged against the phase's own step-to-step spread.
 
 Every trainer phase is one (update_actor, old_log_prob, the weight sync ``update_weights``, an asynchronous trainer's
-wait for samples ``gen``). Its evidence is its own history: the trainer is one process, so a phase has no peers in
+wait for samples ``gen``). Its evidence is its own history (not the wait's: it is the rollout seen by the consumer,
+judged by the run's steps): the trainer is one process, so a phase has no peers in
 its step. Far outside its spread it is an anomaly whose ``details.chance`` (how likely the slowest of a clean run's
 ``n`` steps lies that far out, :func:`.chance.run_chance`) :func:`.severity.judge_cause` weighs as it weighs a
 rollout part's: a phase 1.4x its usual that cost 15 % of its step is a warning though the run's steps stray widely
@@ -49,7 +50,12 @@ def phase_cause(a: StepAccount, p: Part, norm: tuple[float, float, int] | None) 
     med, spread, n = norm if norm is not None else (p.baseline_s, 0.0, 1)
     scale = max(spread, PHASE_SPREAD_FLOOR * max(med, 0.0), 1e-3)
     z = (p.value_s - med) / scale
-    if z < PHASE_Z or details["ratio"] < PHASE_MIN_RATIO:
+    if a.summary.async_account is not None and p.phase == WAIT_PHASE:
+        # the trainer's wait is a hinge (none while the rollout runs ahead: a median of 0.01 s and no spread in a
+        # train-bound run), so its own history is no norm: it varies as the rollout it waits for, which the run's
+        # steps measure (its part of the rollout's causes told at this step: :func:`.waited_for.the_wait_left`)
+        details |= {"tail": True, "trainer_wait": True}
+    elif z < PHASE_Z or details["ratio"] < PHASE_MIN_RATIO:
         details["tail"] = True
     else:
         # the spread read from n steps is itself uncertain (a MAD's relative standard error ~1.17/sqrt(n)): the
@@ -58,6 +64,8 @@ def phase_cause(a: StepAccount, p: Part, norm: tuple[float, float, int] | None) 
     return Cause(k.SLOW_PHASE, k.SCOPE_PHASE, str(p.phase), a.step, p.seconds, p.kind, details=details, evidence=ev)
 
 
+WAIT_PHASE = "gen"
+"""An asynchronous trainer's wait for samples (verl's ``gen`` timer around its take from the replay buffer)."""
 PHASE_Z = 4.0
 """A phase this many of its robust standard deviations above its median is an anomaly..."""
 PHASE_MIN_RATIO = 1.25
