@@ -9,10 +9,25 @@
 # This checkout's later runs take seconds (a stamp in the venv). On a terminal uv draws its own progress bars;
 # elsewhere (CI, a captured log), and while compiling, a line every BOOTSTRAP_HEARTBEAT_S (15) seconds says it still
 # works. A warm run prints nothing.
+# Every uv sync tries uv's cache alone first (--offline): a machine whose cache holds everything (another checkout, an
+# air-gapped node with a prepared cache) needs no network, where uv otherwise resolved the build backend (hatchling)
+# on pypi.org and failed without it (issue 51: "invalid peer certificate"; offline it took 4 s). When the cache lacks
+# something, one line says so and the same sync runs with the network.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 say() { echo "bootstrap: $*" >&2; }
+online=""  # set once the cache alone did not do: later syncs go straight to the network
+sync() {  # sync UV_SYNC_ARGS...: from uv's cache alone, else (said once) with the network
+    if [[ -z "$online" ]] && uv sync "$@" --offline --quiet >/dev/null 2>&1; then
+        return 0
+    fi
+    if [[ -z "$online" ]]; then
+        say "uv's cache lacks part of uv.lock: installing from the network (pypi.org and the lock's indexes)"
+        online=1
+    fi
+    uv sync "$@"
+}
 if ! command -v uv >/dev/null 2>&1; then
     say "installing uv with pip"
     python3 -m pip install --quiet --disable-pip-version-check uv
@@ -29,7 +44,7 @@ if [[ -n "${PYTHONDONTWRITEBYTECODE:-}" ]]; then
 fi
 stamp=".venv/.otel-verl-$mode-$(sha256sum uv.lock | cut -c1-16)"
 if [[ -e "$stamp" ]]; then
-    uv sync --frozen --extra verl --quiet
+    sync --frozen --extra verl --quiet
     exit 0
 fi
 start=$SECONDS
@@ -61,7 +76,7 @@ if [[ -t 2 ]]; then
 else
     beat_start installing
 fi
-uv sync --frozen --extra verl "${progress[@]}"
+sync --frozen --extra verl "${progress[@]}"
 beat_stop
 say "installed in $((SECONDS - start)) s"
 if [[ -n "$compile" ]]; then
@@ -69,7 +84,7 @@ if [[ -n "$compile" ]]; then
     say "2/2 bytecode: compiling every installed module (~22,000 files, 1-4 min on 2 cores), once per checkout and"
     say "uv.lock: PYTHONDONTWRITEBYTECODE is set, so Python would otherwise compile verl and torch in every process"
     beat_start compiling
-    uv sync --frozen --extra verl --compile-bytecode --quiet
+    sync --frozen --extra verl --compile-bytecode --quiet
     beat_stop
     say "compiled in $((SECONDS - step)) s"
 else

@@ -23,4 +23,5 @@ if [[ "$engine" == "vllm" ]]; then
     exec "$(dirname "$PY")/otel-verl" demo --steps 3 --spool ./traces --trainer legacy "$@"
 fi
 bash "$ROOT/scripts/bootstrap.sh"
-exec uv run --frozen otel-verl demo --steps 3 --spool ./traces --plant stall "$@"
+# the command the README says this runs, word for word (tests/test_demo_script.py); bootstrap.sh synced the venv
+exec .venv/bin/otel-verl demo --steps 3 --spool ./traces --plant stall "$@"

@@ -18,6 +18,10 @@ from tests.clean_shell import ROOT
 
 STAND_IN_UV = """#!/usr/bin/env bash
 echo "$*" >> "$(dirname "$0")/uv.calls"
+if [[ -n "${STAND_IN_CACHE_MISS:-}" && " $* " == *" --offline "* ]]; then
+    echo "error: hatchling was not found in the cache, and network access is disabled" >&2
+    exit 1
+fi
 sleep 3
 """
 
@@ -34,8 +38,10 @@ def _layout(tmp_path: Path) -> tuple[Path, Path]:
     return checkout, tools
 
 
-def _env(tools: Path, compile_bytecode: bool = True) -> dict[str, str]:
+def _env(tools: Path, compile_bytecode: bool = True, cache_miss: bool = False) -> dict[str, str]:
     env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}", "BOOTSTRAP_HEARTBEAT_S": "1"}
+    env.pop("STAND_IN_CACHE_MISS", None)
+    env.update({"STAND_IN_CACHE_MISS": "1"} if cache_miss else {})
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return {**env, "PYTHONDONTWRITEBYTECODE": "1"} if compile_bytecode else env
 
@@ -76,7 +82,7 @@ def test_on_a_terminal_uv_shows_its_progress(tmp_path: Path) -> None:
     leader, follower = pty.openpty()
     try:
         done = subprocess.run(
-            ["bash", "scripts/bootstrap.sh"], cwd=checkout, env=_env(tools), stdout=subprocess.DEVNULL,
+            ["bash", "scripts/bootstrap.sh"], cwd=checkout, env=_env(tools, cache_miss=True), stdout=subprocess.DEVNULL,
             stderr=follower, timeout=60,
         )  # fmt: skip
         os.close(follower)
@@ -96,7 +102,8 @@ def test_on_a_terminal_uv_shows_its_progress(tmp_path: Path) -> None:
             os.close(follower)
     assert done.returncode == 0
     assert b"~3 GB" in said and b"still installing" not in said, said
-    install = (tools / "uv.calls").read_text().splitlines()[0]
+    offline, install = (tools / "uv.calls").read_text().splitlines()[:2]  # the cache lacked part: the network
+    assert "--offline" in offline.split() and "--offline" not in install.split(), (offline, install)
     assert "--quiet" not in install.split(), install
 
 
@@ -113,3 +120,30 @@ def test_where_python_writes_bytecode_itself_nothing_is_compiled(tmp_path: Path)
     assert "--compile-bytecode" not in call.split(), call
     assert "2/2 bytecode: skipped" in done.stderr, done.stderr
     assert list(checkout.glob(".venv/.otel-verl-lazy-*")), "no stamp: every run would install again"
+
+
+def test_the_cache_is_tried_first_and_the_network_said(tmp_path: Path) -> None:
+    """Issue 51, item 1: with everything in uv's cache a fresh clone's bootstrap still went to pypi.org (the build
+    backend) and failed offline; every sync now tries the cache alone first, and says in one line when it cannot."""
+    checkout, tools = _layout(tmp_path)
+    hit = subprocess.run(
+        ["bash", "scripts/bootstrap.sh"], cwd=checkout, env=_env(tools), capture_output=True, text=True, timeout=60
+    )
+    assert hit.returncode == 0, hit.stderr
+    calls = (tools / "uv.calls").read_text().splitlines()
+    assert len(calls) == 2 and all("--offline" in c.split() for c in calls), calls  # no network at all
+    assert "network" not in hit.stderr, hit.stderr
+
+    checkout, tools = _layout(tmp_path / "miss")
+    miss = subprocess.run(
+        ["bash", "scripts/bootstrap.sh"], cwd=checkout, env=_env(tools, cache_miss=True),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert miss.returncode == 0, miss.stderr
+    said = [line for line in miss.stderr.splitlines() if "network" in line]
+    assert said == [
+        "bootstrap: uv's cache lacks part of uv.lock: installing from the network (pypi.org and the lock's indexes)"
+    ], miss.stderr
+    assert "not found in the cache" not in miss.stderr  # uv's own offline error stays unsaid
+    offline, install, compile_ = (tools / "uv.calls").read_text().splitlines()  # once said, straight to the network
+    assert "--offline" in offline.split() and "--offline" not in install.split() + compile_.split(), (install, compile_)
