@@ -188,6 +188,8 @@ def test_the_demos_mlflow_store_reads_back_in_a_fresh_shell_as_its_hint_says(tmp
     documented = shell(snippet, user_env())
     assert documented.returncode == 0, documented.stderr[-2000:]
     assert documented.stdout.splitlines() == ["[(2, 1.5)]", "step 1: as usual"], documented.stdout
+    # ...and nothing else: download_artifacts drew mlflow's tqdm bars on stderr (issue 51, item 19)
+    assert "Downloading artifacts" not in documented.stderr and "%|" not in documented.stderr, documented.stderr
 
 
 _TEXT: dict = {"capture_output": True, "text": True, "timeout": 300}
