@@ -162,10 +162,13 @@ def loo_level(others: int, margin: float) -> float:
 
 @dataclass(frozen=True)
 class StepSpread:
-    """How the run's steps stray from their baselines: ``spread`` (1.4826 × the median absolute deviation of their
-    excesses, what findings.json reports), ``warn_s``, the excess beyond which a step is not the run's own
-    variation (:meth:`of`), and ``steps``, how many steps measured them (fewer than ``min_steps``: neither is
-    measured, ``spread`` is NaN and ``warn_s`` infinite; a step is then judged against its own peers)."""
+    """How the run's steps stray from their baselines: ``spread`` (1.4826 × the median absolute deviation of the
+    ``used`` steps' excesses about their median excess, a normal's σ; what findings.json reports; the verdict tells
+    the median and the plain deviation from ``used``, figures a reader checks against the steps table), ``warn_s``,
+    the excess beyond which a step is not the run's own variation (:meth:`of`: their median plus
+    :func:`pairwise_spread`, a different and steadier estimate of the same σ, times :func:`warn_level`), and
+    ``steps``, how many steps measured them (fewer than ``min_steps``: neither is measured, ``spread`` is NaN and
+    ``warn_s`` infinite; a step is then judged against its own peers)."""
 
     spread: float
     warn_s: float
