@@ -178,5 +178,5 @@ def test_a_status_beside_a_cause_says_how_common_it_was_in_the_step(tmp_path: Pa
     step3 = steps[steps["step"] == 3]
     cut = int((step3["request_status"] == "truncated").sum())
     (f,) = [f for f in d.findings if f.kind in k.CAUSES and f.steps == [3] and "s3w1r2" in f.message]
-    told = f"cut off at the response length limit, like {cut} of the step's {len(step3)} requests"
+    told = f"cut off at the response length limit, as were {cut} of the step's {len(step3)} requests"
     assert told in f.message and 1 < cut < len(step3), f.message
