@@ -34,6 +34,8 @@ def test_analyze_cli(planted_spool: Path, tmp_path: Path) -> None:
     assert causes[0]["trace_ids"][0] in res.output
     assert f"otel-verl export-perfetto {planted_spool / 'run1'} --steps 3:3 --out step3.pftrace" in res.output
     assert "incomplete" not in res.output
+    # the whole analysis's time, not the load's alone (1.2 s of ~40 s, issue 51)
+    assert re.search(r"\d+ spans \(analyzed in [\d.]+ s, [\d.]+ s of it to load\)", res.output), res.output[:500]
 
 
 def test_bad_line_is_one_line_exit_2(tmp_path: Path) -> None:
