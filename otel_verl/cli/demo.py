@@ -25,20 +25,23 @@ if TYPE_CHECKING:
     from otel_verl.demo.options import DemoOptions, DemoResult
 
 
-SECONDS_PER_TOKEN_HELP = "Decode s/token (about 0.8 ms at 64 rollouts a replica)."
+SECONDS_PER_TOKEN_HELP = (
+    "Decode seconds per token of a request alone (0.0004: 0.4 ms); 64 rollouts decoding at once on a replica get "
+    "about 0.8 ms each."
+)
 """Why the arithmetic: the README demo's stall read "the usual 0.818 ms/token" while this said 0.4 ms, with
 nothing saying why (issue 51); the simulated engine's shared capacity (``SimServerConfig.capacity``) doubles it
 while the step's 64 rollouts decode together, up to 32 at full speed (tests/analysis/test_demo_help.py checks the
-figure). Two lines of help: ``demo --help`` stays within 140 lines at 80 columns (test_cli_help)."""
+figure). The default is said in ms beside the figure: "[default: 0.0004]" beside "0.8 ms" read as a contradiction
+(issue 51)."""
 
 
 def _plant_help() -> str:
-    items = "; ".join(f"`{name}`: {what}" for name, (_plan, what) in READY_MADE.items())
-    growing = "; ".join(f"`{name}`: {what}" for name, (_plan, what) in GROWING.items())
+    """The names alone; what each plants is docs/trainer-details.md's table (``--plant``'s help was 40 lines of the
+    demo's 140 at 80 columns: issue 51)."""
     return (
-        f"A ready-made problem, planted in step {PLANT_STEP} (repeat to combine): "
-        f"{items}. From step {PLANT_STEP} on: {growing}. `scripts/demo.sh` passes `stall`; the asynchronous trainers' "
-        "own: `slow-replica`, `growing-sync`."
+        f"A ready-made problem (repeat to combine), in step {PLANT_STEP}: {', '.join(READY_MADE)}; from step "
+        f"{PLANT_STEP} on: {', '.join(GROWING)}. What each plants: docs/trainer-details.md#planted-problems."
     )
 
 
@@ -240,7 +243,8 @@ def demo(
         list[str] | None,
         typer.Option(
             metavar="BACKEND",
-            help="verl's trainer.logger backend (repeat for several; default console): each step's live account "
+            help="verl's trainer.logger backend: console (the default), wandb, mlflow, tensorboard, or another verl "
+            "knows (swanlab, clearml, trackio, file, …); repeat for several. Each step's live account "
             "(otel_verl/* metrics, a verdict line on the console) goes there as training runs; OTEL_VERL_LIVE=false "
             "turns the live account off.",
         ),

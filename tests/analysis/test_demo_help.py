@@ -32,7 +32,9 @@ def test_the_demos_decode_rate_is_the_one_its_analysis_calls_usual() -> None:
     rate = opts.seconds_per_token * max(1.0, at_once / engine.capacity)
     text = _help("demo")
     assert at_once > engine.capacity and rate == 2 * opts.seconds_per_token  # 64 rollouts share 32 slots' speed
-    assert f"(about {rate * 1000:.1f} ms at {opts.prompts * opts.n} rollouts a replica)" in text, text
+    alone = f"a request alone ({opts.seconds_per_token:g}: {opts.seconds_per_token * 1000:.1f} ms)"
+    together = f"{opts.prompts * opts.n} rollouts decoding at once on a replica get about {rate * 1000:.1f} ms each"
+    assert alone in text and together in text, text
     assert opts.replicas == 1, "the help's figure is for the default run's one replica"
 
 
