@@ -67,6 +67,10 @@ http_ok() {  # http_ok PORT PATH: 200 from http://127.0.0.1:PORT/PATH
     [[ "$line" == *" 200 "* ]]
 }
 
+listens() {  # listens HOST:PORT: a TCP connection is accepted there
+    (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null
+}
+
 ready() {  # ready NAME: it answers
     if [[ "$1" == collector ]]; then http_ok "$HEALTH" /; else http_ok "$QUERY" /api/v3/services; fi
 }
@@ -121,7 +125,8 @@ up() {
     ensure_binaries
     mkdir -p "$RUN"
     local name started=()
-    for name in jaeger collector; do  # Jaeger first: the collector sends to it
+    local deadline=$((SECONDS + 60))
+    for name in jaeger collector; do  # Jaeger first, up before the collector sends to it (no refused dial)
         if running_pid "$name" >/dev/null; then
             say "$name already runs (pid $(running_pid "$name"))"
             continue
@@ -133,10 +138,7 @@ up() {
         nohup "$(binary "$name")" "${args[@]}" >"$RUN/$name.log" 2>&1 </dev/null &
         echo $! >"$RUN/$name.pid"
         started+=("$name")
-    done
-    local deadline=$((SECONDS + 60))
-    for name in "${NAMES[@]}"; do
-        until ready "$name"; do
+        until ready "$name" && { [[ "$name" == collector ]] || listens "$OTEL_VERL_JAEGER_OTLP_ENDPOINT"; }; do
             if ! running_pid "$name" >/dev/null || ((SECONDS > deadline)); then
                 say "$name did not come up (port in use? see its log, $RUN/$name.log):" >&2
                 tail -n 15 "$RUN/$name.log" >&2 || true
