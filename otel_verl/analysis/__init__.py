@@ -157,6 +157,7 @@ def analyze(
     steps: range | None = None,
     baseline: str | range = "run",
     window: int = 1,
+    span_budget: int | None = None,
     spill_dir: str | None = None,
     load_options: LoadOptions | None = None,
     **overrides: Any,
@@ -182,6 +183,9 @@ def analyze(
         baseline: what ``steps`` are judged against: ``"run"`` (every step is read, the others only as their
             norms), ``"selected"`` (nothing else is read) or a ``range`` of steps.
         window: steps analysed together (more memory, fewer parts).
+        span_budget: a source read here is analysed in parts of consecutive windows up to this many spans
+            (None: :data:`~otel_verl.analysis.read.step_stream.PART_SPANS`; 0, and always with ``steps`` while
+            the baseline reads more than them: each window alone).
         spill_dir: where what the end needs of each step waits (default ``$TMPDIR``).
         load_options: how a source read here is read (:class:`LoadOptions`), as :func:`load`'s ``options``.
         **overrides: :class:`LoadOptions` fields by name, on top of ``load_options`` (as :func:`load`).
@@ -204,11 +208,20 @@ def analyze(
         "spill_dir": spill_dir,
     }
     if isinstance(source, (str, os.PathLike)):
-        from otel_verl.analysis.read.step_stream import iter_steps
+        from otel_verl.analysis.read.step_stream import PART_SPANS, iter_steps
 
         read, report = read_plan(steps, baseline)
+        budget = PART_SPANS if span_budget is None else span_budget
+        budget = budget if report is None else 0  # a part is reported or not as a whole: never mix the two
         parts = iter_steps(
-            source, load_options, stats=stats, steps=read, window=window, spill_dir=spill_dir, **overrides
+            source,
+            load_options,
+            stats=stats,
+            steps=read,
+            window=window,
+            span_budget=budget,
+            spill_dir=spill_dir,
+            **overrides,
         )
         return write_parts(parts, out, thresholds, source=source_name or os.fspath(source), report=report, **options)
     return write_analysis(

@@ -12,14 +12,17 @@ import pandas as pd
 import pytest
 from whole_run import assert_same, assert_same_frames, report_sections, whole_run
 
+from benchmarks.diagnosis.async_classes import BUILDERS
 from benchmarks.diagnosis.run_model import build_run
 from benchmarks.diagnosis.shape import OTLP, OTLP_ENGINE, SEED
+from benchmarks.diagnosis.write_async import write_async
 from benchmarks.diagnosis.write_otlp import write_spool
 from benchmarks.diagnosis.write_seed import write_seed
 from benchmarks.gen_seed_logs import write_seed_logs
 from otel_verl.analysis import analyze
-from otel_verl.analysis.read import load_spans
+from otel_verl.analysis.read import LoadStats, load_spans
 from otel_verl.analysis.read.step_split import owner_steps, take_rows
+from otel_verl.analysis.read.step_stream import iter_steps
 
 
 def _assert_streamed_equals_whole(source: Path, spans: pd.DataFrame, tmp_path: Path, **options) -> dict:
@@ -83,3 +86,45 @@ def test_in_memory_run_and_step_range(planted_spool: Path, planted_spans, tmp_pa
     owner = owner_steps(planted_spans)
     expected, _ = whole_run(take_rows(planted_spans, np.flatnonzero((owner >= 2) & (owner <= 5))), tmp_path / "w")
     assert_same(json.loads((tmp_path / "range" / "findings.json").read_text())["findings"], expected["findings"])
+
+
+def _findings(out: Path) -> dict:
+    """findings.json without the read's wall time (the one field that differs between two runs)."""
+    doc = json.loads((out / "findings.json").read_text())
+    doc["summary"]["load"].pop("seconds", None)
+    return doc
+
+
+def test_span_sized_parts_change_nothing(tmp_path: Path) -> None:
+    """Small steps analysed together up to a span budget (issue 52.8) give the same findings.json and report as
+    a step at a time; a part of several steps stays within the budget, a step over it is a part of its own."""
+    stall = {(5, 1): 40.0, (9, 0): 25.0}
+    logs = write_seed_logs(tmp_path / "logs", steps=12, workers=3, requests=10, seed=7, stall=stall)
+    sizes = {p.steps: len(p.spans) for p in iter_steps(logs) if p.steps}
+    budget = int(sum(sizes.values()) / len(sizes) * 2.5)  # two steps a part, some three: uneven cuts
+    parts = [p for p in iter_steps(logs, span_budget=budget) if p.steps]
+    assert 1 < len(parts) < len(sizes)
+    assert all(len(p.spans) <= budget for p in parts if len(p.steps) > 1)
+    assert [len(p.steps) for p in iter_steps(logs, span_budget=min(sizes.values()) - 1) if p.steps] == [1] * 12
+    expected = None
+    for b in (0, budget, None):
+        out = tmp_path / f"out{b}"
+        analyze(logs, out, span_budget=b, stats=LoadStats())
+        got = _findings(out), report_sections(out / "report.html")
+        if expected is None:
+            expected = got
+            named = {s for f in got[0]["findings"] for s in f.get("steps") or [f.get("step")]}
+            assert {5, 9} <= named, named
+        assert got == expected, f"span_budget={b}"
+
+
+def test_an_asynchronous_run_stays_a_step_a_part(tmp_path: Path) -> None:
+    """Its samples cross steps and where a part ends decides what links (stream/consumers.py): the span budget
+    leaves it a step a part, so its findings stay what they were (a separate-async demo spool's moved when its
+    steps were grouped)."""
+    run, _ = BUILDERS["async_reward"](9837734513, OTLP)  # separate-async, 4 steps
+    root = write_async(run, tmp_path / "data")
+    assert [len(p.steps) for p in iter_steps(root, span_budget=10**9) if p.steps] == [1] * 4
+    for b in (0, None):
+        analyze(root, tmp_path / f"out{b}", span_budget=b, stats=LoadStats(), html_report=False, figures=False)
+    assert _findings(tmp_path / "outNone") == _findings(tmp_path / "out0")

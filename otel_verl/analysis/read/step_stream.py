@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from otel_verl import semconv as sc
 from otel_verl.analysis.errors import AnalysisInputError
 from otel_verl.analysis.read.allocator import release_memory
 from otel_verl.analysis.read.hierarchy import resolve_hierarchy
@@ -49,6 +51,12 @@ RELEASE_EVERY = 8
 stays in the allocator for the next step to reuse. Why 8: handed back after every step, each step faulted its
 temporaries in again; never, fragments piled up; every 8 steps was both the fastest and the smallest on the
 16M-span spool (docs/performance.md)."""
+
+PART_SPANS = 65_536
+"""The span budget of one part of ``analyze`` (:func:`iter_steps`' ``span_budget``): small steps share a part up to
+it, a step of this size or more is a part of its own. Why: each part pays the streamed stages' fixed pandas cost
+whatever its size, so steps of a few thousand spans cost many times more per span than real-size ones; memory
+follows the budget, not the run (docs/notes/seed-scaling.md has the measurement)."""
 
 
 @dataclass
@@ -139,7 +147,8 @@ class _Assembler:
                 return
             yield tuple(group)
 
-    def step_table(self, group: tuple[int, ...], read: list[Part]) -> pd.DataFrame | None:
+    def step_parts(self, group: tuple[int, ...], read: list[Part]) -> list[Part] | None:
+        """The parts of ``group``'s table (None: no span of it); its traces are claimed."""
         mine, loose, mixed = self.route(read, group)
         for step in group:
             mine.extend(self.spill.pop_step(step))
@@ -166,7 +175,7 @@ class _Assembler:
                 self.spill.add(None, rest)
         mine.extend(self.spill.take_traces(traces))
         self.claimed = pa.concat_arrays([self.claimed, traces])
-        return self.table(mine)
+        return mine
 
     def leftovers(self) -> pd.DataFrame | None:
         """Spans of no step, and late ones: with a step of their own, or with none in a trace a step claimed."""
@@ -180,6 +189,20 @@ class _Assembler:
         return self.table(late + rest) if late or rest else None
 
 
+def _rows(parts: list[Part]) -> int:
+    return sum(p["n"] for p in parts)
+
+
+_ASYNC_STEP = f'"{sc.VERL_TRAINER_MODE}":"[a-z_]*async'
+"""A step span of an asynchronous trainer (its ``extra`` JSON). Why such a run is read a step a part: its samples
+cross steps, and where a part ends decides what :mod:`~otel_verl.analysis.stream.consumers` links, so grouping
+its steps would change its findings (a separate_async demo spool's did)."""
+
+
+def _asynchronous(parts: list[Part]) -> bool:
+    return any(pc.any(pc.match_substring_regex(p["extra"], _ASYNC_STEP)).as_py() for p in parts)
+
+
 def iter_steps(
     source: str | Any,
     options: LoadOptions | None = None,
@@ -187,10 +210,12 @@ def iter_steps(
     stats: LoadStats | None = None,
     steps: range | None = None,
     window: int = 1,
+    span_budget: int = 0,
     spill_dir: str | None = None,
     **overrides: Any,
 ) -> Iterator[StepSpans]:
-    """The span table of each training step (or of each ``window`` consecutive steps) of SOURCE, in order;
+    """The span table of each training step (or of each ``window`` consecutive steps, or of as many as fit
+    ``span_budget``) of SOURCE, in order;
     then, without ``steps``, the spans of no step.
 
     Each table holds exactly the rows ``load_spans(SOURCE)`` would give for those steps (see the module's rule),
@@ -201,7 +226,9 @@ def iter_steps(
         options: how to read it (:class:`LoadOptions`; None: the defaults), ``overrides`` on top, as ``load_spans``.
         stats: filled with what was read.
         steps: only the steps in that range (``range(10, 21)``: steps 10 to 20).
-        window: steps per table (at least 1).
+        window: steps read together (at least 1).
+        span_budget: consecutive windows share one table while it holds at most this many spans (0: each window
+            its own table); a window larger than the budget stays alone.
         spill_dir: where spans that wait for their step go (a temporary directory, default ``$TMPDIR``).
 
     Raises:
@@ -237,19 +264,36 @@ def iter_steps(
         unit = "bytes" if files else "steps"
         with Bar(show, "reading steps", src.total_bytes if files else None, unit) as bar:
             src.start(spill.dir, asm.register, bar.advance)
-            for group in asm.groups(window):
-                frame = asm.step_table(group, src.read(group, bar.advance))
-                if frame is None:
+            pending: list[Part] = []
+            pending_group: tuple[int, ...] = ()
+            for group in chain(asm.groups(window), [None]):  # None: the end, what is pending goes
+                parts = [] if group is None else asm.step_parts(group, src.read(group, bar.advance))
+                if parts is None:
                     continue
-                present = whole_numbers(frame["step"]).dropna().unique()  # 1.5, inf: no step (as the tables read it)
-                stats.steps += len(present)
-                yielded = True
-                stats.seconds = time.perf_counter() - t0
-                yield StepSpans(tuple(sorted(int(s) for s in present)) or group, frame)
-                del frame
-                if stats.steps // RELEASE_EVERY > released:  # see RELEASE_EVERY
-                    released = stats.steps // RELEASE_EVERY
-                    release_memory()
+                if span_budget and _asynchronous(parts):  # see _ASYNC_STEP
+                    span_budget = 0
+                ready: list[tuple[list[Part], tuple[int, ...]]] = []
+                if pending and (group is None or _rows(pending) + _rows(parts) > span_budget):
+                    ready.append((pending, pending_group))
+                    pending, pending_group = [], ()
+                pending, pending_group = pending + parts, pending_group + (group or ())
+                if pending and _rows(pending) >= span_budget:  # full (or a step over it): goes before the next read
+                    ready.append((pending, pending_group))
+                    pending, pending_group = [], ()
+                while ready:
+                    cut, cut_group = ready.pop(0)
+                    frame = asm.table(cut)
+                    del cut
+                    if frame is not None:
+                        present = whole_numbers(frame["step"]).dropna().unique()  # 1.5, inf: no step (as tables)
+                        stats.steps += len(present)
+                        yielded = True
+                        stats.seconds = time.perf_counter() - t0
+                        yield StepSpans(tuple(sorted(int(s) for s in present)) or cut_group, frame)
+                        del frame
+                    if stats.steps // RELEASE_EVERY > released:  # see RELEASE_EVERY
+                        released = stats.steps // RELEASE_EVERY
+                        release_memory()
         finish = getattr(src, "finish", None)  # parts a source can only make at the end (seed step spans)
         if finish is not None:
             asm.spill_loose(asm.route(finish(), ())[1])  # no group: nothing is mine or mixed
