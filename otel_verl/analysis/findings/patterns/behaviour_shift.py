@@ -31,6 +31,9 @@ MIN_RESIDUALS = 10
 CLEARLY = 2.0
 """Steps vary more than sampling when their residuals' variance is at least this multiple of sampling's."""
 NOISE_FLOOR = 0.05
+MEASURED_UPPER = 2.0
+"""The spread measured on ``n`` steps' residuals is raised by ``MEASURED_UPPER/√n`` of it, above the one-sided
+97.5 % bound of a standard deviation (~1.39/√n): a handful of steps that happen to agree must not shrink the noise."""
 DRAWN_Z = 2.0
 """A move this many times its sampling noise, though within what a run of this many steps shows by chance, is the
 step's draw of prompts: told as information, and it explains only the seconds its extra work accounts for."""
@@ -190,9 +193,43 @@ def _moved(
     # sampling noise of the step and of its neighbours' median, and whatever more the run's steps move (its own
     # step left out: a short run's MAD would take its move for noise)
     noise = max(float(np.sqrt(own**2 + theirs + _extra(values, se, i) ** 2)), NOISE_FLOOR)
+    measured = _measured(values, i)  # what the run's other steps show, where enough of them say it
+    noise = min(noise, max(measured, NOISE_FLOOR)) if measured is not None else noise
     z = lr / noise
     chance = float(run_chance(z, len(accounts) * len(METRICS)))
     return (float(x), usual, z, noise) if chance <= th.evidence_chance or z >= DRAWN_Z else None
+
+
+def _residuals(values: np.ndarray, skip: int) -> np.ndarray:
+    """Each step's log against its neighbours' median (step ``skip`` left out, as a step and as a neighbour)."""
+    ok = np.isfinite(values) & (values > 0)
+    idx = [j for j in np.flatnonzero(ok) if j != skip]
+    logs = np.log(np.where(ok, values, 1.0))
+    resid = []
+    for j in idx:
+        near = [m for m in idx if m != j and abs(m - j) <= WINDOW]
+        if near:
+            resid.append(logs[j] - float(np.median(logs[near])))
+    return np.asarray(resid)
+
+
+def _measured(values: np.ndarray, skip: int) -> float | None:
+    """How far a clean step's metric strays from its neighbours' median, measured on the run's other steps: the
+    standard deviation of their residuals, raised to the upper end of its own uncertainty (:data:`MEASURED_UPPER`);
+    None with fewer than :data:`MIN_RESIDUALS` of them.
+
+    Why: that residual is the very statistic a step is judged by, so its spread over the run's steps is its noise,
+    sampling and all. The sampling model (a median's standard error, clustered by prompt) overstates it where a step
+    has few prompts: a single-turn run of 4 prompts a step (``bench_diagnosis --classes shift --seed 2718``, run 0)
+    modelled ±0.16 in log tokens per call while its 12 other steps strayed ±0.10, and held a 1.8× longer-answer
+    step 1 (46 % of a step) at chance 0.11, "the step's draw of prompts". The deviation, not a robust spread: a
+    prompt mixture gives the run's own steps heavy tails that must count (a clean run of that seed, ``--classes
+    clean`` run 15: residuals with a MAD of ±0.06 but a deviation of ±0.13, and a natural 1.38× step 1 that the
+    MAD took for the policy changing)."""
+    r = _residuals(values, skip)
+    if len(r) < MIN_RESIDUALS:
+        return None
+    return float(np.std(r, ddof=1)) * (1 + MEASURED_UPPER / np.sqrt(len(r)))
 
 
 def _extra(values: np.ndarray, se: np.ndarray, skip: int) -> float:
@@ -204,15 +241,9 @@ def _extra(values: np.ndarray, se: np.ndarray, skip: int) -> float:
     idx = [j for j in np.flatnonzero(ok) if j != skip]
     if len(idx) < MIN_RESIDUALS:
         return 0.0
-    logs = np.log(values)
-    resid = []
-    for j in idx:
-        near = [m for m in idx if m != j and abs(m - j) <= WINDOW]
-        if near:
-            resid.append(logs[j] - float(np.median(logs[near])))
-    if len(resid) < 4:
+    r = _residuals(values, skip)
+    if len(r) < 4:
         return 0.0
-    r = np.asarray(resid)
     scale = float(np.median(np.abs(r - np.median(r)))) * 1.4826
     sampling = float(np.nanmedian(se[idx])) if np.isfinite(se[idx]).any() else 0.0
     # a residual carries its step's sampling noise and its neighbours' median's (~1/4 more)
