@@ -122,6 +122,9 @@ def test_each_judgement_class_is_told(cls: str, seed: int, fmt: str, tmp_path: P
         (1_500_016, "otlp", "2 steps: a 9.6 s slow reward and a 2.8 s long answer make the step 1.57× the other"),
         (1_500_023, "otlp_engine", "2 steps: replica 1 of 2 prefilled 1,360× slower; every worker sent it calls"),
         (1_500_027, "seed", "4 steps: one worker decoded 2.5× slower; its request's long answer took half the cost"),
+        # issue 52 (rule ablation): these two are named only by account/short_run.py, the step against its others
+        (53_500_159, "seed", "5 steps: every request's reward in step 1 slower (--classes short --seed 53, run 0)"),
+        (53_500_161, "otlp_engine", "4 steps: every request's reward in step 4 slower (--seed 53, run 2)"),
     ],
 )
 def test_short_runs_the_benchmark_missed(seed: int, fmt: str, what: str, tmp_path: Path) -> None:
