@@ -60,7 +60,7 @@ def _live_step(d: StepDiagnosis | None) -> LiveStep | None:
     metrics[n.SPANS] = float(d.spans)
     texts = {n.VERDICT: _verdict(d)}
     if d.cause is not None:
-        texts[n.CAUSE] = f"{d.cause_name} @ {cause_place(d.cause)}"
+        texts[n.CAUSE] = cause_at(d.cause_name, d.cause)  # the live line's words
     return LiveStep(d.step, metrics, texts)
 
 

@@ -82,7 +82,8 @@ LAG_STEPS: Final = LIVE + "lag_steps"
 VERDICT: Final = PREFIX + "verdict"
 """Text: the step's one-line verdict (also the console line)."""
 CAUSE: Final = PREFIX + "cause"
-"""Text: the top cause's name (the steps table's: ``step_cause.cause_name``) and where (``stall @ worker 0``)."""
+"""Text: the top cause's name (the steps table's: ``step_cause.cause_name``) and where, in the live line's words
+(``stall at worker 0``)."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 

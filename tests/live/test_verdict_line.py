@@ -97,7 +97,7 @@ def test_a_request_is_named_by_its_whole_id_as_the_finding_names_it(tmp_path: Pa
     rid = d.cause["request_id"]
     assert len(rid) > 12 and f"request {rid}" in d.cause["message"], d.cause["message"]
     cause = _live_step(d).texts[n.CAUSE]
-    assert cause.endswith(f"@ request {rid} on worker 1"), cause
+    assert cause.endswith(f"at request {rid} on worker 1"), cause
 
 
 def _quiet(cause: dict, name: str, parts: list[dict]) -> str:
