@@ -99,7 +99,7 @@ class _Assembler:
 
         Why the third list: seed logs give a step's event spans no ``verl.step`` of their own, so every part a
         seed reader makes is such a mix; split, it was copied whole (both sides: docs/performance.md).
-        :meth:`step_table` keeps it whole when its rows of no step all belong to the step's traces."""
+        :meth:`step_parts` keeps it whole when its rows of no step all belong to the step's traces."""
         mine: list[Part] = []
         loose: list[Part] = []
         mixed: list[tuple[Part, np.ndarray]] = []
