@@ -180,3 +180,23 @@ def test_a_status_beside_a_cause_says_how_common_it_was_in_the_step(tmp_path: Pa
     (f,) = [f for f in d.findings if f.kind in k.CAUSES and f.steps == [3] and "s3w1r2" in f.message]
     told = f"cut off at the response length limit, as were {cut} of the step's {len(step3)} requests"
     assert told in f.message and 1 < cut < len(step3), f.message
+
+
+def test_a_status_only_the_cause_had_is_said_to_be_the_only_one(tmp_path: Path) -> None:
+    """A cause whose request alone ended so says it is the only one; held-out async runs read "as were 0 of the
+    step's 16 requests" (the request was another step's: an asynchronous cause is told where the trainer waited)
+    and "as were 1 of the step's 40 requests" of the request itself."""
+    from otel_verl.analysis.findings.common import kinds as k
+    from otel_verl.analysis.findings.diagnose import diagnose_run
+    from otel_verl.analysis.read import load_spans
+    from otel_verl.analysis.tables import Tables
+    from tests.analysis.builder import Plan, build_run
+
+    b = build_run(Plan(steps=4, slow_turn=(3, 1, 2, 15.0)))
+    for sp in b.spans:
+        if sp.attrs.get("verl.request.id") == "s3w1r2":
+            sp.attrs["verl.request.status"] = "truncated"
+    d = diagnose_run(Tables.build(load_spans(b.write(tmp_path))))
+    (f,) = [f for f in d.findings if f.kind in k.CAUSES and f.steps == [3] and "s3w1r2" in f.message]
+    assert "cut off at the response length limit, the only one of the step's" in f.message, f.message
+    assert "as were" not in f.message, f.message

@@ -178,7 +178,12 @@ def _shared(reqs: pd.DataFrame, step_requests: pd.DataFrame | None = None) -> st
     step = _distinct(step_requests) if step_requests is not None and "status" in step_requests else None
     if step is None or step.empty:
         return said
-    return f"{said}, as were {int((step['status'] == ended).sum())} of the step's {len(step)} requests"
+    alike = int((step["status"] == ended).sum())
+    if alike < n:  # an asynchronous cause told where the trainer waited: its requests are another step's
+        return said
+    if alike == n:
+        return f"{said}, the only {'one' if n == 1 else 'ones'} of the step's {len(step)} requests"
+    return f"{said}, as were {alike} of the step's {len(step)} requests"
 
 
 NAMED_REQUESTS = 20
