@@ -136,10 +136,12 @@ up() {
             args=(--config "$ROOT/collector/config.yaml" --config "$ROOT/collector/jaeger_only.yaml")
         fi
         nohup "$(binary "$name")" "${args[@]}" >"$RUN/$name.log" 2>&1 </dev/null &
-        echo $! >"$RUN/$name.pid"
+        local child=$!
+        echo "$child" >"$RUN/$name.pid"
         started+=("$name")
         until ready "$name" && { [[ "$name" == collector ]] || listens "$OTEL_VERL_JAEGER_OTLP_ENDPOINT"; }; do
-            if ! running_pid "$name" >/dev/null || ((SECONDS > deadline)); then
+            # alive, not running_pid: until nohup execs the binary, the child's cmdline is still this script's
+            if ! kill -0 "$child" 2>/dev/null || ((SECONDS > deadline)); then
                 say "$name did not come up (port in use? see its log, $RUN/$name.log):" >&2
                 tail -n 15 "$RUN/$name.log" >&2 || true
                 for name in "${started[@]}"; do stop "$name"; done
