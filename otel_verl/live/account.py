@@ -115,6 +115,7 @@ def _rest(account: dict[str, Any], excess: float, moved: float) -> str:
     over its usual, and what the rest was (issue 51: "+1.18 s … largest move: slow decode at every worker, 0.08 s"
     said nothing of the other 1.10 s). The same parts and seconds as the steps' account in findings.json."""
     from otel_verl.analysis import fmt_s
+    from otel_verl.analysis.labels import readable
 
     if excess <= 0 or moved >= excess / 2:
         return ""
@@ -123,7 +124,7 @@ def _rest(account: dict[str, Any], excess: float, moved: float) -> str:
         return f"; the other {fmt_s(excess - moved)} is no one part's (each ran within its usual)"
     top = max(parts, key=lambda p: p["seconds"])
     kind = str(top.get("kind", "?"))
-    name = f"phase {top.get('phase')}" if kind == "phase" else kind.replace("_", " ")
+    name = f"phase {top.get('phase')}" if kind == "phase" else readable(kind)  # the report's words for a part
     other = "" if moved else "; no cause"
     most = f"most of the excess: {name}, {fmt_s(top['seconds'])} over its usual"
     return f"{other}; {most}, the rest spread over its parts"

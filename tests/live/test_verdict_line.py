@@ -124,3 +124,12 @@ def test_a_slow_phase_is_named_once_and_the_rest_of_the_excess_is_placed() -> No
     decode = {"kind": "slow_decode", "severity": "info", "seconds": 0.9, "details": {"scope": "step"}}
     told = _quiet(decode, "slow decode", parts)  # a move that explains most of the excess needs nothing more
     assert told.endswith("largest move: slow decode at every worker, 0.90 s"), told
+
+
+def test_the_rest_of_the_excess_names_a_part_in_the_reports_words() -> None:
+    """The second cold trial read "no cause; most of the excess: engine before, 0.07 s over its usual": a part's
+    key, where the report's legend says "before the engine (Ray hops, load balancer)"."""
+    parts = [{"kind": "engine_before", "seconds": 0.70}, {"kind": "decode", "seconds": 0.10}]
+    line = _quiet(None, None, parts)
+    assert "; no cause; most of the excess: before the engine (Ray hops, load balancer), 0.70 s over its usual" in line
+    assert "engine before" not in line, line

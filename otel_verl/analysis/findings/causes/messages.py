@@ -39,7 +39,7 @@ def describe(f: Finding, a: StepAccount, reqs: pd.DataFrame) -> str:
     cost = f": +{fmt_s(f.seconds)}" if f.seconds > 0 else ""
     if d.get("degraded"):
         cost = f"; it cost the step only {fmt_s(f.seconds)} because requests overlapped"
-        cost += ": a note (below a warning's floor), told before it costs more"
+        cost += ": info, below a warning's floor, shown so it is seen before it costs more"
     turn = d.get("turn_index")
     of_turn = f" in the engine call of turn index {turn}" if isinstance(turn, int) else ""
     still = f"; the worker stalled: nothing else moved on it for {fmt_s(d['stalled_s'])}" if d.get("stalled_s") else ""
