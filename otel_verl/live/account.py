@@ -92,7 +92,8 @@ def _verdict(d: StepDiagnosis) -> str:
     # "so far": the usual of the steps seen, each valued when it was the newest; ``analyze`` values every step
     # against the whole run's, and its steps table's "parts' usual" may differ (the demo's step 3: 2.7 s here,
     # 2.9 s there, issue 51): named alike, the words say which is which
-    line = f"{took} (parts' usual so far {fmt_s(baseline)}, {excess:+.2f} s)"
+    signed = f"{excess:+.2f}".replace("-", "\u2212")  # the steps table's minus sign
+    line = f"{took} (parts' usual so far {fmt_s(baseline)}, {signed} s)"
     line += f"; {caveat}" if caveat else ", within the run's usual variation"
     moved = 0.0
     if cause is not None:

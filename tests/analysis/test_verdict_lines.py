@@ -92,7 +92,7 @@ def test_two_steps_each_compared_with_the_other_never_itself(paused_run: Path, t
 
 
 TOLD = re.compile(
-    r"their excess: median ([+-][\d.]+) s, at least half of them within ±([\d.]+) s of it"
+    r"their excess: median ([+\u2212][\d.]+) s, at least half of them within ±([\d.]+) s of it"
     r"(; steps? ([\d, -]+) set aside)?"
 )
 
@@ -106,7 +106,7 @@ def _checked(result: Analysis) -> list[int]:
     aside = [int(x) for x in re.findall(r"\d+", told.group(3) or "")]
     excess = np.array([row["excess_s"] for row in result.steps if row["step"] not in aside])
     mid = float(np.median(excess))
-    assert float(told.group(1)) == pytest.approx(mid, abs=0.006), (verdict, excess)
+    assert float(told.group(1).replace("\u2212", "-")) == pytest.approx(mid, abs=0.006), (verdict, excess)
     within = float(told.group(2))
     assert within == pytest.approx(float(np.median(np.abs(excess - mid))), abs=0.006), (verdict, excess)
     assert (np.abs(excess - mid) <= within + 0.005).sum() >= len(excess) / 2, (verdict, excess)

@@ -43,7 +43,8 @@ def test_a_measured_step_without_a_cause_names_its_usual_as_the_steps_table_does
     one name, and "so far" says the live one is the steps' seen so far."""
     account = {"step": 3, "duration_s": 2.4, "baseline_s": 2.713, "excess_s": -0.32}
     line = _line(3, account, None, None)
-    assert line == "step 3: took 2.4 s (parts' usual so far 2.7 s, -0.32 s), within the run's usual variation", line
+    told = "step 3: took 2.4 s (parts' usual so far 2.7 s, \u22120.32 s), within the run's usual variation"
+    assert line == told, line  # the steps table's minus sign (the second cold trial: -0.11 s beside its \u22120.13 s)
 
 
 def test_a_quiet_first_step_says_only_that_it_has_no_baseline() -> None:

@@ -137,7 +137,8 @@ def _stray(d: Diagnosis) -> str:
         return f"steps stray ±{fmt_s(d.spread.spread)} from their median excess"
     mid = float(np.median(used))
     within = float(np.median(np.abs(used - mid)))
-    told = f"their excess: median {mid:+.2f} s, at least half of them within ±{within:.2f} s of it"
+    sign = f"{mid:+.2f}".replace("-", "\u2212")  # the steps table's minus sign
+    told = f"their excess: median {sign} s, at least half of them within ±{within:.2f} s of it"
     kept = {s for s, _ in d.spread.used}
     aside = sorted(s for s, _, _ in d.spread.lengths if s not in kept)
     if aside:
