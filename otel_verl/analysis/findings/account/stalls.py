@@ -53,7 +53,7 @@ def with_stalls(s: StepSummary, b: Baselines, th: Thresholds, found: pd.DataFram
             if not len(rows) or overlap_s[rows].max() <= 0:
                 continue
             i = int(rows[np.argmax(overlap_s[rows])])  # the first of the request's rows that overlapped most
-            took = float(overlap_s[i])
+            took = min(float(overlap_s[i]), float(w.seconds))  # a rollout pause's share is not the stall's
             # the stall's seconds come out of what the stretched part was already blamed for
             here = found.index[found["occ"].to_numpy() == i]
             for j in here:

@@ -68,6 +68,19 @@ def with_pauses(seg: pd.DataFrame, pauses: tuple[np.ndarray, np.ndarray]) -> pd.
     return pd.concat([out, pause], ignore_index=True)
 
 
+def unpaused_quiet(quiet: pd.DataFrame, pauses: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
+    """``quiet`` (:func:`~.quiet.quiet_windows`) with each stretch's time in a rollout pause (plus the resume's lag,
+    as for a gap) taken out of its ``seconds`` and ``weight``: a worker whose requests waited out a colocate-async
+    replica sleep moved nothing for seconds, and that is the pause, not a stall (async_clean, --seed 4242: "worker 3
+    stalled ... nothing else moved on it for 3.1 s" inside a weight sync). Sync runs have no pauses: unchanged."""
+    starts, ends = (np.asarray(x, dtype=np.int64) for x in pauses)
+    if not len(starts) or quiet.empty:
+        return quiet
+    lo, hi = (quiet[c].to_numpy(dtype=np.int64) for c in ("start_ns", "end_ns"))
+    seconds = np.clip(quiet["seconds"].to_numpy(dtype=float) - _paused_s(starts, ends, lo, hi), 0.0, None)
+    return quiet.assign(seconds=seconds, weight=seconds * quiet["in_flight"].to_numpy(dtype=float))
+
+
 def _paused_s(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Seconds of each stretch ``[lo, hi]`` inside the pauses (disjoint, sorted), plus, when a pause ends inside
     the stretch, the stretch's time after that end up to :data:`RESUME_LAG_S` (the resume's lag)."""

@@ -17,7 +17,7 @@ import pandas as pd
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.common.histograms import LogHistogram
 from otel_verl.analysis.findings.steps.async_account import AsyncStep, async_accounts
-from otel_verl.analysis.findings.steps.paused_gaps import PAUSED_SHARE, with_pauses
+from otel_verl.analysis.findings.steps.paused_gaps import PAUSED_SHARE, unpaused_quiet, with_pauses
 from otel_verl.analysis.findings.steps.quiet import quiet_windows
 from otel_verl.analysis.findings.steps.segments import (
     TEXT_COLUMNS,
@@ -129,6 +129,8 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
     seg = seg.merge(req[["request_span", "step", "worker", "replica", "sample_index"]], on="request_span", how="left")
     phases = _phases(t)
     quiet = quiet_windows(t)
+    if sides:  # and a worker's stretch of nothing moving, its time in a pause: the pause's, not a stall's
+        quiet = unpaused_quiet(quiet, next(iter(sides.values())).pauses)
     quiet_by_step = quiet.groupby("step", sort=False).indices
     req_by_step = req.groupby("step", sort=False).indices
     ph_by_step = phases.groupby("step", sort=False).indices if len(phases) else {}
