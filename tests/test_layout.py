@@ -255,7 +255,7 @@ def test_no_lower_stage_imports_a_higher_one() -> None:
 
 def test_the_live_account_uses_the_analyzer_through_its_door() -> None:
     """The live account asks the analyzer through its public API only (``otel_verl.analysis``: the incremental
-    call :class:`~otel_verl.analysis.IncrementalDiagnosis` and two readers of findings.json's shapes), so a change
+    call :class:`~otel_verl.analysis.IncrementalDiagnosis` and readers of findings.json's shapes), so a change
     inside the analyzer never reaches it."""
     graph = _graph()
     inside = {

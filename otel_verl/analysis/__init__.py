@@ -63,6 +63,7 @@ __all__ = [
     "diagnose",
     "fmt_s",
     "load",
+    "readable",
 ]
 
 _TYPES = {
@@ -74,6 +75,7 @@ _TYPES = {
     # readers of findings.json's shapes: what a cause cost a step, seconds as the messages write them
     "cause_seconds": "otel_verl.analysis.findings.common.step_cause",
     "fmt_s": "otel_verl.analysis.findings.common.record",
+    "readable": "otel_verl.analysis.labels",  # a part's key (engine_before) in the report's words
     "LoadOptions": "otel_verl.analysis.read.load_options",
     "LoadStats": "otel_verl.analysis.read.stats",
     "Tables": "otel_verl.analysis.tables",
@@ -82,7 +84,7 @@ _TYPES = {
 
 
 def __getattr__(name: str) -> Any:
-    """The facade's types (and two readers of findings.json's shapes), imported on first use (pandas and pyarrow
+    """The facade's types (and readers of findings.json's shapes), imported on first use (pandas and pyarrow
     stay unloaded for ``otel-verl --help``)."""
     if name in _TYPES:
         import importlib

@@ -115,8 +115,7 @@ def _rest(account: dict[str, Any], excess: float, moved: float) -> str:
     """Where the step's excess went when its largest move explains less than half of it: the part that ran most
     over its usual, and what the rest was (issue 51: "+1.18 s … largest move: slow decode at every worker, 0.08 s"
     said nothing of the other 1.10 s). The same parts and seconds as the steps' account in findings.json."""
-    from otel_verl.analysis import fmt_s
-    from otel_verl.analysis.labels import readable
+    from otel_verl.analysis import fmt_s, readable
 
     if excess <= 0 or moved >= excess / 2:
         return ""
