@@ -26,17 +26,19 @@ printed."""
 ANALYZE_HELP = f"""Diagnose a run: `findings.json`, `report.html` (one file, opens anywhere) and each figure as a PNG
 in `--out` (default: `./otel-verl-report/` and the run's name).
 
-SOURCE is read by its kind (auto-detected; force it with `--source-type`):
+SOURCE is read by its kind (auto-detected; force it with `--source-type`): a spool dir (its newest run;
+`--run NAME` picks another), a collector file exporter's file, Jaeger v2 (`--service`, `--lookback`), Tempo
+(`--since`, `--until`), or the logs of verl's earlier profiler (SGLangLogManager: `step_<n>/worker_<rank>.jsonl`,
+read directly or converted once with `import-legacy`):
 
-* spool dir: `{CLI} analyze ./otel-verl-spool` (its newest run; `--run NAME` picks another)
-* collector file exporter: `{CLI} analyze /var/otel/traces.jsonl --out report`
-* Jaeger v2: `{CLI} analyze http://jaeger:16686 --service verl --lookback 2h --out report`
-* Tempo: `{CLI} analyze http://tempo:3200 --since 2026-08-01T10:00 --until 2026-08-01T12:00 --out report`
+    {CLI} analyze ./otel-verl-spool
+    {CLI} analyze /var/otel/traces.jsonl --out report
+    {CLI} analyze http://jaeger:16686 --lookback 2h
+    {CLI} analyze http://tempo:3200 --since 2026-08-01T10:00
 
-Logs of verl's earlier profiler (SGLangLogManager: `step_<n>/worker_<rank>.jsonl`) are read directly (or
-converted once: `{CLI} import-legacy LOGDIR --spool DIR`).
+Link every trace id to Jaeger (HOST: where it runs):
 
-Link every trace id to Jaeger: `--trace-url 'http://HOST:16686/trace/{{trace_id}}'`.
+    --trace-url 'http://HOST:16686/trace/{{trace_id}}'
 
 The diagnosis's thresholds rarely need changing: see the last panel, and docs/analyzer.md for each one.
 

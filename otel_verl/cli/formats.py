@@ -31,12 +31,14 @@ EXPORT_LEGACY_HELP = (
     f"data (a validation rollout goes to `val_step_<n>/`).\n\n{EXIT_CODES}"
 )
 EXPORT_PERFETTO_HELP = (
-    "A trace for ui.perfetto.dev (Open trace file): a trainer track (steps, phases), a group per worker (its "
-    "chunks and barrier wait, then a track per request named by prompt, request id and replica, holding its "
-    "turns, engine calls and events), every span's attributes on its slice. Perfetto's protobuf format "
-    "(`.pftrace`), or Chrome's JSON for an `--out` ending in `.json` (its request lanes cannot be named). "
-    f"`--steps 2` writes one step: `{otel_verl_command()} export-perfetto ./traces --steps 2 --out step2.pftrace` "
-    "(the README demo's spool and its slow step)."  # spelled as the user's shell runs it (otel_verl.invocation)
+    "A trace for ui.perfetto.dev (Open trace file): a trainer track (steps, phases) and a group per worker.\n\n"
+    "Each worker's group holds its chunks and barrier wait, then a track per request named by prompt, request id "
+    "and replica, holding its turns, engine calls and events; every span's attributes are on its slice. "
+    "Perfetto's protobuf format (`.pftrace`), or Chrome's JSON for an `--out` ending in `.json` (its request "
+    "lanes cannot be named). One step (the README demo's spool and its slow step):\n\n"
+    # a code block of its own: rich wraps a paragraph at 80 columns mid-command (the second cold trial), not a
+    # code line that fits; spelled as the user's shell runs it (otel_verl.invocation)
+    f"    {otel_verl_command()} export-perfetto ./traces --steps 2 --out step2.pftrace"
     f"\n\n{EXIT_CODES}"
 )
 FORMATS = ("auto", "proto", "json")

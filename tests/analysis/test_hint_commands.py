@@ -164,3 +164,20 @@ def test_the_trace_url_hint_is_the_whole_command(monkeypatch: pytest.MonkeyPatch
     assert html.escape(presenting.trace_url_command("./traces")) in page._causes([], None, "./traces")
     ran = shell(f"{said} --help", user_env())
     assert ran.returncode == 0 and "--trace-url" in ran.stdout, ran.stderr[-500:]
+
+
+@pytest.mark.parametrize("args", ["--help", "analyze --help", "export-perfetto --help"])
+def test_help_examples_stay_whole_at_80_columns(args: str) -> None:
+    """The second cold trial copied `.venv/bin/otel-verl` / `export-perfetto ./traces --steps 2 …` from two lines of
+    the help at 80 columns (and the analyze help's Tempo example and --trace-url value): each example is a line of
+    its own that fits, so the examples read at 80 columns are those read at 400, whole."""
+    cli = str((VENV_BIN / "otel-verl").relative_to(ROOT))
+    seen = {}
+    for columns in ("80", "400"):
+        done = shell(f"{cli} {args}", user_env(COLUMNS=columns))
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = [x.strip(" │") for x in done.stdout.splitlines() if "Usage:" not in x]
+        seen[columns] = sorted(x[x.index(cli) :] for x in lines if SPELLED.search(x))
+    assert seen["80"] == seen["400"] and seen["80"], seen
+    if args == "analyze --help":
+        assert any("--trace-url 'http://HOST:16686/trace/{trace_id}'" in x for x in lines), lines
