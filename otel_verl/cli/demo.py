@@ -244,7 +244,7 @@ def demo(
         typer.Option(
             metavar="BACKEND",
             help="verl's trainer.logger backend: console (the default), wandb, mlflow, tensorboard, or another verl "
-            "knows (swanlab, clearml, trackio, file, …); repeat for several. Each step's live account "
+            "knows (swanlab, clearml, trackio, file and more); repeat for several. Each step's live account "
             "(otel_verl/* metrics, a verdict line on the console) goes there as training runs; OTEL_VERL_LIVE=false "
             "turns the live account off.",
         ),
@@ -321,7 +321,7 @@ def demo(
     out = make_console(file=sys.stdout)
     started = time.monotonic()
     result = _run_with_progress(out, opts, quiet=not (verbose or demo_quiet.verbose()))
-    out.print(  # the whole wait, as the user's clock saw it (run_demo's own wall time left out ~20 s: issue 51)
+    out.print(  # the whole wait, as the user's clock saw it (run_demo's own wall time left start-up out: issue 51)
         f"[bold]{counted(result.steps, 'step')}[/] in {time.monotonic() - started:.1f} s (the whole run: start-up, "
         f"{'verl validation, ' if opts.val_before_train else ''}shut-down included), "
         # verl's num_turns counts a trajectory's messages (prompt, answers, tool results), not its turns: said as
