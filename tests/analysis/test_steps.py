@@ -19,6 +19,7 @@ from otel_verl.analysis.read import step_stream as steps_module
 from otel_verl.analysis.read.step_split import owner_steps, split_by_step
 from otel_verl.analysis.read.step_stream import iter_steps
 from otel_verl.cli.common import parse_step_range
+from otel_verl.semconv import ENGINE_SERVICE_SUFFIXES
 
 
 def _lines(spool: Path) -> list[bytes]:
@@ -49,7 +50,7 @@ def test_demo_run_step_by_step(demo_planted) -> None:
     streamed = list(iter_steps(opts.spool))
     assert [s.steps for s in streamed] == [(s,) for s in range(opts.steps + 1)]
     assert_same_steps(streamed, spans)
-    engine = spans[spans["service"].str.contains("vllm", na=False)]
+    engine = spans[spans["service"].str.endswith(ENGINE_SERVICE_SUFFIXES, na=False)]  # the demo's: verl.sim-engine
     assert len(engine) and engine["step"].notna().all()  # from no_step/, each joined its step
 
 
