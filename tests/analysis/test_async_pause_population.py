@@ -9,27 +9,21 @@ were parked through the pause (9.2 s against a usual 0.7 s). Read into the step'
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
+from async_runs import analyzed_async_run
 
-from benchmarks.diagnosis.async_classes import BUILDERS
 from benchmarks.diagnosis.shape import OTLP
-from benchmarks.diagnosis.write_async import write_async
-from otel_verl.analysis import analyze
 
 
 def test_a_clean_colocate_run_tells_no_step_slow_for_calls_parked_in_a_pause(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(os.environ, "OTEL_VERL_ANALYZE_JOBS", "1")
-    run, expect = BUILDERS["async_clean"](9837729511, OTLP)
+    expect, data = analyzed_async_run("async_clean", 9837729511, OTLP, tmp_path)
     assert expect.variant == "colocate"
-    root = write_async(run, tmp_path / "data")
-    analyze(root, tmp_path / "out", html_report=False, figures=False)
-    data = json.loads((tmp_path / "out" / "findings.json").read_text())
     loud = [f"{f['kind']} {f['severity']}: {f['message']}" for f in data["findings"] if f["severity"] != "info"]
     assert loud == []
     # the parked calls are still in the account: step 2's rollout paused while its batch waited for the replicas
@@ -48,11 +42,8 @@ def test_the_trainers_wait_is_not_told_beside_the_answers_it_waited_for(
     (a hinge: nothing while the rollout runs ahead). The answers are told, at the step that waited; the wait is
     not."""
     monkeypatch.setitem(os.environ, "OTEL_VERL_ANALYZE_JOBS", "1")
-    run, expect = BUILDERS["async_clean"](9837729515, OTLP)
+    expect, data = analyzed_async_run("async_clean", 9837729515, OTLP, tmp_path)
     assert expect.variant == "separate"
-    root = write_async(run, tmp_path / "data")
-    analyze(root, tmp_path / "out", html_report=False, figures=False)
-    data = json.loads((tmp_path / "out" / "findings.json").read_text())
     at_9 = [f for f in data["findings"] if 9 in (f.get("steps") or [f.get("step")])]
     answers = [f for f in at_9 if f["kind"] == "long_response" and f["severity"] != "info"]
     assert answers and sum(f["details"]["judged"]["cost_s"] for f in answers) > 25.0

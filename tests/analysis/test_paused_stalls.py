@@ -10,18 +10,15 @@ Nothing was planted: the pause is the weight sync's cost, judged where it happen
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from async_runs import analyzed_async_run
 
-from benchmarks.diagnosis.async_classes import BUILDERS
 from benchmarks.diagnosis.shape import OTLP_ENGINE
-from benchmarks.diagnosis.write_async import write_async
-from otel_verl.analysis import analyze
 from otel_verl.analysis.findings.common import kinds as k
 from otel_verl.analysis.findings.steps.paused_gaps import RESUME_LAG_S, unpaused_quiet
 
@@ -30,11 +27,8 @@ def test_a_clean_colocate_run_tells_no_stall_for_a_replica_sleep(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(os.environ, "OTEL_VERL_ANALYZE_JOBS", "1")
-    run, expect = BUILDERS["async_clean"](77001931010, OTLP_ENGINE)
+    expect, data = analyzed_async_run("async_clean", 77001931010, OTLP_ENGINE, tmp_path)
     assert expect.variant == "colocate"
-    root = write_async(run, tmp_path / "data")
-    analyze(root, tmp_path / "out", html_report=False, figures=False)
-    data = json.loads((tmp_path / "out" / "findings.json").read_text())
     loud = [f"{f['kind']} {f['severity']}: {f['message']}" for f in data["findings"] if f["severity"] != "info"]
     assert not [m for m in loud if m.startswith((k.STALL, k.ENGINE_WAIT))], loud
     # the sleep is still in the account: the rollout paused while the batch waited for the replicas

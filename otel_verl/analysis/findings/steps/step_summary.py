@@ -124,13 +124,14 @@ def summarize_steps(t: Tables) -> list[StepSummary]:
     sides = async_accounts(t)
     req["consumer_wait_s"] = req["consumed_step"].map({s: a.trainer_wait_s for s, a in sides.items()}).astype(float)
     seg = request_segments(t)
-    if sides:  # a request's wait for a rollout pause is the pause's, not its gap's
-        seg = with_pauses(seg, next(iter(sides.values())).pauses)
+    pauses = next(iter(sides.values())).pauses if sides else None  # the run's pauses, shared by every step
+    if pauses is not None:  # a request's wait for a rollout pause is the pause's, not its gap's
+        seg = with_pauses(seg, pauses)
     seg = seg.merge(req[["request_span", "step", "worker", "replica", "sample_index"]], on="request_span", how="left")
     phases = _phases(t)
     quiet = quiet_windows(t)
-    if sides:  # and a worker's stretch of nothing moving, its time in a pause: the pause's, not a stall's
-        quiet = unpaused_quiet(quiet, next(iter(sides.values())).pauses)
+    if pauses is not None:  # and a worker's stretch of nothing moving, its time in a pause: not a stall's
+        quiet = unpaused_quiet(quiet, pauses)
     quiet_by_step = quiet.groupby("step", sort=False).indices
     req_by_step = req.groupby("step", sort=False).indices
     ph_by_step = phases.groupby("step", sort=False).indices if len(phases) else {}
